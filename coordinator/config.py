@@ -1,0 +1,60 @@
+"""Coordinator configuration: Kafka's broker settings for groups and offsets, in milliseconds.
+
+Defaults are Kafka's (spec §1). Every limit the coordinator enforces is here, with the error a
+request gets when it is exceeded, so nothing in the core is unbounded.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+INT32_MAX = 2**31 - 1
+
+DAY_MS = 24 * 60 * 60 * 1000
+
+
+class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    # -- Kafka's settings (spec §1) -----------------------------------------------------------
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = INT32_MAX                  # GROUP_MAX_SIZE_REACHED
+    offsets_retention_ms: int = 7 * DAY_MS
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096           # OFFSET_METADATA_TOO_LARGE (UTF-16 units)
+    # Kafka hard-codes this (GroupCoordinator.NewMemberJoinTimeoutMs); a setting here for tests.
+    new_member_join_timeout_ms: int = 300_000
+
+    # -- Limits of our own, each answered with a Kafka error ----------------------------------
+    # Kafka's strings carry an int16 length. Longer ids, names or hosts get INVALID_REQUEST
+    # (INVALID_GROUP_ID for a group id), so nothing unbounded reaches a record.
+    string_max_chars: int = 32_767
+    member_protocols_max_bytes: int = 1_048_576      # INVALID_REQUEST: one member's protocol list
+    member_protocols_max_count: int = 64            # INVALID_REQUEST
+    group_metadata_max_bytes: int = 8_388_608        # a group record over this fails the sync
+    offset_commit_max_bytes: int = 8_388_608         # INVALID_COMMIT_OFFSET_SIZE for the request
+    max_parked_requests: int = 100_000               # COORDINATOR_NOT_AVAILABLE past this
+    max_groups: int = 1_000_000                      # COORDINATOR_NOT_AVAILABLE for a new group
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise ValueError(f"CoordinatorConfig.{name} must be an int, got {value!r}")
+        positive = ("group_max_size", "offsets_retention_ms", "offsets_retention_check_interval_ms",
+                    "string_max_chars", "member_protocols_max_bytes",
+                    "member_protocols_max_count", "group_metadata_max_bytes",
+                    "offset_commit_max_bytes", "max_parked_requests", "max_groups",
+                    "new_member_join_timeout_ms")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"CoordinatorConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("group_initial_rebalance_delay_ms", "offset_metadata_max_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}")
+        # Kafka does not check min <= max; nor do we (every join then fails INVALID_SESSION_TIMEOUT).
+
+    @classmethod
+    def from_retention_minutes(cls, minutes: int, **kwargs) -> "CoordinatorConfig":
+        """Kafka's ``offsets.retention.minutes``, widened to 64-bit milliseconds (no overflow)."""
+        return cls(offsets_retention_ms=minutes * 60 * 1000, **kwargs)

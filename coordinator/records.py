@@ -1,0 +1,65 @@
+"""Durable records: the `__consumer_offsets` key/value pairs (spec §7.2, DESIGN.md "Records").
+
+A ``Record(key, value)`` with ``value=None`` is a tombstone. Every change to durable state is one
+of these, and ``Shard.replay`` is the only code that turns them into state.
+
+Evolution rule (msgspec): fields are only appended, each with a default, so an old reader decodes
+a new record and a new reader decodes an old one. ``RECORD_TYPES`` gives each key type the
+number that the storage envelope carries (Kafka's key versions: 1 = offset, 2 = group), so a
+reader that meets a number it does not know skips the record.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class OffsetCommitKey(msgspec.Struct, frozen=True):
+    group: str
+    topic: str
+    partition: int
+
+
+class OffsetCommitValue(msgspec.Struct, frozen=True):
+    offset: int
+    leader_epoch: int = -1                      # -1: none
+    metadata: str = ""
+    commit_timestamp_ms: int = 0
+    expire_timestamp_ms: int | None = None      # None (or < 0): no explicit expiry
+
+
+class GroupMetadataKey(msgspec.Struct, frozen=True):
+    group: str
+
+
+class MemberMetadataValue(msgspec.Struct, frozen=True):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes                          # metadata of the group's selected protocol
+    assignment: bytes
+
+
+class GroupMetadataValue(msgspec.Struct, frozen=True):
+    protocol_type: str                           # "" when unset
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int = -1        # -1: unknown
+    members: tuple[MemberMetadataValue, ...] = ()
+
+
+class Record(msgspec.Struct, frozen=True):
+    key: OffsetCommitKey | GroupMetadataKey
+    value: OffsetCommitValue | GroupMetadataValue | None
+
+
+# record type number (in the storage envelope) -> (key type, value type)
+RECORD_TYPES: dict[int, tuple[type, type]] = {
+    1: (OffsetCommitKey, OffsetCommitValue),
+    2: (GroupMetadataKey, GroupMetadataValue),
+}
+RECORD_TYPE_OF: dict[type, int] = {key: number for number, (key, _) in RECORD_TYPES.items()}

@@ -1,0 +1,251 @@
+"""Offsets and group administration: commit, fetch, retention, OffsetDelete and the admin APIs.
+
+Part of ``Shard`` (see shard.py for the theory of operation):
+
+    _handle_commit          spec §2.7, §6.1
+    _handle_fetch           spec §2.8
+    _handle_offset_delete   spec §2.12
+    _handle_describe        spec §2.9
+    _handle_list            spec §2.10
+    _handle_delete_groups   spec §2.11
+    _run_offset_cleanup     spec §6.2 (periodic timer ("cleanup",))
+
+Every change to offsets is a record handed to ``_emit``, which applies it through the same code
+``replay`` uses; a removed offset is a tombstone. Nothing here is ever "pending": the runtime
+orders reads behind unacknowledged writes, so ``require_stable`` never finds an in-flight commit
+here and UNSTABLE_OFFSET_COMMIT is not produced (there are no transactions either).
+"""
+
+from __future__ import annotations
+
+from .errors import Errors
+from .group import (
+    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
+)
+from .messages import (
+    DeletableGroupResult, DeleteGroupsResponse, DescribedGroup, DescribedGroupMember,
+    DescribeGroupsResponse, ListedGroup, ListGroupsResponse, OffsetCommitResponse,
+    OffsetCommitResponsePartition, OffsetDeleteResponse, OffsetDeleteResponsePartition,
+    OffsetFetchResponse, OffsetFetchResponsePartition,
+)
+from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from .validation import (
+    commit_partition_ok, is_int64, member_fields_ok, topic_partition_exists, utf16_length,
+)
+
+NONE = Errors.NONE
+# Bytes an offset record takes beyond its strings: key and value numbers plus envelope framing.
+OFFSET_RECORD_OVERHEAD_BYTES = 64
+
+
+class OffsetsMixin:
+    # -- OffsetCommit (spec §2.7) ---------------------------------------------------------------
+
+    def _handle_commit(self, request_id, req) -> None:
+        error = self._group_error(req.group_id, allow_empty=True)
+        if error is None and not (member_fields_ok(req.member_id, req.group_instance_id,
+                                                   req.generation_id, self.config)
+                                  and is_int64(req.retention_time_ms)
+                                  and all(commit_partition_ok(p, self.config)
+                                          for p in req.offsets)):
+            error = Errors.INVALID_REQUEST
+        if error is None and self._commit_bytes(req) > self.config.offset_commit_max_bytes:
+            error = Errors.INVALID_COMMIT_OFFSET_SIZE   # Kafka: RECORD_LIST_TOO_LARGE, mapped
+        group = self._groups.get(req.group_id) if error is None else None
+        if error is None and group is None:
+            if req.generation_id >= 0:
+                error = Errors.ILLEGAL_GENERATION          # a stale member of a forgotten group
+            else:
+                group = self._new_group(req.group_id)      # a "simple" group: offsets only
+                if group is None:
+                    error = Errors.COORDINATOR_NOT_AVAILABLE
+        if error is None:
+            error = self._validate_offset_commit(group, req)
+        if error is None and group.state is COMPLETING_REBALANCE:
+            error = Errors.REBALANCE_IN_PROGRESS
+        if error is not None:
+            return self._reply(request_id, OffsetCommitResponse(
+                [OffsetCommitResponsePartition(p.topic, p.partition, error) for p in req.offsets]))
+
+        if group.state is not EMPTY:                       # Stable or PreparingRebalance
+            self._reset_heartbeat(group, group.members[req.member_id])
+        now = self._now
+        expire_ms = None if req.retention_time_ms == -1 else now + req.retention_time_ms
+        max_chars = self.config.offset_metadata_max_bytes
+        results = []
+        for p in req.offsets:
+            metadata = p.committed_metadata or ""
+            if not topic_partition_exists(p.topic, p.partition):
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata) * 2 > max_chars and utf16_length(metadata) > max_chars:
+                error = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                error = NONE
+                self._emit(Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
+                                  OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
+                                                    metadata, now, expire_ms)))
+            results.append(OffsetCommitResponsePartition(p.topic, p.partition, error))
+        self._reply(request_id, OffsetCommitResponse(results))
+
+    @staticmethod
+    def _commit_bytes(req) -> int:
+        return sum(OFFSET_RECORD_OVERHEAD_BYTES + len(req.group_id) + len(p.topic)
+                   + len(p.committed_metadata or "") for p in req.offsets)
+
+    def _validate_offset_commit(self, group: Group, req) -> Errors | None:
+        if req.generation_id < 0 and group.state is EMPTY:
+            return None      # admin clients and manual assignment: no member checks at all
+        if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
+            error = self._validate_member(group, req.member_id, req.group_instance_id)
+            if error is None and req.generation_id != group.generation_id:
+                error = Errors.ILLEGAL_GENERATION
+            return error
+        return Errors.UNKNOWN_MEMBER_ID       # anonymous commit to a group with members
+
+    # -- OffsetFetch (spec §2.8) ----------------------------------------------------------------
+
+    def _handle_fetch(self, request_id, req) -> None:
+        error = self._group_error(req.group_id, allow_empty=True)
+        if error is not None:
+            return self._reply(request_id, OffsetFetchResponse(error, []))
+        group = self._groups.get(req.group_id)
+        offsets = group.offsets if group is not None else {}
+        if req.partitions is None:
+            keys = sorted(offsets)
+        else:
+            keys = [(tp.topic, tp.partition) for tp in req.partitions]
+        results = []
+        for key in keys:
+            value = offsets.get(key)
+            if value is None:
+                results.append(OffsetFetchResponsePartition(key[0], key[1], -1, -1, "", NONE))
+            else:
+                results.append(OffsetFetchResponsePartition(
+                    key[0], key[1], value.offset, value.leader_epoch, value.metadata, NONE))
+        self._reply(request_id, OffsetFetchResponse(NONE, results))
+
+    # -- OffsetDelete (spec §2.12) --------------------------------------------------------------
+
+    def _handle_offset_delete(self, request_id, req) -> None:
+        error = self._group_error(req.group_id)
+        group = self._groups.get(req.group_id) if error is None else None
+        if error is None and group is None:
+            error = Errors.GROUP_ID_NOT_FOUND
+        if error is None and group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            error = Errors.NON_EMPTY_GROUP
+        if error is not None:
+            return self._reply(request_id, OffsetDeleteResponse(error, []))
+        results, deletable = [], []
+        for tp in dict.fromkeys((tp.topic, tp.partition) for tp in req.partitions):
+            if group.state is not EMPTY and group.is_subscribed_to_topic(tp[0]):
+                results.append(OffsetDeleteResponsePartition(
+                    tp[0], tp[1], Errors.GROUP_SUBSCRIBED_TO_TOPIC))
+            else:
+                deletable.append(tp)
+                results.append(OffsetDeleteResponsePartition(tp[0], tp[1], NONE))
+        if deletable:
+            self._cleanup_group(group, [tp for tp in deletable if tp in group.offsets])
+        self._reply(request_id, OffsetDeleteResponse(NONE, results))
+
+    # -- Describe / List / Delete groups (spec §2.9–2.11) -----------------------------------------
+
+    def _handle_describe(self, request_id, req) -> None:
+        described = []
+        for group_id in req.group_ids:
+            error = self._group_error(group_id, allow_empty=True)
+            group = self._groups.get(group_id) if error is None else None
+            if error is not None:
+                described.append(DescribedGroup(error, group_id, "", "", "", [], -1, ""))
+            elif group is None:
+                described.append(DescribedGroup(NONE, group_id, DEAD.value, "", "", [], -1, ""))
+            else:
+                described.append(self._describe(group))
+        self._reply(request_id, DescribeGroupsResponse(described))
+
+    @staticmethod
+    def _describe(group: Group) -> DescribedGroup:
+        stable = group.state is STABLE
+        protocol = group.protocol_name if stable else ""
+        members = [DescribedGroupMember(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.metadata(protocol) if stable else b"", m.assignment if stable else b"")
+            for m in group.members.values()]
+        return DescribedGroup(NONE, group.group_id, group.state.value, group.protocol_type or "",
+                              protocol or "", members, group.generation_id, group.leader_id or "")
+
+    def _handle_list(self, request_id, req) -> None:
+        if not self.owned:
+            # A loading partition has no cached groups yet; an unloaded one has none left.
+            error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading else Errors.NOT_COORDINATOR
+            return self._reply(request_id, ListGroupsResponse(error, []))
+        wanted = set(req.states_filter)
+        self._reply(request_id, ListGroupsResponse(NONE, [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values() if not wanted or g.state.value in wanted]))
+
+    def _handle_delete_groups(self, request_id, req) -> None:
+        results = []
+        for group_id in dict.fromkeys(req.group_ids):
+            error = self._group_error(group_id, allow_empty=True)
+            group = self._groups.get(group_id) if error is None else None
+            if error is None:
+                if group is None:
+                    error = Errors.GROUP_ID_NOT_FOUND
+                elif group.state is not EMPTY:
+                    error = Errors.NON_EMPTY_GROUP
+                else:
+                    group.transition_to(DEAD, self._now)
+                    self._cleanup_group(group, list(group.offsets))
+                    error = NONE
+            results.append(DeletableGroupResult(group_id, error))
+        self._reply(request_id, DeleteGroupsResponse(results))
+
+    # -- retention (spec §6.2) ------------------------------------------------------------------
+
+    def _run_offset_cleanup(self, key, _payload) -> None:
+        now, retention_ms = self._now, self.config.offsets_retention_ms
+        for group in list(self._groups.values()):
+            self._cleanup_group(group, self._expired_offsets(group, now, retention_ms))
+        self._arm(key, self.config.offsets_retention_check_interval_ms)
+
+    @staticmethod
+    def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+        if group.protocol_type is not None and group.state is EMPTY:
+            # Retention counts from when the group emptied (or, if unknown, from the commit).
+            state_ms = group.state_timestamp_ms
+            subscribed: frozenset[str] = frozenset()
+        elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is STABLE
+              and group.subscribed_topics is not None):
+            state_ms, subscribed = None, group.subscribed_topics   # KIP-496: unsubscribed topics
+        elif group.protocol_type is None:
+            state_ms, subscribed = None, frozenset()                # simple group
+        else:
+            return []
+        expired = []
+        for tp, value in group.offsets.items():
+            if tp[0] in subscribed:
+                continue
+            expire_ms = value.expire_timestamp_ms
+            if expire_ms is not None and expire_ms >= 0:
+                if now_ms >= expire_ms:
+                    expired.append(tp)
+            elif now_ms - (value.commit_timestamp_ms if state_ms is None else state_ms) >= retention_ms:
+                expired.append(tp)
+        return expired
+
+    def _cleanup_group(self, group: Group, removed: list[tuple[str, int]]) -> None:
+        """Kafka's ``cleanupGroupMetadata``: tombstone ``removed`` offsets, then drop the group
+        if it is (or became) Dead, or is Empty with no offsets left."""
+        group_id = group.group_id
+        for topic, partition in removed:
+            self._emit(Record(OffsetCommitKey(group_id, topic, partition), None))
+        if group.state is EMPTY and not group.offsets:
+            group.transition_to(DEAD, self._now)
+        if group.state is DEAD and self._groups.get(group_id) is group:
+            del self._groups[group_id]
+            for member_id in group.pending_members:
+                self._timer.cancel(("pending", group_id, member_id))
+            self._event("dead", group_id, f"generation {group.generation_id}")
+            if group.generation_id > 0:     # simple groups never wrote a group record
+                group.persisted = None
+                self._records.append(Record(GroupMetadataKey(group_id), None))

@@ -1,0 +1,84 @@
+"""Value checks for requests: what Kafka's wire format would have rejected before the coordinator.
+
+Kafka's schemas bound every field (int16-length UTF-8 strings, int32 and int64 numbers). Python
+does not, and a value that cannot be encoded would fail the log append *after* the Shard applied
+it: a poison request that fails its partition again on every retry. So every value that can reach
+a record is checked here first, and a request that fails gets INVALID_REQUEST (INVALID_GROUP_ID
+for the group id) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from .config import CoordinatorConfig
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def is_int32(n: int) -> bool:
+    return INT32_MIN <= n <= INT32_MAX
+
+
+def is_int64(n: int) -> bool:
+    return INT64_MIN <= n <= INT64_MAX
+
+
+def string_ok(s: str | None, config: CoordinatorConfig) -> bool:
+    """Fits an int16-length string and is encodable as UTF-8 (no lone surrogates)."""
+    if s is None:
+        return True
+    if len(s) > config.string_max_chars:
+        return False
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def group_id_ok(group_id: str | None, config: CoordinatorConfig) -> bool:
+    return group_id is not None and string_ok(group_id, config)
+
+
+def utf16_length(s: str) -> int:
+    """Java's ``String.length()``: code points above U+FFFF count twice."""
+    if s.isascii():
+        return len(s)
+    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+
+def join_request_ok(req, config: CoordinatorConfig) -> bool:
+    if not (is_int32(req.session_timeout_ms) and is_int32(req.rebalance_timeout_ms)):
+        return False
+    for s in (req.member_id, req.group_instance_id, req.client_id, req.client_host,
+              req.protocol_type, req.reason):
+        if not string_ok(s, config):
+            return False
+    if len(req.protocols) > config.member_protocols_max_count:
+        return False
+    total_bytes = 0
+    for protocol in req.protocols:
+        if not string_ok(protocol.name, config):
+            return False
+        total_bytes += len(protocol.metadata)
+    return total_bytes <= config.member_protocols_max_bytes
+
+
+def member_fields_ok(member_id: str, group_instance_id: str | None, generation_id: int,
+                     config: CoordinatorConfig) -> bool:
+    return (is_int32(generation_id) and string_ok(member_id, config)
+            and string_ok(group_instance_id, config))
+
+
+def commit_partition_ok(p, config: CoordinatorConfig) -> bool:
+    """A committed partition whose values fit the offset record (topic validity is separate)."""
+    return (is_int64(p.committed_offset) and is_int32(p.committed_leader_epoch)
+            and is_int32(p.partition) and string_ok(p.topic, config)
+            and string_ok(p.committed_metadata, config))
+
+
+def topic_partition_exists(topic: str, partition: int) -> bool:
+    """Without topic metadata, only names and numbers no Kafka topic can have are unknown."""
+    return bool(topic) and partition >= 0
