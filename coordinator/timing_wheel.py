@@ -8,7 +8,7 @@ span ``WHEEL_SIZE ** (i + 1)`` exceeds ``delta``, into the bucket that starts at
 ``deadline_ms`` rounded down to that level's slot width. So near deadlines sit in fine buckets
 and far ones in coarse buckets; level-0 buckets are 1 ms wide and hold a single deadline.
 
-Buckets are found by an integer *bucket key* ``start_ms * LEVELS + level``. Every live bucket key
+Buckets are found by an integer *bucket key* ``start_ms << LEVEL_BITS | level``. Every live bucket key
 is in a min-heap exactly once (Kafka's TimingWheel keeps its buckets in a DelayQueue the same
 way), which orders buckets by start and, for one start, finer level first. The heap holds
 buckets, not timers, so it stays small (a few hundred entries for a million timers) and a clock
@@ -39,9 +39,11 @@ from typing import Any, Hashable
 
 WHEEL_SIZE_BITS = 6
 WHEEL_SIZE = 1 << WHEEL_SIZE_BITS            # slots per level
-LEVELS = 8                                   # 64**8 ms ~ 8,900 years: covers every int deadline
-SLOT_MS = tuple(WHEEL_SIZE ** level for level in range(LEVELS))
-# delta_ms < LEVEL_SPAN_MS[i] -> level i (the top level takes everything larger)
+LEVEL_BITS = 3
+LEVELS = 1 << LEVEL_BITS                     # 64**8 ms ~ 8,900 years: covers every int deadline
+LEVEL_MASK = LEVELS - 1
+# delta_ms < LEVEL_SPAN_MS[i] -> level i (the top level takes everything larger); the level is
+# computed as (bit_length(delta) - 1) // WHEEL_SIZE_BITS, which is the same thing.
 LEVEL_SPAN_MS = tuple(WHEEL_SIZE ** (level + 1) for level in range(LEVELS))
 
 
@@ -52,7 +54,8 @@ class TimingWheel:
     deadline); the wheel moves it forward as ``pop_due`` is called.
     """
 
-    __slots__ = ("_reference_ms", "_index", "_buckets", "_heap", "_payloads")
+    __slots__ = ("_reference_ms", "_index", "_buckets", "_heap", "_payloads",
+                 "_recent_from_ms", "_recent_until_ms", "_recent_bucket")
 
     def __init__(self, reference_ms: int = 0) -> None:
         self._reference_ms = reference_ms
@@ -60,6 +63,10 @@ class TimingWheel:
         self._buckets: dict[int, dict] = {}           # bucket key -> {timer key: deadline_ms}
         self._heap: list[int] = []                    # every key of _buckets, once
         self._payloads: dict[Hashable, Any] = {}      # only non-None payloads
+        # The bucket most recently chosen and the deadlines it covers: heartbeats arriving
+        # together re-arm into the same bucket, so most schedules skip choosing one.
+        self._recent_from_ms = self._recent_until_ms = 0
+        self._recent_bucket: dict = {}
 
     def __len__(self) -> int:
         return len(self._index)
@@ -69,12 +76,16 @@ class TimingWheel:
 
     def schedule(self, key: Hashable, deadline_ms: int, payload: Any = None) -> None:
         """Arm ``key`` at ``deadline_ms``, replacing its earlier deadline if it had one."""
-        old = self._index.get(key)
+        index = self._index
+        old = index.get(key)
         if old is not None:
             del old[key]
-        bucket = self._bucket_for(deadline_ms, self._reference_ms)
+        if self._recent_from_ms <= deadline_ms < self._recent_until_ms:
+            bucket = self._recent_bucket
+        else:
+            bucket = self._bucket_for(deadline_ms, self._reference_ms)
         bucket[key] = deadline_ms
-        self._index[key] = bucket
+        index[key] = bucket
         if payload is not None:
             self._payloads[key] = payload
         elif old is not None and self._payloads:
@@ -117,17 +128,21 @@ class TimingWheel:
 
     def _bucket_for(self, deadline_ms: int, reference_ms: int) -> dict:
         delta_ms = deadline_ms - reference_ms
-        level = 0
-        if delta_ms >= WHEEL_SIZE:
-            level = 1
-            while level < LEVELS - 1 and delta_ms >= LEVEL_SPAN_MS[level]:
-                level += 1
-        start_ms = deadline_ms - deadline_ms % SLOT_MS[level] if level else deadline_ms
-        bucket_key = start_ms * LEVELS + level
+        if delta_ms < WHEEL_SIZE:
+            level = shift = 0
+        else:
+            level = min((delta_ms.bit_length() - 1) // WHEEL_SIZE_BITS, LEVELS - 1)
+            shift = level * WHEEL_SIZE_BITS
+        start_ms = deadline_ms >> shift << shift
+        bucket_key = start_ms << LEVEL_BITS | level
         bucket = self._buckets.get(bucket_key)
         if bucket is None:
             bucket = self._buckets[bucket_key] = {}
             heappush(self._heap, bucket_key)
+        # Any live bucket whose span holds a deadline is a correct place for it (its start is
+        # not after the deadline and it leaves the heap in start order), so reuse this one.
+        self._recent_from_ms, self._recent_until_ms = start_ms, start_ms + (1 << shift)
+        self._recent_bucket = bucket
         return bucket
 
     def _first_fine_bucket(self, now_ms: int | None) -> dict | None:
@@ -136,7 +151,7 @@ class TimingWheel:
         heap, buckets = self._heap, self._buckets
         while heap:
             bucket_key = heap[0]
-            start_ms, level = divmod(bucket_key, LEVELS)
+            start_ms, level = bucket_key >> LEVEL_BITS, bucket_key & LEVEL_MASK
             if now_ms is not None and start_ms > now_ms:
                 return None
             bucket = buckets[bucket_key]
@@ -144,6 +159,8 @@ class TimingWheel:
                 return bucket
             heappop(heap)
             del buckets[bucket_key]
+            if bucket is self._recent_bucket:        # never hand out a bucket that left
+                self._recent_from_ms = self._recent_until_ms = 0
             if bucket:
                 self._cascade(bucket, start_ms)
         return None
