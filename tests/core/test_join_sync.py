@@ -1,6 +1,6 @@
 """JoinGroup, SyncGroup and the join phase (spec §2.3, §2.4, §4.2–4.4, §5), in Kafka's test style."""
 
-from groupcoord.coordinator import Errors, GroupState, JoinGroupRequest
+from groupcoord.coordinator import DescribeGroupsRequest, Errors, GroupState, JoinGroupRequest
 
 from .harness import (
     GROUP, GROUP2, GROUP3, OTHER_GROUP, PROTOCOL_SUPERSET, PROTOCOLS, REBALANCE_MS, SESSION_MS, Harness,
@@ -360,3 +360,48 @@ def test_join_request_with_bad_values_changes_nothing():
                                 2**40)
     assert h.call(overflow).error == Errors.INVALID_REQUEST
     assert h.shard.group(GROUP) is None
+
+
+def test_heartbeat_in_completing_rebalance_is_none_and_keeps_the_session():
+    # spec §2.5 and §10: since Kafka 2.7 a heartbeat while the leader assigns resets the session.
+    # A long rebalance timeout keeps the pending-sync eviction (§4.4) out of the way.
+    h = Harness()
+    a, b = h.join(rebalance_ms=5_000), h.join(rebalance_ms=5_000)
+    h.advance_until_answered([a, b])
+    members = [h.reply(a).member_id, h.reply(b).member_id]
+    gen = h.reply(a).generation_id
+    for _ in range(3):                          # three sessions' worth of heartbeats
+        h.advance(SESSION_MS - 10)
+        assert [h.heartbeat(m, gen) for m in members] == [Errors.NONE, Errors.NONE]
+    group = h.shard.group(GROUP)
+    assert group.state == GroupState.COMPLETING_REBALANCE and list(group.members) == members
+    h.advance(SESSION_MS)                       # silence: sessions lapse, the group rebalances
+    assert not group.members and h.state() != GroupState.COMPLETING_REBALANCE
+
+
+def test_changed_protocols_in_completing_rebalance_start_a_new_rebalance():
+    h = Harness()
+    a, b = h.join(), h.join()
+    h.advance_until_answered([a, b])
+    gen = h.reply(a).generation_id
+    leader = h.reply(a).leader
+    follower = next(h.reply(r).member_id for r in (a, b) if h.reply(r).member_id != leader)
+    parked_sync = h.sync(follower, gen)                              # waits for the leader
+    changed = h.join(member_id=follower, protocols=[("range", b"new-subscription")])
+    assert h.state() == GroupState.PREPARING_REBALANCE
+    assert h.reply(changed) is None                                  # parked in the new phase
+    assert h.reply(parked_sync) is None or h.reply(parked_sync).error == \
+        Errors.REBALANCE_IN_PROGRESS
+
+
+def test_describe_fills_generation_and_leader_in_every_state():
+    h = Harness()
+    ids, gen = h.join_stable(2)
+    h.join(member_id=ids[0])                                          # PreparingRebalance
+    described = h.call(DescribeGroupsRequest([GROUP])).groups[0]
+    assert described.group_state == "PreparingRebalance"
+    assert (described.generation_id, described.leader) == (gen, ids[0])
+    h.leave(ids[0], ids[1])
+    h.advance(REBALANCE_MS)
+    empty = h.call(DescribeGroupsRequest([GROUP])).groups[0]
+    assert empty.group_state == "Empty" and empty.leader == "" and empty.generation_id > gen
