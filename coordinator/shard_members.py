@@ -328,19 +328,20 @@ class MembershipMixin:
             elif error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
                 error = NONE                     # answered blindly while loading
             return self._reply(request_id, HeartbeatResponse(error))
-        if not member_fields_ok(req.member_id, req.group_instance_id, req.generation_id,
-                                self.config):
-            return self._reply(request_id, HeartbeatResponse(Errors.INVALID_REQUEST))
         error = self._validate_member(group, req.member_id, req.group_instance_id)
-        if error is None:
-            if req.generation_id != group.generation_id:
+        if error is not None or req.generation_id != group.generation_id:
+            # A current member of the current generation passed these checks when it joined;
+            # only a failing request can hold values no Kafka client could send.
+            if not member_fields_ok(req.member_id, req.group_instance_id, req.generation_id,
+                                    self.config):
+                error = Errors.INVALID_REQUEST
+            elif error is None:
                 error = Errors.ILLEGAL_GENERATION
-            elif group.state is EMPTY:
-                error = UNKNOWN_MEMBER_ID
-            else:
-                self._reset_heartbeat(group, group.members[req.member_id])
-                error = (Errors.REBALANCE_IN_PROGRESS if group.state is PREPARING_REBALANCE
-                         else NONE)
+        elif group.state is EMPTY:
+            error = UNKNOWN_MEMBER_ID
+        else:
+            self._reset_heartbeat(group, group.members[req.member_id])
+            error = Errors.REBALANCE_IN_PROGRESS if group.state is PREPARING_REBALANCE else NONE
         self._reply(request_id, HeartbeatResponse(error))
 
     def _reset_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
@@ -354,8 +355,12 @@ class MembershipMixin:
         if not member.is_new and (member.join_request is not None
                                   or member.sync_request is not None):
             self._timer.cancel(key)
+            return
+        delay_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        if delay_ms > 0:
+            self._timer.schedule(key, self._now + delay_ms)   # every heartbeat: skip _arm
         else:
-            self._arm(key, member.session_timeout_ms if timeout_ms is None else timeout_ms)
+            self._arm(key, delay_ms)
 
     def _validate_member(self, group: Group, member_id: str,
                          instance_id: str | None) -> Errors | None:
