@@ -118,7 +118,7 @@ def _check_subscriptions(subscriptions) -> None:
                 isinstance(t, str) for t in sub.topics):
             raise ValueError(f"topics of member {member!r} must be a sequence of strings")
         if not isinstance(sub.owned_partitions, (tuple, list)) or not all(
-                _is_partition(tp) for tp in sub.owned_partitions):
+                is_partition(tp) for tp in sub.owned_partitions):
             raise ValueError(f"owned_partitions of member {member!r} must be a sequence of "
                              "(topic, partition) pairs")
         if isinstance(sub.generation_id, bool) or not isinstance(sub.generation_id, int):
@@ -127,7 +127,7 @@ def _check_subscriptions(subscriptions) -> None:
             raise ValueError(f"user_data of member {member!r} is not bytes")
 
 
-def _is_partition(tp) -> bool:
+def is_partition(tp) -> bool:
     return (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str)
             and isinstance(tp[1], int) and not isinstance(tp[1], bool))
 

@@ -8,9 +8,12 @@ the group rebalances, which is only safe if no partition ever has two owners at 
 partition changes owner in two rebalances:
 
 1. The assignor computes the same balanced, sticky target as ``sticky``, from the owned
-   partitions and generations in the subscriptions. A partition the target gives to one member
-   while another member still claims it is left out of everyone's assignment: its owner, not
-   seeing it in its new assignment, revokes it, and (having revoked something) rejoins.
+   partitions and generations in the subscriptions. A partition the target gives to a member
+   that does not claim it, while another member does, is left out of everyone's assignment:
+   its owner, not seeing it in its new assignment, revokes it, and (having revoked something)
+   rejoins. A member the target leaves a partition with keeps it, even if a stale member also
+   claims it: that one revokes it, and taking it from the rightful owner too would only stop
+   consumption for nothing.
 2. In that follow-up rebalance nobody claims the partition any more, and it goes to its new
    owner.
 
@@ -46,7 +49,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .base import Assignor, RebalanceProtocol, TopicPartition, _is_partition
+from .base import Assignor, RebalanceProtocol, TopicPartition, is_partition
 from .sticky_core import resolve_ownership, sticky_assignment
 
 
@@ -61,7 +64,9 @@ class CooperativeStickyAssignor(Assignor):
         for member, sub in subscriptions.items():
             for tp in sub.owned_partitions:
                 claimants.setdefault(tp, set()).add(member)
-        return {member: [tp for tp in partitions if claimants.get(tp, {member}) <= {member}]
+        # A member keeps what it already holds; anything else waits until nobody claims it.
+        return {member: [tp for tp in partitions
+                         if tp not in claimants or member in claimants[tp]]
                 for member, partitions in target.items()}
 
 
@@ -85,6 +90,6 @@ def _checked(partitions, what: str):
     if isinstance(partitions, (str, bytes)) or not hasattr(partitions, "__iter__"):
         raise ValueError(f"{what} must be a collection of (topic, partition) pairs")
     partitions = list(partitions)
-    if not all(_is_partition(tp) for tp in partitions):
+    if not all(is_partition(tp) for tp in partitions):
         raise ValueError(f"{what} must hold only (topic, partition) pairs")
     return partitions

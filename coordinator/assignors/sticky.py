@@ -48,7 +48,7 @@ from __future__ import annotations
 import struct
 
 from ..consumer_protocol import Subscription
-from .base import Assignor, TopicPartition, _is_partition
+from .base import Assignor, TopicPartition, is_partition
 from .sticky_core import resolve_ownership, sticky_assignment
 
 _I16 = struct.Struct(">h")
@@ -61,7 +61,7 @@ class StickyAssignor(Assignor):
     def subscription_user_data(self, owned: tuple, generation_id: int) -> bytes | None:
         """Kafka's StickyAssignor user data (V1): the partitions owned and their generation."""
         owned = tuple(owned)
-        if not all(_is_partition(tp) for tp in owned):
+        if not all(is_partition(tp) for tp in owned):
             raise ValueError("owned must hold (topic, partition) pairs")
         if isinstance(generation_id, bool) or not isinstance(generation_id, int):
             raise ValueError(f"generation_id is not an integer: {generation_id!r}")
@@ -115,11 +115,17 @@ def decode_user_data(data: bytes) -> tuple[tuple[TopicPartition, ...], int | Non
         pos += n
         return view[pos - n:pos]
 
+    def count() -> int:
+        n = _I32.unpack(take(4))[0]
+        if n < 0:
+            raise ValueError("negative count")
+        return n
+
     try:
         partitions = []
-        for _ in range(_I32.unpack(take(4))[0]):
+        for _ in range(count()):
             topic = str(take(_I16.unpack(take(2))[0]), "utf-8")
-            for _ in range(_I32.unpack(take(4))[0]):
+            for _ in range(count()):
                 partitions.append((topic, _I32.unpack(take(4))[0]))
         generation = _I32.unpack(take(4))[0] if pos < len(view) else None
     except (ValueError, UnicodeDecodeError):

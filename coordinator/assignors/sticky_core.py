@@ -29,8 +29,11 @@ Two algorithms, chosen by the shape of the subscriptions:
   counts, so the loop ends.
 
 Both are deterministic: iteration follows sorted member ids and partitions, never dict order.
-Once an assignment is balanced, feeding it back as the ownership returns it unchanged, which is
-what makes cooperative rebalancing converge (see ``cooperative``).
+Feeding a result back as the ownership returns it unchanged. With identical subscriptions,
+feeding back any *part* of a result keeps every owned partition (no count exceeds its quota),
+which is why a cooperative rebalance then completes in the second round (see ``cooperative``).
+With different subscriptions the greedy placement can land elsewhere than the first time and
+the cooperative protocol may need a third round; each round is still safe.
 """
 
 from __future__ import annotations
