@@ -218,7 +218,7 @@ class DescribeGroupsResponse(_Msg):
 
 
 class ListGroupsRequest(_Msg):
-    states_filter: list[str] | tuple[str, ...] = ()
+    states_filter: tuple[str, ...] = ()
 
 
 class ListedGroup(_Msg):

@@ -1,0 +1,384 @@
+"""The writer side of one partition's log: lock, epoch, recovery, group-commit append, snapshots.
+
+Theory of operation
+-------------------
+``open_partition_log(dir)`` creates the directory, takes ``writer.lock`` with ``fcntl.flock``
+(non-blocking: a second live writer gets ``LogLockedError``; the kernel drops the lock when the
+holder dies, so a restarted actor gets it back), bumps the incarnation epoch in ``epoch.json``
+(atomically, under the lock), removes leftover temporary files and recovers the last segment:
+every batch is CRC-checked and a torn tail is truncated (and fsynced) and reported in
+``truncated``; damage followed by later appends raises ``CorruptLogError`` (see ``segments``).
+
+``append(records)`` is the group-commit API: the runtime hands over the records of every request
+that arrived since its last append, and they cost ONE write and (policy "always") ONE fsync.
+They are split into batches of at most ``max_batch_bytes``; a record over ``max_record_bytes``
+or a malformed record raises before a byte is written. The active segment rolls (fsync, seal,
+new file, fsync the directory) before an append that would take it past ``segment_bytes``, so
+an append never spans two segments. A failed write or fsync fails the log for good (after a
+failed fsync the kernel may have dropped the dirty pages, so retrying could lie): the owner must
+reopen, which truncates whatever half-append is left.
+
+``maybe_snapshot`` runs in the same I/O thread as ``append``. It never looks at the shard (the
+event loop keeps mutating it): storage keeps its own ``CompactState`` fed by ``load_into`` and
+by appended records (folded in by ``maybe_snapshot``, off the path callers wait on, or every
+100,000 records at the latest). After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
+OLDEST kept one are deleted (never the active segment, and, with ``retain_until_exported``,
+never a segment holding offsets the exporter has not exported).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from groupcoord.coordinator.records import Record
+
+from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
+from .config import CorruptLogError, LogClosedError, LogConfig, LogLockedError, RecordTooLargeError, StorageError
+from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
+from .segments import TruncationReport, list_segments, segment_path
+from .snapshot import CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot
+from .watermark import read_export_watermark
+
+log = logging.getLogger("groupcoord.storage")
+LOCK_FILE, EPOCH_FILE = "writer.lock", "epoch.json"
+_ARRAY_HEADER_MAX_BYTES = 5
+# Appended records wait at most this long (in records) to be folded into the compact state, in
+# case the owner never calls maybe_snapshot (it holds references to them until then).
+_MAX_UNFOLDED_RECORDS = 100_000
+
+
+def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> PartitionLog:
+    """Open (creating if needed) the partition log for writing; see the module docstring."""
+    if config is None:
+        config = LogConfig()
+    elif not isinstance(config, LogConfig):
+        raise ValueError(f"config must be a LogConfig, got {type(config).__name__}")
+    os.makedirs(partition_dir, exist_ok=True)
+    lock_fd = _take_lock(partition_dir)
+    try:
+        epoch = _bump_epoch(partition_dir)
+        for name in os.listdir(partition_dir):
+            if name.endswith(".tmp"):          # a write_atomically that never reached its rename
+                os.remove(os.path.join(partition_dir, name))
+        return PartitionLog(partition_dir, config, lock_fd, epoch)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+
+
+def _take_lock(partition_dir: str) -> int:
+    path = os.path.join(partition_dir, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+        os.close(fd)
+        raise LogLockedError(f"{partition_dir} is being written by another live process "
+                             f"({holder}); only one writer may own a partition log") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    return fd
+
+
+def _bump_epoch(partition_dir: str) -> int:
+    path = os.path.join(partition_dir, EPOCH_FILE)
+    try:
+        with open(path, "rb") as f:
+            previous = json.loads(f.read())["epoch"]
+    except FileNotFoundError:
+        previous = 0
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(path, 0, -1, f"unreadable epoch file ({exc!r}); "
+                              "fix or remove it only if no other incarnation can be alive") from None
+    if type(previous) is not int or previous < 0:
+        raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {previous!r}")
+    epoch = previous + 1
+    write_atomically(path, [json.dumps({"epoch": epoch}).encode()])
+    return epoch
+
+
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    """One vectored write of every part (no copy into one buffer); finishes short writes."""
+    written = os.writev(fd, parts)
+    total = sum(map(len, parts))
+    if written < total:
+        rest = memoryview(b"".join(parts))[written:]      # rare: a short write, finish it
+        while rest:
+            rest = rest[os.write(fd, rest):]
+
+
+class PartitionLog:
+    """An open, locked partition log. Build it with ``open_partition_log``."""
+
+    def __init__(self, partition_dir: str, config: LogConfig, lock_fd: int, epoch: int) -> None:
+        self.partition_dir = partition_dir
+        self.config = config
+        self.epoch = epoch
+        self._lock_fd = lock_fd
+        self._io_lock = threading.Lock()        # the active fd: append/roll vs the interval flusher
+        self._state = CompactState()
+        self._state_loaded = False
+        self._unfolded: list[list[Record]] = []      # appended, not yet in _state
+        self._unfolded_records = 0
+        self._records_since_snapshot = 0
+        self._bytes_since_snapshot = 0
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._dirty = False                     # written but not yet fsynced
+        self.truncated: TruncationReport | None = self._recover()
+        self._fd = self._open_segment(self._segment_base)
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if config.fsync_policy == "interval":
+            self._flusher = threading.Thread(target=self._flush_periodically, daemon=True,
+                                             name=f"fsync-{os.path.basename(partition_dir)}")
+            self._flusher.start()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.partition_dir!r}, epoch={self.epoch}, "
+                f"end_offset={self._next_offset}, policy={self.config.fsync_policy})")
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._next_offset
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _recover(self) -> TruncationReport | None:
+        segments = list_segments(self.partition_dir)
+        self._recovered = scan_last_segment(self.partition_dir, segments)   # kept for load_into
+        if self._recovered is None:
+            self._segment_base = self._next_offset = self._size = 0
+            return None
+        last, scan = segments[-1], self._recovered.scan
+        if scan.torn is not None:
+            fd = os.open(last.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, scan.valid_bytes)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            log.warning("%s: truncated a torn tail of %d bytes at byte %d (offset %d): %s",
+                        last.path, scan.torn.bytes, scan.torn.position, scan.torn.offset,
+                        scan.torn.reason)
+        self._segment_base, self._next_offset, self._size = last.base_offset, scan.next_offset, scan.valid_bytes
+        return scan.torn
+
+    def _open_segment(self, base_offset: int) -> int:
+        path = segment_path(self.partition_dir, base_offset)
+        created = not os.path.exists(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:                             # the new name must survive a crash too
+            fsync_dir(self.partition_dir)
+        return fd
+
+    def load_into(self, shard, progress: Callable[[LoadProgress], None] | None = None) -> LoadSummary:
+        """Load ``shard`` (newest usable snapshot + log tail) and storage's own compact state."""
+        self._check_usable()
+        self._state_loaded = False                              # until this load succeeds
+        recovered, self._recovered = self._recovered, None      # the scan made by open, once
+        if recovered is not None and (recovered.scan.valid_bytes != self._size
+                                      or recovered.path != segment_path(self.partition_dir, self._segment_base)):
+            recovered = None                                    # appended since open: scan afresh
+        self._unfolded, self._unfolded_records = [], 0          # the load rebuilds _state
+        summary = load_partition(self.partition_dir, shard, self._state, progress, self.truncated,
+                                 recovered, freeze_gc=self.config.freeze_loaded_state)
+        if summary.snapshot_offset > self._next_offset:
+            # The log lost records the (fsynced) snapshot holds: possible after a power loss
+            # with fsync policy "interval"/"never". Continue after the snapshot, never reusing
+            # offsets it covers.
+            log.warning("%s: log ends at %d, below snapshot offset %d; continuing from the "
+                        "snapshot", self.partition_dir, self._next_offset, summary.snapshot_offset)
+            with self._io_lock:
+                self._roll(summary.snapshot_offset)
+        self._state_loaded = True
+        self._records_since_snapshot = summary.records
+        self._bytes_since_snapshot = 0
+        return summary
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def append(self, records: list[Record]) -> int:
+        """Make ``records`` durable (per the fsync policy) in one write; returns the end offset."""
+        self._check_usable()
+        if not records:
+            return self._next_offset
+        envelopes = envelopes_of(records)                  # ValueError when malformed
+        payload = encode_payload(envelopes)
+        # Usual case: the whole append is smaller than one record may be, so no record is too
+        # large and it fits one batch (max_batch_bytes > max_record_bytes): one encode call.
+        single = len(payload) <= self.config.max_record_bytes
+        encoded = None if single else self._encode_each(records, envelopes)
+        with self._io_lock:
+            self._check_usable()
+            if single:
+                parts = list(frame_parts(payload, len(records), self._next_offset, self._next_offset,
+                                         self.epoch, True))
+            else:
+                parts = self._frames(encoded)
+            size = sum(map(len, parts))
+            try:
+                if self._size and self._size + size > self.config.segment_bytes:
+                    self._roll(self._next_offset)
+                _write_all(self._fd, parts)
+                if self.config.fsync_policy == "always":
+                    os.fsync(self._fd)
+                else:
+                    self._dirty = True
+            except OSError as exc:
+                self._failed = exc
+                log.critical("%s: append failed, the log must be reopened: %r", self.partition_dir, exc)
+                raise
+            self._size += size
+            self._next_offset += len(records)
+        # The compact state is bookkeeping for snapshots: fold it in later (maybe_snapshot runs
+        # after the runtime released the replies), not while callers wait for durability.
+        self._unfolded.append(records)
+        self._unfolded_records += len(records)
+        if self._unfolded_records >= _MAX_UNFOLDED_RECORDS:
+            self._fold()
+        self._records_since_snapshot += len(records)
+        self._bytes_since_snapshot += size
+        return self._next_offset
+
+    def _fold(self) -> None:
+        for records in self._unfolded:
+            self._state.apply_all(records)
+        self._unfolded, self._unfolded_records = [], 0
+
+    def _encode_each(self, records: list[Record], envelopes: list[tuple]) -> list[bytes]:
+        limit = self.config.max_record_bytes
+        encoded = [encode_payload(envelope) for envelope in envelopes]
+        for index, data in enumerate(encoded):
+            if len(data) > limit:
+                key = records[index].key
+                raise RecordTooLargeError(f"record {index} of the append ({type(key).__name__} of "
+                                          f"group {key.group!r}) encodes to {len(data)} bytes > "
+                                          f"max_record_bytes={limit}; nothing was written")
+        return encoded
+
+    def _frames(self, envelopes: list[bytes]) -> list[bytes]:
+        budget = self.config.max_batch_bytes - HEADER_BYTES - _ARRAY_HEADER_MAX_BYTES
+        frames, batch, batch_bytes = [], [], 0
+        append_offset = base = self._next_offset
+        for envelope in envelopes:
+            if batch and batch_bytes + len(envelope) > budget:
+                frames.append(frame_batch(batch, base, append_offset, self.epoch, False))
+                base += len(batch)
+                batch, batch_bytes = [], 0
+            batch.append(envelope)
+            batch_bytes += len(envelope)
+        frames.append(frame_batch(batch, base, append_offset, self.epoch, True))
+        return frames
+
+    def _roll(self, new_base: int) -> None:
+        """Seal the active segment (fsync, whatever the policy) and start one at ``new_base``."""
+        if self._size == 0 and new_base == self._segment_base:
+            return
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = self._open_segment(new_base)
+        self._segment_base, self._next_offset, self._size, self._dirty = new_base, new_base, 0, False
+
+    def _flush_periodically(self) -> None:
+        interval_s = self.config.fsync_interval_ms / 1000
+        while not self._stop.wait(interval_s):
+            with self._io_lock:
+                if not self._dirty or self._closed or self._failed is not None:
+                    continue
+                try:
+                    os.fsync(self._fd)
+                    self._dirty = False
+                except OSError as exc:
+                    self._failed = exc
+                    log.critical("%s: background fsync failed: %r", self.partition_dir, exc)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.partition_dir}: the log is closed")
+        if self._failed is not None:
+            raise LogClosedError(f"{self.partition_dir}: the log failed ({self._failed!r}) "
+                                 "and must be reopened")
+
+    # -- snapshots and retention ---------------------------------------------------------------
+
+    def maybe_snapshot(self, shard=None) -> str | None:
+        """Take a snapshot if a threshold is crossed (the ``shard`` argument is not used: see the
+        module docstring). Returns the snapshot path, or None."""
+        if not self._state_loaded or self._closed or self._failed is not None:
+            return None
+        self._fold()
+        cfg = self.config
+        due = (cfg.snapshot_every_records and self._records_since_snapshot >= cfg.snapshot_every_records) \
+            or (cfg.snapshot_every_bytes and self._bytes_since_snapshot >= cfg.snapshot_every_bytes)
+        return self.snapshot() if due else None
+
+    def snapshot(self) -> str:
+        """Snapshot the state at the current end offset now, then apply retention."""
+        self._check_usable()
+        if not self._state_loaded:
+            raise StorageError("snapshot() needs the state: call load_into() first")
+        self._fold()
+        raws, offset_count = self._state.compact()
+        path = write_snapshot(self.partition_dir, self._next_offset, raws, offset_count)
+        self._records_since_snapshot = self._bytes_since_snapshot = 0
+        log.info("%s: snapshot at offset %d (%d groups, %d offsets)", self.partition_dir,
+                 self._next_offset, len(raws), offset_count)
+        self._apply_retention()
+        return path
+
+    def _apply_retention(self) -> None:
+        snapshots = list_snapshots(self.partition_dir)
+        keep = self.config.keep_snapshots
+        for _, path in snapshots[:-keep]:
+            os.remove(path)
+        cutoff = snapshots[-keep:][0][0]
+        if self.config.retain_until_exported:
+            cutoff = min(cutoff, read_export_watermark(self.partition_dir) or 0)
+        segments = list_segments(self.partition_dir)
+        removed = 0
+        for current, following in zip(segments, segments[1:]):
+            if following.base_offset > cutoff:
+                break
+            os.remove(current.path)
+            removed += 1
+        if removed or len(snapshots) > keep:
+            fsync_dir(self.partition_dir)
+        if removed:
+            log.info("%s: deleted %d segments below offset %d", self.partition_dir, removed, cutoff)
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """fsync and release everything, the writer lock last. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        error: OSError | None = None
+        with self._io_lock:
+            try:
+                if self._failed is None:
+                    os.fsync(self._fd)
+            except OSError as exc:
+                error = exc
+            os.close(self._fd)
+        os.close(self._lock_fd)
+        if error is not None:
+            raise StorageError(f"{self.partition_dir}: final fsync failed: {error!r}") from error

@@ -1,0 +1,191 @@
+"""Segment files: naming, listing, validation of their batches, and the read-only log reader.
+
+Theory of operation
+-------------------
+A partition directory (``<log_dir>/partition-<n>/``) holds its log as segment files named by the
+offset of their first record, ``<base_offset:020d>.log``; each segment continues exactly where
+the previous one ends. Only the newest ("last") segment is ever written; a segment is sealed
+(fsynced, never touched again except for deletion) when the writer rolls to a new one.
+
+``scan_segment`` walks a segment's batches (see ``codec``) and decides what damage means:
+
+* In a sealed segment, any invalid batch is a ``CorruptLogError``: it was fsynced whole.
+* In the last segment, an invalid batch at byte P is a *torn tail* (a crash while the final
+  append was being written, or a reader racing the writer) unless some intact batch after P
+  belongs to a LATER append (its ``append`` offset is above the offset expected at P): then
+  acknowledged data is damaged and we say so (``CorruptLogError`` with file, byte and offset)
+  rather than silently dropping it. The search for later batches looks for the batch magic and
+  checks each candidate's CRC, so it also works when the damaged header's length is garbage.
+
+The writer truncates a torn tail on open (``partition_log``); readers (``read_log``, the exporter,
+the read-only loader) just stop there. None of this takes the writer lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+import msgspec
+
+from groupcoord.coordinator.records import Record
+
+from .codec import (
+    HEADER_BYTES, MAGIC, BatchHeader, RecordFormatError, batch_problem, decode_records, read_header,
+)
+from .config import CorruptLogError, StorageError
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+
+
+class SegmentInfo(msgspec.Struct, frozen=True):
+    path: str
+    base_offset: int
+    size_bytes: int
+
+
+class LogEntry(msgspec.Struct, frozen=True):
+    offset: int
+    record: Record
+
+
+class TruncationReport(msgspec.Struct, frozen=True):
+    """A torn tail: ``bytes`` bytes from byte ``position`` of ``segment`` (log offset ``offset``)."""
+    segment: str
+    position: int
+    offset: int
+    bytes: int
+    reason: str
+
+
+class SegmentScan(msgspec.Struct, frozen=True):
+    batches: list[tuple[int, BatchHeader]]     # (byte position, header) of every valid batch
+    valid_bytes: int                           # bytes up to the end of the last valid batch
+    next_offset: int                           # offset after the last valid batch
+    torn: TruncationReport | None = None
+
+
+def segment_path(partition_dir: str, base_offset: int) -> str:
+    return os.path.join(partition_dir, f"{base_offset:020d}.log")
+
+
+def list_segments(partition_dir: str) -> list[SegmentInfo]:
+    """The partition's segments, sorted by base offset (empty when the directory is missing)."""
+    try:
+        entries = list(os.scandir(partition_dir))
+    except FileNotFoundError:
+        return []
+    segments = []
+    for entry in entries:
+        match = _SEGMENT_NAME.match(entry.name)
+        if match is None:
+            continue
+        try:
+            size_bytes = entry.stat().st_size
+        except FileNotFoundError:               # deleted by the writer's retention meanwhile
+            continue
+        segments.append(SegmentInfo(entry.path, int(match.group(1)), size_bytes))
+    segments.sort(key=lambda s: s.base_offset)
+    return segments
+
+
+def log_start_offset(partition_dir: str) -> int:
+    """The first offset still held by a segment (0 for an empty or missing log)."""
+    segments = list_segments(partition_dir)
+    return segments[0].base_offset if segments else 0
+
+
+def read_segment_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise StorageError(f"{path} was deleted while being read (retention moved the log start "
+                           "past it; an exporter should set retain_until_exported)") from None
+
+
+def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
+                 verify_from_offset: int = 0) -> SegmentScan:
+    """Validate the batches of one segment (module docstring). CRCs of batches wholly below
+    ``verify_from_offset`` are not checked: their records are not going to be used."""
+    batches: list[tuple[int, BatchHeader]] = []
+    pos, expected, size = 0, base_offset, len(buf)
+    while pos < size:
+        peek = read_header(buf, pos)
+        verify = peek is None or peek.end_offset > verify_from_offset
+        header, problem = batch_problem(buf, pos, expected, verify_crc=verify)
+        if problem is None:
+            batches.append((pos, header))
+            pos += HEADER_BYTES + header.length
+            expected = header.end_offset
+            continue
+        if not is_last:
+            raise CorruptLogError(path, pos, expected, f"{problem} in a sealed segment")
+        later = _later_append_at(buf, pos, expected)
+        if later is not None:
+            raise CorruptLogError(path, pos, expected, f"{problem}; an intact batch of a later "
+                                  f"append follows at byte {later}, so acknowledged data is damaged")
+        torn = TruncationReport(path, pos, expected, size - pos, problem)
+        return SegmentScan(batches, pos, expected, torn)
+    return SegmentScan(batches, pos, expected)
+
+
+def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int | None:
+    """Byte position of an intact batch after ``damaged_pos`` whose append began above
+    ``expected_offset`` (so it was written after the damaged one was complete), or None."""
+    pos = buf.find(MAGIC, damaged_pos + 1)
+    while pos != -1:
+        header, problem = batch_problem(buf, pos, None)
+        if problem is None and header.append_offset > expected_offset:
+            return pos
+        pos = buf.find(MAGIC, pos + 1)
+    return None
+
+
+def decode_batch(buf: bytes, pos: int, header: BatchHeader, path: str) -> list[Record | None]:
+    """The records of a valid batch (None for skipped unknown types); CorruptLogError when a
+    CRC-valid payload does not decode, since skipping it would lose acknowledged data."""
+    payload = memoryview(buf)[pos + HEADER_BYTES:pos + HEADER_BYTES + header.length]
+    try:
+        records = decode_records(payload)
+    except RecordFormatError as exc:
+        raise CorruptLogError(path, pos, header.base_offset, str(exc)) from None
+    if len(records) != header.count:
+        raise CorruptLogError(path, pos, header.base_offset,
+                              f"header says {header.count} records, payload holds {len(records)}")
+    return records
+
+
+def read_log(partition_dir: str, from_offset: int = 0,
+             segment: SegmentInfo | str | None = None) -> Iterator[LogEntry]:
+    """Every record at offset >= ``from_offset``, in offset order, read-only and lock-free.
+
+    Safe while a writer appends: stops cleanly at a torn or incomplete tail of the last segment.
+    Records of unknown types are skipped (their offsets are simply absent). ``segment`` (a
+    SegmentInfo or a segment path) restricts reading to that one segment, e.g. one Spark input
+    split per segment. Damage that is not a torn tail raises ``CorruptLogError``.
+    """
+    if type(from_offset) is not int or from_offset < 0:
+        raise ValueError(f"from_offset must be an int >= 0, got {from_offset!r}")
+    segments = list_segments(partition_dir)
+    chosen = range(len(segments))
+    if segment is not None:
+        wanted = segment.path if isinstance(segment, SegmentInfo) else segment
+        chosen = [i for i, s in enumerate(segments) if os.path.abspath(s.path) == os.path.abspath(wanted)]
+        if not chosen:
+            raise ValueError(f"no segment {wanted!r} in {partition_dir}")
+    for i in chosen:
+        info = segments[i]
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
+            continue                            # wholly below from_offset
+        buf = read_segment_bytes(info.path)
+        scan = scan_segment(buf, info.path, info.base_offset, i == len(segments) - 1, from_offset)
+        for pos, header in scan.batches:
+            if header.end_offset <= from_offset:
+                continue
+            records = decode_batch(buf, pos, header, info.path)
+            for index, record in enumerate(records):
+                offset = header.base_offset + index
+                if record is not None and offset >= from_offset:
+                    yield LogEntry(offset, record)

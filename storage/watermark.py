@@ -1,0 +1,43 @@
+"""The exporter's watermark: ``<partition_dir>/export-watermark.json``, ``{"next_offset": N, ...}``.
+
+Offsets below N are exported. The exporter writes it atomically; the writer only reads it, to
+keep segments the exporter still needs when ``LogConfig.retain_until_exported`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from .snapshot import write_atomically
+
+log = logging.getLogger("groupcoord.storage")
+WATERMARK_FILE = "export-watermark.json"
+
+
+def read_export_watermark(partition_dir: str) -> int | None:
+    """N from the watermark file, or None when there is none. An unreadable file counts as
+    "nothing exported" (0), so retention keeps everything rather than guess."""
+    path = os.path.join(partition_dir, WATERMARK_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("unreadable export watermark %s (%s): keeping every segment", path, exc)
+        return 0
+    offset = data.get("next_offset") if isinstance(data, dict) else None
+    if type(offset) is not int or offset < 0:
+        log.warning("export watermark %s has no valid next_offset: keeping every segment", path)
+        return 0
+    return offset
+
+
+def write_export_watermark(partition_dir: str, next_offset: int, **extra) -> None:
+    """Atomically record that offsets below ``next_offset`` are exported (for the exporter)."""
+    if type(next_offset) is not int or next_offset < 0:
+        raise ValueError(f"next_offset must be an int >= 0, got {next_offset!r}")
+    body = json.dumps({"next_offset": next_offset, **extra}, sort_keys=True).encode()
+    write_atomically(os.path.join(partition_dir, WATERMARK_FILE), [body])

@@ -1,0 +1,204 @@
+"""Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export retention."""
+
+import os
+import random
+
+import pytest
+from msgspec.structs import fields
+
+from groupcoord.coordinator import Shard
+from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.storage import (
+    CorruptLogError, LogConfig, list_segments, load, log_start_offset, open_partition_log, read_log,
+    write_export_watermark,
+)
+from groupcoord.storage.snapshot import SnapValue, list_snapshots, read_snapshot
+
+from .helpers import loaded_state, records_between, state_of
+
+TINY = dict(segment_bytes=8 * 1024, max_record_bytes=1024, max_batch_bytes=2048, snapshot_every_bytes=0)
+
+
+class Untouchable:
+    """maybe_snapshot runs while the event loop mutates the shard: it must never look at it."""
+    def __getattr__(self, name):
+        raise AssertionError(f"maybe_snapshot touched shard.{name}")
+
+
+def _fill(path, config, end, chunk=37, load_first=True):
+    with open_partition_log(path, config) as log:
+        if load_first:
+            log.load_into(Shard(0, 1))
+        snapshots = []
+        while log.end_offset < end:
+            start = log.end_offset
+            log.append(records_between(start, min(start + chunk, end)))
+            taken = log.maybe_snapshot(Untouchable())
+            if taken:
+                snapshots.append(taken)
+    return snapshots
+
+
+def test_snapshots_follow_the_record_threshold(tmp_path):
+    config = LogConfig(snapshot_every_records=100, snapshot_every_bytes=0)
+    with open_partition_log(str(tmp_path), config) as log:
+        log.append(records_between(0, 50))
+        assert log.maybe_snapshot(Untouchable()) is None        # not loaded: no state to snapshot
+        with pytest.raises(Exception, match="load_into"):
+            log.snapshot()
+    with open_partition_log(str(tmp_path), config) as log:
+        log.load_into(Shard(0, 1))                               # the 50 loaded records count
+        log.append(records_between(50, 99))
+        assert log.maybe_snapshot(Untouchable()) is None
+        log.append(records_between(99, 100))
+        path = log.maybe_snapshot(Untouchable())
+        assert path is not None and path.endswith("snapshot-00000000000000000100.snap")
+        assert log.maybe_snapshot(Untouchable()) is None
+
+
+def test_snapshots_follow_the_byte_threshold(tmp_path):
+    config = LogConfig(snapshot_every_records=0, snapshot_every_bytes=20_000)
+    with open_partition_log(str(tmp_path), config) as log:
+        log.load_into(Shard(0, 1))
+        taken = []
+        for start in range(0, 1000, 10):
+            log.append(records_between(start, start + 10))
+            taken.append(log.maybe_snapshot(Untouchable()))
+    offsets = [int(os.path.basename(p)[9:29]) for p in taken if p]
+    assert 2 <= len(offsets) <= 10 and offsets == sorted(offsets)
+
+
+def test_a_snapshot_is_the_compacted_state_and_bounds_the_load(tmp_path):
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=500, keep_snapshots=2, **TINY)
+    snapshots = _fill(path, config, 5000)
+    assert len(snapshots) >= 8
+    kept = list_snapshots(path)
+    assert len(kept) == 2                                        # keep_snapshots
+    image = read_snapshot(kept[-1][1])
+    expected = state_of(records_between(0, image.offset))
+    assert {g.group for g in image.groups} == set(expected)
+    assert image.offset_count == sum(len(offsets) for _, offsets in expected.values())
+    # segments wholly below the OLDEST kept snapshot are gone; the log starts at or below it
+    assert 0 < log_start_offset(path) <= kept[0][0]
+    assert list_segments(path)[1].base_offset > kept[0][0]
+    with open_partition_log(path, config) as log:
+        state, summary = loaded_state(log)
+    assert state == state_of(records_between(0, 5000))
+    assert summary.snapshot_offset == kept[-1][0] and summary.records == 5000 - kept[-1][0]
+    readonly = Shard(0, 1)
+    assert load(path, readonly).snapshot_offset == kept[-1][0]
+    assert readonly.durable_state() == state
+
+
+def test_dead_tombstones_are_not_in_snapshots(tmp_path):
+    records = [Record(OffsetCommitKey(f"g{i % 3}", "t", i), OffsetCommitValue(i)) for i in range(30)]
+    records += [Record(GroupMetadataKey(f"g{i}"), None) for i in range(3)]
+    records += [Record(OffsetCommitKey(f"g{i % 3}", "t", i), None) for i in range(30)]
+    with open_partition_log(str(tmp_path), LogConfig(snapshot_every_records=1)) as log:
+        log.load_into(Shard(0, 1))
+        log.append(records[:30])
+        first = read_snapshot(log.maybe_snapshot(None))
+        log.append(records[30:])
+        second = read_snapshot(log.maybe_snapshot(None))
+    assert (len(first.groups), first.offset_count) == (3, 30)
+    assert (second.groups, second.offset_count, second.offset) == ([], 0, 63)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_damaged_newest_snapshot_falls_back_to_the_previous_one(tmp_path, seed):
+    rng = random.Random(seed)
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=400, keep_snapshots=2, **TINY)
+    _fill(path, config, 3000 + rng.randrange(500))
+    (older, _), (newest, newest_path) = list_snapshots(path)
+    size = os.path.getsize(newest_path)
+    with open(newest_path, "r+b") as f:
+        if rng.random() < 0.5:
+            f.truncate(rng.randrange(size))
+        else:
+            for _ in range(rng.randint(1, 3)):
+                position = rng.randrange(size)
+                f.seek(position)
+                byte = f.read(1)[0]
+                f.seek(position)
+                f.write(bytes([byte ^ rng.randint(1, 255)]))
+    with open_partition_log(path, config) as log:
+        state, summary = loaded_state(log)
+        end = log.end_offset
+    assert summary.snapshot_offset == older
+    assert len(summary.damaged_snapshots) == 1 and newest_path in summary.damaged_snapshots[0]
+    assert state == state_of(records_between(0, end))
+
+
+def test_without_usable_snapshots_the_full_log_or_a_clear_error(tmp_path):
+    whole, trimmed = str(tmp_path / "whole"), str(tmp_path / "trimmed")
+    _fill(whole, LogConfig(snapshot_every_records=300, keep_snapshots=1, segment_bytes=1 << 30), 1000)
+    _fill(trimmed, LogConfig(snapshot_every_records=300, keep_snapshots=1, **TINY), 1000)
+    for path in (whole, trimmed):
+        for _, snapshot in list_snapshots(path):
+            with open(snapshot, "r+b") as f:
+                f.truncate(10)
+    shard = Shard(0, 1)
+    summary = load(whole, shard)                 # one segment, nothing deleted: replay it all
+    assert summary.snapshot_offset == -1 and summary.records == 1000 and summary.damaged_snapshots
+    assert shard.durable_state() == state_of(records_between(0, 1000))
+    with pytest.raises(CorruptLogError, match="no usable snapshot"):
+        load(trimmed, Shard(0, 1))
+
+
+def test_retain_until_exported_keeps_what_the_exporter_has_not_read(tmp_path):
+    base = dict(snapshot_every_records=300, keep_snapshots=1, retain_until_exported=True, **TINY)
+    config = LogConfig(**base)
+    path = str(tmp_path)
+    _fill(path, config, 2000)
+    assert log_start_offset(path) == 0                   # no watermark file: keep everything
+    write_export_watermark(path, 700, exported_at="test")
+    _fill(path, config, 2600)
+    start = log_start_offset(path)
+    assert 0 < start <= 700                              # deleted up to the watermark, not past it
+    assert [e.offset for e in read_log(path, from_offset=700)][:1] == [700]
+    with open(os.path.join(path, "export-watermark.json"), "w") as f:
+        f.write("garbage")
+    _fill(path, config, 3200)
+    assert log_start_offset(path) == start               # an unreadable watermark deletes nothing
+    write_export_watermark(path, 10**9)
+    _fill(path, config, 3800)
+    assert log_start_offset(path) > 2600                 # now only the snapshot bounds it
+    with pytest.raises(ValueError, match="next_offset"):
+        write_export_watermark(path, -1)
+
+
+def test_a_log_that_lost_records_below_a_snapshot_continues_after_it(tmp_path):
+    # With fsync "never", a power loss can lose log records that an (always fsynced) snapshot holds.
+    path = str(tmp_path)
+    config = LogConfig(fsync_policy="never", snapshot_every_records=0, snapshot_every_bytes=0)
+    with open_partition_log(path, config) as log:
+        log.load_into(Shard(0, 1))
+        log.append(records_between(0, 300))
+        log.snapshot()
+    segment = list_segments(path)[0].path
+    with open(segment, "r+b") as f:
+        f.truncate(os.path.getsize(segment) // 2)
+    with open_partition_log(path, config) as log:
+        assert log.end_offset < 300
+        state, summary = loaded_state(log)
+        assert summary.snapshot_offset == 300 and log.end_offset == 300
+        log.append(records_between(300, 310))
+    assert state == state_of(records_between(0, 300))
+    with open_partition_log(path, config) as log:
+        assert loaded_state(log)[0] == state_of(records_between(0, 310))
+
+
+def test_leftover_temporary_files_are_removed_on_open(tmp_path):
+    with open_partition_log(str(tmp_path)):
+        pass
+    (tmp_path / "snapshot-00000000000000000100.snap.tmp").write_bytes(b"half a snapshot")
+    with open_partition_log(str(tmp_path)) as log:
+        assert loaded_state(log)[1].damaged_snapshots == []
+    assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path))
+
+
+def test_snapshot_values_carry_every_offset_field():
+    assert [(f.name, f.type, f.default) for f in fields(SnapValue)] == \
+        [(f.name, f.type, f.default) for f in fields(OffsetCommitValue)]
