@@ -1,0 +1,209 @@
+"""Admin client: Kafka's AdminClient group operations and kafka-consumer-groups' offset resets.
+
+Every operation goes to the coordinator of its group through a ``CoordinatorChannel`` (so it
+rides out failovers like a member does); ``list_groups`` asks the router, which asks every
+partition. Results are plain frozen Structs, ready for tables and ``--json``.
+
+Offset resets follow ``kafka-consumer-groups --reset-offsets``: only a group without active
+members (Empty, or unknown) may be reset; the new offsets are committed as a non-member
+(generation -1), which the coordinator refuses for a group that has members. Earliest/latest
+need the log start/end offsets of each partition, which only the caller knows (there is no
+broker here): pass ``offsets_of(topic, partition) -> int``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+
+import msgspec
+
+from groupcoord.coordinator import (
+    DeleteGroupsRequest, DescribeGroupsRequest, Errors, OffsetCommitRequest,
+    OffsetCommitRequestPartition, OffsetDeleteRequest, OffsetFetchRequest, TopicPartition,
+)
+from groupcoord.coordinator.consumer_protocol import decode_assignment
+
+from .channel import CoordinatorChannel
+
+MAX_GROUPS_PER_CALL = 10_000
+ADMIN_TIMEOUT_MS = 30_000
+RESETTABLE_STATES = frozenset({"Empty", "Dead"})
+
+
+class AdminError(RuntimeError):
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(f"{error.name}: {message}")
+        self.error = error
+
+
+class MemberDescription(msgspec.Struct, frozen=True):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+class PartitionOffset(msgspec.Struct, frozen=True):
+    topic: str
+    partition: int
+    committed_offset: int
+    end_offset: int | None = None
+    lag: int | None = None
+    owner: str | None = None          # member id of the current owner, if any
+
+
+class GroupDescription(msgspec.Struct, frozen=True):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    generation_id: int
+    leader: str
+    members: tuple[MemberDescription, ...]
+    offsets: tuple[PartitionOffset, ...] = ()
+    error: str = "NONE"
+
+
+def _assignment_of(raw: bytes, protocol_type: str) -> tuple[tuple[str, int], ...]:
+    if protocol_type != "consumer" or not raw:
+        return ()
+    try:
+        return tuple(sorted(decode_assignment(raw).partitions))
+    except ValueError:
+        return ()
+
+
+class AdminClient:
+    def __init__(self, router, *, timeout_ms: int = ADMIN_TIMEOUT_MS) -> None:
+        self.router = router
+        self.timeout_ms = timeout_ms
+
+    def _channel(self, group_id: str) -> CoordinatorChannel:
+        if not isinstance(group_id, str):
+            raise ValueError(f"group_id must be a str, got {type(group_id).__name__}")
+        return CoordinatorChannel(self.router, group_id, timeout_ms=self.timeout_ms)
+
+    @staticmethod
+    def _group_ids(group_ids: Iterable[str]) -> list[str]:
+        ids = list(dict.fromkeys(group_ids))
+        if len(ids) > MAX_GROUPS_PER_CALL:
+            raise ValueError(f"at most {MAX_GROUPS_PER_CALL} groups per call")
+        return ids
+
+    async def list_groups(self, states: Iterable[str] = ()) -> list:
+        """Every group (ListedGroup structs), optionally only in ``states``; retried while a
+        partition is loading."""
+        deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
+        while True:
+            response = await self.router.list_groups.remote(list(states))
+            if response.error == Errors.NONE:
+                return response.groups
+            if asyncio.get_running_loop().time() > deadline:
+                raise AdminError(response.error, "ListGroups did not complete")
+            await asyncio.sleep(0.1)
+
+    async def describe_groups(self, group_ids: Iterable[str], *, with_offsets: bool = False,
+                              end_offsets: Callable[[str, int], int] | None = None,
+                              ) -> list[GroupDescription]:
+        """Describe groups (unknown ones come back state Dead). ``with_offsets`` adds committed
+        offsets; ``end_offsets(topic, partition)`` adds each partition's end offset and lag."""
+        ids = self._group_ids(group_ids)
+        return list(await asyncio.gather(*(
+            self._describe_one(g, with_offsets or end_offsets is not None, end_offsets)
+            for g in ids)))
+
+    async def _describe_one(self, group_id, with_offsets, end_offsets) -> GroupDescription:
+        channel = self._channel(group_id)
+        described = (await channel.call(DescribeGroupsRequest([group_id]))).groups[0]
+        members = tuple(MemberDescription(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            _assignment_of(m.member_assignment, described.protocol_type))
+            for m in described.members)
+        offsets: tuple[PartitionOffset, ...] = ()
+        if with_offsets and described.error == Errors.NONE:
+            owners = {tp: m.member_id for m in members for tp in m.assignment}
+            committed = await self.fetch_offsets(group_id)
+            rows = []
+            for (topic, partition), offset in sorted(committed.items()):
+                end = end_offsets(topic, partition) if end_offsets else None
+                lag = None if end is None or offset < 0 else max(end - offset, 0)
+                rows.append(PartitionOffset(topic, partition, offset, end, lag,
+                                            owners.get((topic, partition))))
+            offsets = tuple(rows)
+        return GroupDescription(group_id, described.group_state, described.protocol_type,
+                                described.protocol_data, described.generation_id,
+                                described.leader, members, offsets, described.error.name)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
+        """Delete groups that have no members (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND for
+        unknown ones); returns group -> error."""
+        ids = self._group_ids(group_ids)
+
+        async def one(group_id: str) -> Errors:
+            response = await self._channel(group_id).call(DeleteGroupsRequest([group_id]))
+            return response.results[0].error
+        return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids))))
+
+    async def fetch_offsets(self, group_id: str,
+                            partitions: Iterable[tuple[str, int]] | None = None,
+                            ) -> dict[tuple[str, int], int]:
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        response = await self._channel(group_id).call(OffsetFetchRequest(group_id, tps))
+        if response.error != Errors.NONE:
+            raise AdminError(response.error, f"OffsetFetch for {group_id!r}")
+        return {(p.topic, p.partition): p.committed_offset for p in response.partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                             ) -> dict[tuple[str, int], Errors]:
+        """KIP-496 OffsetDelete: partitions the group still subscribes to are refused
+        (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        response = await self._channel(group_id).call(OffsetDeleteRequest(group_id, tps))
+        if response.error != Errors.NONE:
+            raise AdminError(response.error, f"OffsetDelete for {group_id!r}")
+        return {(p.topic, p.partition): p.error for p in response.partitions}
+
+    async def reset_offsets(self, group_id: str, *, to_offset: int | None = None,
+                            to_earliest: Callable[[str, int], int] | None = None,
+                            to_latest: Callable[[str, int], int] | None = None,
+                            partitions: Iterable[tuple[str, int]] | None = None,
+                            ) -> dict[tuple[str, int], int]:
+        """Reset the group's offsets (all committed partitions unless ``partitions`` is given)
+        to one offset, or to earliest/latest through ``offsets_of(topic, partition)``.
+        Returns the offsets written. Refused (AdminError NON_EMPTY_GROUP) while the group has
+        members."""
+        chosen = [x is not None for x in (to_offset, to_earliest, to_latest)]
+        if sum(chosen) != 1:
+            raise ValueError("give exactly one of to_offset, to_earliest, to_latest")
+        if to_offset is not None and (type(to_offset) is not int or to_offset < 0):
+            raise ValueError(f"to_offset must be an int >= 0, got {to_offset!r}")
+        (described,) = await self.describe_groups([group_id])
+        if described.state not in RESETTABLE_STATES:
+            raise AdminError(Errors.NON_EMPTY_GROUP,
+                             f"group {group_id!r} is {described.state}; stop its members first")
+        targets = (sorted(set(partitions)) if partitions is not None
+                   else sorted(await self.fetch_offsets(group_id)))
+        offsets_of = to_earliest or to_latest
+        new: dict[tuple[str, int], int] = {}
+        for topic, partition in targets:
+            value = to_offset if offsets_of is None else offsets_of(topic, partition)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"offset for {topic}-{partition} must be an int >= 0, "
+                                 f"got {value!r}")
+            new[(topic, partition)] = value
+        if not new:
+            return {}
+        response = await self._channel(group_id).call(OffsetCommitRequest(
+            group_id, -1, "", [OffsetCommitRequestPartition(t, p, o) for (t, p), o in new.items()]))
+        errors = {(p.topic, p.partition): p.error for p in response.partitions
+                  if p.error != Errors.NONE}
+        if errors:
+            error = next(iter(errors.values()))
+            raise AdminError(error, f"reset of {group_id!r} refused for {sorted(errors)}")
+        return new
+
+
+def offsets_table(mapping: Mapping[tuple[str, int], int]) -> list[dict]:
+    return [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(mapping.items())]

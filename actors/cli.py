@@ -1,0 +1,283 @@
+"""``groupcoord``: run the coordinator, watch it survive a failure, administer groups.
+
+    groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
+    groupcoord demo   [--seconds S] [--log-dir DIR]
+    groupcoord groups list
+    groupcoord groups describe GROUP... [--end-offsets FILE]
+    groupcoord groups delete GROUP...
+    groupcoord groups reset-offsets GROUP (--to-offset N | --to-earliest FILE | --to-latest FILE)
+
+Every command prints readable tables, or one JSON document with ``--json``. Offset files are
+JSON objects ``{"topic:partition": offset}``: there is no broker here to ask for log start and
+end offsets, so the caller supplies them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
+
+
+
+# -- output ------------------------------------------------------------------------------------
+
+def table(title: str, rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """A plain-text table; every value shown with ``str``."""
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "  ".join("-" * w for w in widths)
+    out = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths)), line]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    if not rows:
+        out.append("(none)")
+    return "\n".join(out)
+
+
+class Output:
+    """Collects tables; prints them as text as they come, or as one JSON document at the end."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.document: dict = {}
+
+    def show(self, key: str, title: str, rows: list[dict], columns: Sequence[str]) -> None:
+        self.document[key] = rows
+        if not self.as_json:
+            print(table(title, rows, columns), end="\n\n", flush=True)
+
+    def note(self, text: str) -> None:
+        self.document.setdefault("notes", []).append(text)
+        if not self.as_json:
+            print(text, flush=True)
+
+    def show_text(self, key: str, text: str) -> None:
+        self.document[key] = text
+        if not self.as_json:
+            print(text, end="\n\n", flush=True)
+
+    def finish(self) -> None:
+        if self.as_json:
+            print(json.dumps(msgspec.to_builtins(self.document), indent=2, default=str))
+
+
+def _offsets_file(path: str) -> Callable[[str, int], int]:
+    with open(path) as f:
+        raw = json.load(f)
+    table_ = {}
+    for key, value in raw.items():
+        topic, _, partition = key.rpartition(":")
+        if not topic or not partition.isdigit() or type(value) is not int:
+            raise ValueError(f"{path}: entries must look like \"topic:partition\": offset")
+        table_[(topic, int(partition))] = value
+
+    def offset_of(topic: str, partition: int) -> int:
+        if (topic, partition) not in table_:
+            raise ValueError(f"{path} has no offset for {topic}:{partition}")
+        return table_[(topic, partition)]
+    return offset_of
+
+
+# -- serve -------------------------------------------------------------------------------------
+
+def partitions_rows(infos: list[dict]) -> list[dict]:
+    return [{k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid", "node")}
+            | {"node": str(info.get("node", ""))[:12]} for info in infos]
+
+
+def cmd_serve(args, out: Output) -> int:
+    from .bootstrap import start
+    deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
+                       address=args.address)
+    infos = deployment.wait_ready(args.ready_timeout)
+    out.note(f"groupcoord serving {deployment.num_partitions} partitions in namespace "
+             f"{deployment.namespace!r}, logs in {deployment.log_dir}")
+    out.show("partitions", "partitions", partitions_rows(infos),
+             ("partition", "state", "epoch", "groups", "pid", "node"))
+    out.finish()
+    if args.detach:
+        return 0
+    try:
+        while True:                        # stay up: an embedded Ray lives as long as we do
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+def _admin(args):
+    from .admin import AdminClient
+    from .bootstrap import connect
+    return AdminClient(connect(args.namespace, args.address).router)
+
+
+def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
+    groups, members, offsets = [], [], []
+    for d in descriptions:
+        groups.append({"group": d.group_id, "state": d.state, "protocol": d.protocol,
+                       "generation": d.generation_id, "members": len(d.members),
+                       "leader": d.leader[:24]})
+        for m in d.members:
+            members.append({"group": d.group_id, "member": m.member_id[:40],
+                            "instance": m.group_instance_id or "", "client": m.client_id,
+                            "partitions": ",".join(f"{t}-{p}" for t, p in m.assignment)})
+        for o in d.offsets:
+            offsets.append({"group": d.group_id, "topic": o.topic, "partition": o.partition,
+                            "committed": o.committed_offset,
+                            "end": "" if o.end_offset is None else o.end_offset,
+                            "lag": "" if o.lag is None else o.lag,
+                            "owner": (o.owner or "")[:40]})
+    return groups, members, offsets
+
+
+def show_descriptions(out: Output, descriptions) -> None:
+    groups, members, offsets = describe_rows(descriptions)
+    out.show("groups", "groups", groups,
+             ("group", "state", "protocol", "generation", "members", "leader"))
+    out.show("members", "members and assignments", members,
+             ("group", "member", "instance", "client", "partitions"))
+    out.show("offsets", "committed offsets", offsets,
+             ("group", "topic", "partition", "committed", "end", "lag", "owner"))
+
+
+def cmd_groups(args, out: Output) -> int:
+    admin = _admin(args)
+    if args.action == "list":
+        groups = asyncio.run(admin.list_groups(args.state or ()))
+        out.show("groups", "groups", [msgspec.to_builtins(g) for g in groups],
+                 ("group_id", "group_state", "protocol_type"))
+    elif args.action == "describe":
+        end_offsets = _offsets_file(args.end_offsets) if args.end_offsets else None
+        show_descriptions(out, asyncio.run(admin.describe_groups(
+            args.groups, with_offsets=True, end_offsets=end_offsets)))
+    elif args.action == "delete":
+        results = asyncio.run(admin.delete_groups(args.groups))
+        out.show("deleted", "delete groups",
+                 [{"group": g, "result": e.name} for g, e in results.items()], ("group", "result"))
+        out.finish()
+        return 0 if all(e == 0 for e in results.values()) else 1
+    else:
+        (group,) = args.groups
+        options = {"to_offset": args.to_offset}
+        if args.to_earliest:
+            options = {"to_earliest": _offsets_file(args.to_earliest)}
+        elif args.to_latest:
+            options = {"to_latest": _offsets_file(args.to_latest)}
+        written = asyncio.run(admin.reset_offsets(group, **options))
+        out.show("reset", f"offsets of {group} reset",
+                 [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(written.items())],
+                 ("topic", "partition", "offset"))
+    out.finish()
+    return 0
+
+
+# -- demo --------------------------------------------------------------------------------------
+
+def demo_lake_report(work_dir: str, log_dir: str, topic, out: Output) -> None:
+    """The demo's last act: export the partition logs into a Delta lake with Spark and print a
+    short analytics report, judging the consumers against the synthetic topic's end offsets."""
+    try:
+        from groupcoord.spark_export.report import export_and_report
+    except ImportError as exc:          # installed without the [spark] extra
+        out.note(f"lake export skipped: {exc} (pip install 'groupcoord[spark]')")
+        return
+    log_end_path = os.path.join(work_dir, "log-end.csv")
+    topic.write_log_end_history(log_end_path, until_s=time.time())
+    lake_dir = os.path.join(work_dir, "lake")
+    out.note(f"[lake] exporting {log_dir} into {lake_dir} with Spark (start-up takes a while)")
+    text = export_and_report(log_dir, lake_dir, log_end_path=log_end_path,
+                             plot_dir=os.path.join(work_dir, "plots"), progress=out.note)
+    out.show_text("lake_report", text)
+
+
+def cmd_demo(args, out: Output) -> int:
+    from .demo_run import run_demo
+    work_dir = tempfile.mkdtemp(prefix="groupcoord-demo-")
+    log_dir = args.log_dir or os.path.join(work_dir, "logs")
+    topic = run_demo(log_dir, args.seconds, out)
+    if not args.no_lake:
+        demo_lake_report(work_dir, log_dir, topic, out)
+    out.finish()
+    return 0
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="groupcoord", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, address_default):
+        sp.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+        sp.add_argument("--address", default=address_default,
+                        help="Ray address ('auto': this machine's cluster)")
+        sp.add_argument("--json", action="store_true", help="one JSON document, no tables")
+
+    serve = sub.add_parser("serve", help="start the coordinator and stay up")
+    common(serve, None)
+    serve.add_argument("--partitions", type=int, default=4)
+    serve.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
+    serve.add_argument("--detach", action="store_true",
+                       help="return once serving (the actors are detached and stay)")
+    serve.add_argument("--ready-timeout", type=float, default=120.0)
+
+    demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
+    demo.add_argument("--seconds", type=float, default=6.0, help="consuming time per phase")
+    demo.add_argument("--log-dir", default=None)
+    demo.add_argument("--json", action="store_true")
+    demo.add_argument("--no-lake", action="store_true", help="skip the Spark export and report")
+
+    # Dispatched before parsing (see main); listed here so that --help shows them.
+    sub.add_parser("export", add_help=False,
+                   help="export partition logs into the Delta lake (groupcoord export --help)")
+    sub.add_parser("report", add_help=False,
+                   help="analytics report from the lake (groupcoord report --help)")
+
+    groups = sub.add_parser("groups", help="list, describe, delete groups; reset offsets")
+    common(groups, "auto")
+    groups.add_argument("action", choices=("list", "describe", "delete", "reset-offsets"))
+    groups.add_argument("groups", nargs="*")
+    groups.add_argument("--state", action="append", help="list: only groups in this state")
+    groups.add_argument("--end-offsets", help="describe: JSON file of end offsets (adds lag)")
+    target = groups.add_mutually_exclusive_group()
+    target.add_argument("--to-offset", type=int)
+    target.add_argument("--to-earliest", help="JSON file of log start offsets")
+    target.add_argument("--to-latest", help="JSON file of log end offsets")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("export", "report"):
+        # The lake commands belong to spark_export, which has its own options and parser.
+        from groupcoord.spark_export import cli as lake_cli
+        return (lake_cli.export_main if argv[0] == "export" else lake_cli.report_main)(argv[1:])
+    args = parser().parse_args(argv)
+    out = Output(getattr(args, "json", False))
+    if args.command == "groups":
+        if args.action in ("describe", "delete") and not args.groups:
+            parser().error(f"groups {args.action} needs at least one group id")
+        if args.action == "reset-offsets" and (
+                len(args.groups) != 1 or (args.to_offset is None and not args.to_earliest
+                                          and not args.to_latest)):
+            parser().error("groups reset-offsets needs one group and one --to-... option")
+    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups}
+    try:
+        return commands[args.command](args, out)
+    except (ValueError, LookupError, RuntimeError) as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""A consumer-group member for Python code holding Ray actor handles.
+
+``GroupMember`` (async) joins a group through the router, runs the assignor when it is the
+leader, syncs, heartbeats in a background task, commits and fetches offsets, calls the rebalance
+listener, and rejoins on its own after rebalances and coordinator failovers.
+``SyncGroupMember`` is the same behind blocking methods (its own event loop in a thread).
+
+Error handling follows Kafka's Java consumer (AbstractCoordinator / ConsumerCoordinator):
+
+========================  ======================================================================
+answer                    what the member does
+========================  ======================================================================
+MEMBER_ID_REQUIRED        (JoinGroup) keeps the id it was given and joins again at once
+UNKNOWN_MEMBER_ID         forgets id and generation, partitions are *lost*, joins as new
+ILLEGAL_GENERATION        forgets the generation (keeps its id), partitions lost, rejoins
+REBALANCE_IN_PROGRESS     rejoins (heartbeat, sync); a commit fails with CommitFailedError
+FENCED_INSTANCE_ID        fatal: another process took our group.instance.id
+INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
+INVALID_REQUEST, UNKNOWN_SERVER_ERROR, GROUP_AUTHORIZATION_FAILED: fatal (``wait_assigned`` raises)
+NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a dead or restarting
+actor: absorbed by ``CoordinatorChannel`` (rediscover, back off, retry)
+========================  ======================================================================
+
+Rebalance protocols: with EAGER assignors every owned partition is revoked before joining; with
+COOPERATIVE ones (KIP-429) nothing is revoked up front, only the partitions the new assignment
+takes away are revoked after the sync, and the member rejoins at once so that the follow-up
+rebalance can hand them to their new owners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from groupcoord.coordinator import (
+    Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
+    MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest,
+    SyncGroupRequest, SyncGroupRequestAssignment, TopicPartition,
+)
+
+from .assignment import AssignmentPlan, Partitions, RebalanceListener, call_listener
+from .channel import CoordinatorChannel, CoordinatorUnavailable
+
+log = logging.getLogger("groupcoord.client")
+
+FATAL_ERRORS = frozenset({
+    Errors.FENCED_INSTANCE_ID, Errors.INCONSISTENT_GROUP_PROTOCOL, Errors.GROUP_MAX_SIZE_REACHED,
+    Errors.INVALID_SESSION_TIMEOUT, Errors.INVALID_GROUP_ID, Errors.INVALID_REQUEST,
+    Errors.UNKNOWN_SERVER_ERROR, Errors.GROUP_AUTHORIZATION_FAILED,
+})
+LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
+HISTORY_MAX = 1_000                 # (generation, assignment) pairs kept for inspection
+CALL_SLACK_S = 5.0                  # over the rebalance timeout, for a parked join or sync
+
+
+class GroupMemberError(RuntimeError):
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(f"{error.name}: {message}")
+        self.error = error
+
+
+class CommitFailedError(GroupMemberError):
+    """Kafka's CommitFailedException / RebalanceInProgressException: the member is not (or no
+    longer) in a stable generation; commit again after the rebalance."""
+
+
+class GroupMember:
+    def __init__(self, router, group_id: str, topics: Iterable[str], *,
+                 topic_partitions: Mapping[str, int] | Callable[[str], int],
+                 assignors: Iterable[Any] = ("range",), group_instance_id: str | None = None,
+                 client_id: str = "groupcoord-consumer", client_host: str = "",
+                 session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000,
+                 heartbeat_interval_ms: int = 3_000, listener: RebalanceListener | None = None,
+                 retry_backoff_ms: int = 50, request_timeout_ms: int = 60_000) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise ValueError("group_id must be a non-empty str")
+        if not 0 < heartbeat_interval_ms < session_timeout_ms:
+            raise ValueError("need 0 < heartbeat_interval_ms < session_timeout_ms")
+        if rebalance_timeout_ms < 1:
+            raise ValueError("rebalance_timeout_ms must be >= 1")
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.plan = AssignmentPlan(topics, topic_partitions, assignors)
+        self.listener = listener or RebalanceListener()
+        self.channel = CoordinatorChannel(router, group_id, retry_backoff_ms=retry_backoff_ms,
+                                          timeout_ms=request_timeout_ms)
+        self.member_id = ""
+        self.generation_id = -1
+        self.protocol_name: str | None = None
+        self.leader_id = ""
+        self.assignment: Partitions = frozenset()
+        self.history: deque[tuple[int, Partitions]] = deque(maxlen=HISTORY_MAX)
+        self.rebalances = 0
+        self._needs_join = True
+        self._assigned = asyncio.Event()
+        self._fatal: GroupMemberError | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def stable(self) -> bool:
+        """In a generation, with its assignment, and not about to rejoin."""
+        return not self._needs_join and self.generation_id >= 0 and self._fatal is None
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.member_id) and self.member_id == self.leader_id
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start keeping this member in the group, in a background task."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
+        """Wait until the member holds the assignment of a Stable generation."""
+        await asyncio.wait_for(self._assigned.wait(), timeout_s)
+        if self._fatal is not None:
+            raise self._fatal
+        return self.assignment
+
+    async def close(self, leave: bool = True) -> None:
+        """Stop heartbeating, revoke what we own, and (dynamic members) leave the group at once.
+
+        A static member never sends LeaveGroup (as in Kafka): its session timeout removes it, and
+        a restart within it takes its place without a rebalance."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self.assignment:
+            revoked, self.assignment = self.assignment, frozenset()
+            await call_listener(self.listener.on_partitions_revoked, revoked)
+        if leave and self.member_id and self.group_instance_id is None:
+            try:
+                await self.channel.call(LeaveGroupRequest(
+                    self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]),
+                    timeout_ms=5_000)
+            except CoordinatorUnavailable:
+                pass                      # the session timeout will remove us instead
+        self.generation_id = -1           # a closed member commits nothing more
+        self._needs_join = True
+
+    # -- the coordination loop -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if self._needs_join:
+                    await self._join_and_sync()
+                    continue
+                await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+                if not self._needs_join:
+                    await self._heartbeat()
+        except GroupMemberError as exc:
+            self._stop(exc)
+        except (ValueError, TypeError) as exc:       # e.g. the assignor refused its input
+            self._stop(GroupMemberError(Errors.UNKNOWN_SERVER_ERROR, repr(exc)))
+
+    def _stop(self, exc: GroupMemberError) -> None:
+        log.error("member %s of %s stopped: %s", self.member_id, self.group_id, exc)
+        self._fatal = exc
+        self._assigned.set()
+
+    async def _heartbeat(self) -> None:
+        generation = self.generation_id
+        try:
+            response = await self.channel.call(HeartbeatRequest(
+                self.group_id, generation, self.member_id, self.group_instance_id),
+                timeout_ms=self.session_timeout_ms)
+        except CoordinatorUnavailable:
+            return                           # keep trying; the session may still be alive
+        error = response.error
+        if error == Errors.REBALANCE_IN_PROGRESS:
+            self._request_rejoin("the group is rebalancing")
+        elif error in LOST_ERRORS:
+            if generation == self.generation_id:
+                await self._lose_partitions(error)
+        elif error in FATAL_ERRORS:
+            raise GroupMemberError(error, "heartbeat refused")
+
+    def _request_rejoin(self, why: str) -> None:
+        if not self._needs_join:
+            log.info("member %s of %s rejoins: %s", self.member_id, self.group_id, why)
+        self._needs_join = True
+        self._assigned.clear()
+
+    async def _lose_partitions(self, error: Errors) -> None:
+        """Kafka's resetGenerationOnResponseError: our generation is gone, and with it the
+        right to the partitions (lost, not revoked: someone else may already own them)."""
+        lost, self.assignment = self.assignment, frozenset()
+        self.generation_id = -1
+        if error == Errors.UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+        self._request_rejoin(error.name)
+        if lost:
+            await call_listener(self.listener.on_partitions_lost, lost)
+
+    async def _join_and_sync(self) -> None:
+        # onJoinPrepare: EAGER gives everything up now; COOPERATIVE keeps its partitions.
+        if not self.plan.cooperative and self.assignment:
+            revoked, self.assignment = self.assignment, frozenset()
+            await call_listener(self.listener.on_partitions_revoked, revoked)
+        while True:
+            join = await self._join()
+            if join is None:
+                continue
+            sync = await self._sync(join)
+            if sync is not None:
+                break
+        await self._apply(sync.assignment)
+
+    async def _join(self):
+        request = JoinGroupRequest(
+            self.group_id, self.member_id, "consumer",
+            [JoinGroupRequestProtocol(name, metadata)
+             for name, metadata in self.plan.protocols(self.assignment, self.generation_id)],
+            self.session_timeout_ms, self.rebalance_timeout_ms,
+            group_instance_id=self.group_instance_id, client_id=self.client_id,
+            client_host=self.client_host, require_known_member_id=True)
+        try:
+            response = await self.channel.call(
+                request, attempt_timeout_s=self.rebalance_timeout_ms / 1000 + CALL_SLACK_S)
+        except CoordinatorUnavailable:
+            return None
+        error = response.error
+        if error == Errors.NONE:
+            self.member_id, self.generation_id = response.member_id, response.generation_id
+            self.protocol_name, self.leader_id = response.protocol_name, response.leader
+            return response
+        if error == Errors.MEMBER_ID_REQUIRED:
+            self.member_id = response.member_id
+        elif error in LOST_ERRORS:
+            await self._lose_partitions(error)
+        elif error in FATAL_ERRORS:
+            raise GroupMemberError(error, f"JoinGroup to {self.group_id!r} failed")
+        else:                                # REBALANCE_IN_PROGRESS and the like: join again
+            await asyncio.sleep(self.channel.retry_backoff_ms / 1000)
+        return None
+
+    async def _sync(self, join):
+        assignments = []
+        if join.member_id == join.leader and not join.skip_assignment:
+            plan = self.plan.assign(join.protocol_name, join.members)
+            assignments = [SyncGroupRequestAssignment(m, a) for m, a in plan.items()]
+        try:
+            response = await self.channel.call(SyncGroupRequest(
+                self.group_id, join.generation_id, self.member_id, assignments,
+                self.group_instance_id, "consumer", join.protocol_name),
+                attempt_timeout_s=self.rebalance_timeout_ms / 1000 + CALL_SLACK_S)
+        except CoordinatorUnavailable:
+            return None
+        error = response.error
+        if error == Errors.NONE:
+            return response
+        if error in LOST_ERRORS:
+            await self._lose_partitions(error)
+        elif error in FATAL_ERRORS:
+            raise GroupMemberError(error, f"SyncGroup to {self.group_id!r} failed")
+        return None                              # REBALANCE_IN_PROGRESS and the rest: rejoin
+
+    async def _apply(self, assignment_bytes: bytes) -> None:
+        new = self.plan.decode(assignment_bytes)
+        owned = self.assignment
+        self.rebalances += 1
+        self._needs_join = False
+        self.history.append((self.generation_id, new))
+        if self.plan.cooperative:
+            revoked, added = owned - new, new - owned
+            if revoked:
+                self.assignment = owned - revoked
+                await call_listener(self.listener.on_partitions_revoked, revoked)
+            self.assignment = new
+            if added:
+                await call_listener(self.listener.on_partitions_assigned, added)
+            if revoked:                          # KIP-429: let the new owners take them
+                self._request_rejoin(f"revoked {len(revoked)} partitions")
+                return
+        else:
+            self.assignment = new
+            await call_listener(self.listener.on_partitions_assigned, new)
+        if not self._needs_join:
+            self._assigned.set()
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    async def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
+        """Commit synchronously; returns once the offsets are durable.
+
+        Raises ``CommitFailedError`` when the member is rebalancing or left its generation, and
+        ``GroupMemberError`` for other refusals (e.g. OFFSET_METADATA_TOO_LARGE)."""
+        if not offsets:
+            return
+        if self._needs_join or self.generation_id < 0:
+            raise CommitFailedError(Errors.REBALANCE_IN_PROGRESS,
+                                    "the member is not in a stable generation (rebalancing "
+                                    "or closed); commit again after the rebalance")
+        generation = self.generation_id
+        response = await self.channel.call(OffsetCommitRequest(
+            self.group_id, generation, self.member_id,
+            [OffsetCommitRequestPartition(t, p, o, -1, metadata) for (t, p), o in offsets.items()],
+            self.group_instance_id))
+        errors = {(p.topic, p.partition): p.error for p in response.partitions
+                  if p.error != Errors.NONE}
+        if not errors:
+            return
+        error = next(iter(errors.values()))
+        if error == Errors.REBALANCE_IN_PROGRESS:
+            self._request_rejoin("a commit met a rebalance")
+            raise CommitFailedError(error, "rebalance in progress; commit again after it")
+        if error in LOST_ERRORS:
+            if generation == self.generation_id:
+                await self._lose_partitions(error)
+            raise CommitFailedError(error, "this member is no longer part of the generation")
+        raise GroupMemberError(error, f"commit failed for {sorted(errors)}")
+
+    def commit_async(self, offsets: Mapping[tuple[str, int], int],
+                     callback: Callable[[BaseException | None], Any] | None = None,
+                     metadata: str = "") -> asyncio.Task:
+        """Commit in the background; ``callback(None)`` or ``callback(exception)`` afterwards."""
+        async def run() -> None:
+            try:
+                await self.commit(offsets, metadata)
+            except (GroupMemberError, CoordinatorUnavailable) as exc:
+                if callback is None:
+                    log.warning("async commit failed: %s", exc)
+                else:
+                    callback(exc)
+                return
+            if callback is not None:
+                callback(None)
+        return asyncio.get_running_loop().create_task(run())
+
+    async def committed(self, partitions: Iterable[tuple[str, int]] | None = None,
+                        ) -> dict[tuple[str, int], int]:
+        """Committed offsets (-1 where none), like ``KafkaConsumer.committed``; all when None."""
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        response = await self.channel.call(OffsetFetchRequest(self.group_id, tps))
+        if response.error != Errors.NONE:
+            raise GroupMemberError(response.error, "OffsetFetch failed")
+        return {(p.topic, p.partition): p.committed_offset for p in response.partitions}
+
+
+class SyncGroupMember:
+    """``GroupMember`` behind blocking methods, for code that is not async."""
+
+    def __init__(self, router, group_id: str, topics: Iterable[str], **kwargs) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name=f"groupcoord-member-{group_id}")
+        self._thread.start()
+        try:
+            self.member: GroupMember = self._run(self._make(router, group_id, topics, kwargs))
+        except BaseException:
+            self._shutdown()
+            raise
+
+    @staticmethod
+    async def _make(router, group_id, topics, kwargs) -> GroupMember:
+        member = GroupMember(router, group_id, topics, **kwargs)
+        member.start()
+        return member
+
+    def _run(self, coroutine, timeout_s: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
+
+    def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
+        return self._run(self.member.wait_assigned(timeout_s))
+
+    def commit(self, offsets, metadata: str = "") -> None:
+        self._run(self.member.commit(offsets, metadata))
+
+    def commit_async(self, offsets, callback=None, metadata: str = "") -> None:
+        self._loop.call_soon_threadsafe(self.member.commit_async, offsets, callback, metadata)
+
+    def committed(self, partitions=None) -> dict:
+        return self._run(self.member.committed(partitions))
+
+    @property
+    def assignment(self) -> Partitions:
+        return self.member.assignment
+
+    @property
+    def stable(self) -> bool:
+        return self.member.stable
+
+    def close(self, leave: bool = True) -> None:
+        try:
+            self._run(self.member.close(leave))
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

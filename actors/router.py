@@ -1,0 +1,134 @@
+"""The router: maps a group id to its partition actor (Kafka's hash, spec §7.1).
+
+``RouterRuntime`` is plain Python over an injected partition factory; ``RouterActor`` is its
+thin ``@ray.remote`` shell, named ``groupcoord-router``, detached and restarted forever. The
+router holds no state a restart could lose: the partition count, the configuration and the log
+root are its constructor arguments (Ray reruns ``__init__`` with the same ones), and the
+partition actors are found again by name (``get_if_exists``), so a restarted router serves the
+same partitions without restarting them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import ray
+
+from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
+from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsResponse
+
+from .partition_actor import PartitionActor, partition_actor_name
+
+log = logging.getLogger("groupcoord.router")
+
+ROUTER_NAME = "groupcoord-router"
+MAX_PARTITIONS = 1_000          # each partition is a process; more is a configuration mistake
+# Slots beyond the parked-request limit, for commits, heartbeats and admin calls in flight.
+EXTRA_CONCURRENCY = 1_000
+
+
+class RouterRuntime:
+    def __init__(self, num_partitions: int, partition_factory: Callable[[int], Any]) -> None:
+        if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
+            raise ValueError(f"num_partitions must be an int in [1, {MAX_PARTITIONS}], "
+                             f"got {num_partitions!r}")
+        self.num_partitions = num_partitions
+        self._factory = partition_factory
+        self._handles: dict[int, Any] = {}
+
+    def partition(self, n: int):
+        if type(n) is not int or not 0 <= n < self.num_partitions:
+            raise ValueError(f"partition must be an int in [0, {self.num_partitions}), got {n!r}")
+        handle = self._handles.get(n)
+        if handle is None:
+            handle = self._handles[n] = self._factory(n)
+        return handle
+
+    def find_coordinator(self, group_id: str) -> tuple[int, Any]:
+        if not isinstance(group_id, str):
+            raise ValueError(f"group_id must be a str, got {type(group_id).__name__}")
+        n = partition_for(group_id, self.num_partitions)
+        return n, self.partition(n)
+
+
+def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
+    return dict(namespace=namespace, lifetime="detached", max_restarts=-1, max_task_retries=0,
+                get_if_exists=True, num_cpus=0,
+                # Parked joins and syncs each hold a concurrency slot while they wait.
+                max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY)
+
+
+def merge_list_groups(responses: list) -> ListGroupsResponse:
+    """One ListGroups answer from every partition's (spec §2.10): an unreachable partition is
+    COORDINATOR_NOT_AVAILABLE, otherwise the first partition error; groups sorted by id."""
+    error, groups = Errors.NONE, []
+    for response in responses:
+        if isinstance(response, BaseException):
+            error = error if error != Errors.NONE else Errors.COORDINATOR_NOT_AVAILABLE
+            continue
+        if response.error != Errors.NONE and error == Errors.NONE:
+            error = response.error
+        groups.extend(response.groups)
+    return ListGroupsResponse(error, sorted(groups, key=lambda g: g.group_id))
+
+
+@ray.remote
+class RouterActor:
+    """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
+    ``list_groups(states)``, ``describe()``, ``ping()``."""
+
+    def __init__(self, num_partitions: int, log_dir: str, namespace: str,
+                 config: CoordinatorConfig, log_config: Any = None,
+                 log_factory: Callable | None = None) -> None:
+        self.config, self.log_dir, self.namespace = config, log_dir, namespace
+        self.init_error: str | None = None
+        try:
+            def factory(n: int):
+                return PartitionActor.options(name=partition_actor_name(n),
+                                              **partition_options(namespace, config)).remote(
+                    n, num_partitions, log_dir, config, log_config, log_factory)
+
+            self._runtime = RouterRuntime(num_partitions, factory)
+            for n in range(num_partitions):      # start loading every partition now
+                self._runtime.partition(n)
+        except Exception as exc:                 # never raise from __init__: report instead
+            log.critical("router cannot start: %r", exc)
+            self.init_error = repr(exc)
+            self._runtime = None
+
+    def _live(self) -> RouterRuntime:
+        if self._runtime is None:
+            raise RuntimeError(f"router failed to start: {self.init_error}")
+        return self._runtime
+
+    async def find_coordinator(self, group_id: str):
+        return self._live().find_coordinator(group_id)
+
+    async def partitions(self) -> list:
+        runtime = self._live()
+        return [runtime.partition(n) for n in range(runtime.num_partitions)]
+
+    async def describe(self) -> dict:
+        return {"num_partitions": self._runtime.num_partitions if self._runtime else 0,
+                "log_dir": self.log_dir, "namespace": self.namespace, "config": self.config,
+                "init_error": self.init_error}
+
+    async def ping(self) -> None:
+        return None
+
+    async def list_groups(self, states_filter=()) -> ListGroupsResponse:
+        if not isinstance(states_filter, (list, tuple)) or not all(
+                isinstance(s, str) for s in states_filter):
+            raise ValueError("states_filter must be a list of state names")
+        request = ListGroupsRequest(list(states_filter))
+        handles = await self.partitions()
+        responses = await asyncio.gather(*(h.handle.remote(request) for h in handles),
+                                         return_exceptions=True)
+        return merge_list_groups(responses)
+
+
+__all__ = ["ROUTER_NAME", "RouterActor", "RouterRuntime", "merge_list_groups",
+           "partition_options"]

@@ -1,0 +1,325 @@
+"""PartitionRuntime: drives one Shard on an asyncio loop — load, group commit, timers.
+
+Theory of operation
+-------------------
+The Shard decides; this class does the I/O around it, on one event loop:
+
+* **Load in the background.** ``start()`` opens the partition's log and replays it into a fresh
+  Shard in the I/O thread. Until that finishes, requests go to an empty Shard that is still
+  loading, so they get Kafka's load-time answers (spec §2.2): COORDINATOR_LOAD_IN_PROGRESS, NONE
+  for a heartbeat, REBALANCE_IN_PROGRESS for a sync. A failed load is retried with backoff; the
+  runtime never raises out of ``start()`` (a Ray actor whose ``__init__`` raises is dead for good).
+* **Group commit.** ``handle`` runs the Shard synchronously (it is fast and does no I/O) and
+  queues the Step's records. One flusher task hands everything queued since its last append to
+  the log in one ``append`` call (one fsync), in the single I/O thread, so concurrent requests
+  share a sync. While one append is in flight the next batch accumulates.
+* **Replies wait for durability.** Each reply carries a barrier: the number of records queued
+  when its Step was made. It is released when that many records are durable. A reply whose Step
+  wrote nothing still waits for earlier writes, because it may have read them (DESIGN.md
+  principle 3: a read that follows unacknowledged writes waits for them).
+* **A failure fails the partition.** If an append fails, or the Shard raises (a bug), memory can
+  no longer be trusted: nothing is rolled back. Every caller still waiting gets NOT_COORDINATOR
+  (its change was never acknowledged, so the client retries it elsewhere), new requests get
+  NOT_COORDINATOR, and ``on_fatal`` is called: the Ray actor exits and Ray's restart reloads
+  the partition from its log.
+* **Timers.** After every Step one ``loop.call_at`` is aimed at ``next_deadline_ms()``.
+* **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
+  answers from two incarnations can never be confused.
+
+The log is injected (``open_log()`` returns an object with ``epoch``, ``load_into(shard,
+progress)``, ``append(records) -> end_offset``, ``maybe_snapshot(shard)`` and ``close()``), as
+are the clock and the member-id source, so the runtime is testable without Ray or a disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
+from groupcoord.coordinator.messages import OffsetCommitRequest, validate
+
+from .responses import error_response
+
+log = logging.getLogger("groupcoord.partition")
+
+LOAD_RETRY_MAX_S = 5.0
+
+
+def wall_clock_ms() -> int:
+    # Wall time, not monotonic: commit timestamps and retention must survive restarts.
+    return time.time_ns() // 1_000_000
+
+
+class PartitionRuntime:
+    """One offsets partition on an asyncio loop. Construct, ``start()``, then ``handle()``.
+
+    Contract: ``handle(request)`` returns the request's response once every record it depends
+    on is durable; it raises ``ValueError`` for a request that is not a well-typed groupcoord
+    request (the partition is unaffected). ``info()`` describes the partition.
+    """
+
+    def __init__(self, partition: int, num_partitions: int, config: CoordinatorConfig,
+                 open_log: Callable[[], Any], *, clock_ms: Callable[[], int] = wall_clock_ms,
+                 ids: Callable[[], str] | None = None, metrics: Any = None,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+        self.partition = partition
+        self.num_partitions = num_partitions
+        self.config = config
+        self._open_log = open_log
+        self._clock_ms = clock_ms
+        self._ids = ids
+        self._metrics = metrics
+        self._on_fatal = on_fatal or (lambda exc: None)
+        self.epoch = -1
+        self.state = "loading"                    # loading | serving | failed | closed
+        self.load_summary: Any = None
+        self.load_seconds: float | None = None
+        self.load_error: str | None = None
+        self.fatal_error: str | None = None
+        self._shard = Shard(partition, num_partitions, config)   # answers while loading
+        self._log: Any = None
+        self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"p{partition}-io")
+        self._request_ids = itertools.count(1)
+        self._waiting: dict[int, tuple[asyncio.Future, Any]] = {}
+        self._queued: list = []                   # records not yet handed to the log
+        self._queued_total = 0                    # records ever queued (the barrier clock)
+        self._durable_total = 0                   # records ever made durable
+        self._held: deque = deque()               # (barrier, request id, response), barrier order
+        self._flush_wanted = asyncio.Event()
+        self._durable_changed = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.appends = 0
+        self.snapshots_checked = 0                # maybe_snapshot calls completed (thread-safe +=)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin loading in the background; never raises for a bad log (it retries)."""
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._load_forever()),
+                       loop.create_task(self._flush_forever())]
+
+    async def close(self) -> None:
+        """Give the partition up: parked requests get NOT_COORDINATOR, the log is closed."""
+        if self.state == "closed":
+            return
+        if self.state == "serving":
+            self._run_step(self._shard.on_unloaded, self._clock_ms())
+            await self._wait_durable(self._queued_total)
+        self.state = "closed"
+        self._cancel_timer()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for future, request in list(self._waiting.values()):
+            if not future.done():
+                future.set_result(error_response(request, Errors.NOT_COORDINATOR))
+        if self._log is not None:
+            await asyncio.get_running_loop().run_in_executor(self._io, self._log.close)
+        self._io.shutdown(wait=False)
+
+    async def _load_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff_s = 0.1
+        while self.state == "loading":
+            started = time.perf_counter()
+            try:
+                shard, summary = await loop.run_in_executor(self._io, self._load_blocking)
+            except Exception as exc:              # a damaged log, a held lock: retry, stay up
+                log.error("partition %d: load failed (%r); retrying in %.1fs",
+                          self.partition, exc, backoff_s)
+                self.load_error = repr(exc)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, LOAD_RETRY_MAX_S)
+                continue
+            if self.state != "loading":           # closed while loading
+                return
+            self.load_summary = summary
+            self._shard = shard
+            self.state = "serving"
+            self._run_step(shard.on_loaded, self._clock_ms())
+            self.load_seconds = time.perf_counter() - started
+            log.info("partition %d (epoch %d) loaded %d groups in %.3fs",
+                     self.partition, self.epoch, len(shard.groups()), self.load_seconds)
+            if self._metrics is not None:
+                self._metrics.loaded(self.partition, self.load_seconds)
+
+    def _load_blocking(self):
+        if self._log is None:
+            self._log = self._open_log()
+            self.epoch = int(getattr(self._log, "epoch", 0))
+        shard = Shard(self.partition, self.num_partitions, self.config, ids=self._ids)
+        summary = self._log.load_into(shard)
+        return shard, summary
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    async def handle(self, request: Any) -> Any:
+        request = validate(request)               # ValueError for anything ill-typed
+        if self.state in ("closed", "failed"):
+            return error_response(request, Errors.NOT_COORDINATOR)
+        started = time.perf_counter()
+        request_id = next(self._request_ids)
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = (future, request)
+        try:
+            self._run_step(self._shard.handle, self._clock_ms(), request_id, request)
+            response = await future
+        finally:
+            self._waiting.pop(request_id, None)
+        if self._metrics is not None and type(request) is OffsetCommitRequest:
+            self._metrics.committed(self.partition, len(request.offsets),
+                                    time.perf_counter() - started)
+        return response
+
+    def _run_step(self, method, *args) -> None:
+        """Run one Shard call and route its Step; a Shard exception fails the partition."""
+        try:
+            step = method(*args)
+        except Exception as exc:                  # a core bug: memory may be half-changed
+            self._fail(exc)
+            return
+        self._process(step)
+
+    def _process(self, step) -> None:
+        if step.records:
+            self._queued.extend(step.records)
+            self._queued_total += len(step.records)
+            self._flush_wanted.set()
+        barrier = self._queued_total
+        for request_id, response in step.replies:
+            if barrier <= self._durable_total:
+                self._release(request_id, response)
+            else:
+                self._held.append((barrier, request_id, response))
+        for request_id in step.dropped:           # Kafka forgets these; release the caller
+            entry = self._waiting.get(request_id)
+            if entry is not None and not entry[0].done():
+                entry[0].set_result(error_response(entry[1], Errors.REBALANCE_IN_PROGRESS))
+        for event in step.events:
+            # Structured: one line per event, saying which group and why.
+            log.info("partition=%d group=%s event=%s detail=%s",
+                     self.partition, event.group_id, event.kind, event.detail)
+            if self._metrics is not None:
+                self._metrics.event(self.partition, event)
+        self._aim_timer()
+
+    def _release(self, request_id: int, response: Any) -> None:
+        entry = self._waiting.get(request_id)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(response)
+
+    # -- group commit ------------------------------------------------------------------------------
+
+    async def _flush_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            if not self._queued or self.state != "serving":
+                continue
+            batch, self._queued = self._queued, []
+            started = time.perf_counter()
+            try:
+                await loop.run_in_executor(self._io, self._log.append, batch)
+            except Exception as exc:
+                self._fail(exc)
+                return
+            if self.state != "serving":           # failed by the Shard meanwhile
+                return
+            self.appends += 1
+            self._durable_total += len(batch)
+            if self._metrics is not None:
+                self._metrics.appended(self.partition, len(batch), time.perf_counter() - started)
+            held = self._held
+            while held and held[0][0] <= self._durable_total:
+                _, request_id, response = held.popleft()
+                self._release(request_id, response)
+            self._durable_changed.set()
+            self._durable_changed = asyncio.Event()
+            if not self._queued:
+                # Queued behind this append on the single I/O thread, not awaited: the next
+                # flush need not wait for the policy check (or a snapshot) to finish. The log
+                # builds snapshots from its own data, never from the live shard.
+                self._io.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
+                    self._snapshot_done)
+
+    def _snapshot_done(self, future: concurrent.futures.Future) -> None:
+        exc = future.exception()
+        if exc is not None:                       # an optimisation: log it and go on
+            log.error("partition %d: snapshot failed: %r", self.partition, exc)
+        else:
+            self.snapshots_checked += 1
+
+    async def _wait_durable(self, total: int) -> None:
+        while self._durable_total < total and self.state == "serving":
+            self._flush_wanted.set()
+            await self._durable_changed.wait()
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _aim_timer(self) -> None:
+        self._cancel_timer()
+        deadline_ms = self._shard.next_deadline_ms()
+        if deadline_ms is not None and self.state == "serving":
+            loop = asyncio.get_running_loop()
+            delay_s = max(deadline_ms - self._clock_ms(), 0) / 1000
+            self._timer = loop.call_at(loop.time() + delay_s, self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        self._timer = None
+        if self.state == "serving":
+            self._run_step(self._shard.on_timer, self._clock_ms())
+
+    # -- introspection -----------------------------------------------------------------------------
+
+    def group_states(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        if self.state == "serving":
+            for group in self._shard.groups():
+                counts[str(group.state)] = counts.get(str(group.state), 0) + 1
+        return counts
+
+    def info(self) -> dict:
+        return {
+            "partition": self.partition, "epoch": self.epoch, "state": self.state,
+            "groups": len(self._shard.groups()) if self.state == "serving" else 0,
+            "group_states": self.group_states(),
+            "parked_requests": self._shard.parked_requests,
+            "durable_records": self._durable_total, "queued_records": len(self._queued),
+            "appends": self.appends, "load_seconds": self.load_seconds,
+            "load_error": self.load_error, "fatal_error": self.fatal_error,
+            "load_summary": repr(self.load_summary) if self.load_summary is not None else None,
+        }
+
+    def _fail(self, exc: BaseException) -> None:
+        """Memory is ahead of the log or broken: answer nothing that was not durable (callers
+        get NOT_COORDINATOR and retry elsewhere), then hand over to ``on_fatal``."""
+        if self.state == "failed":
+            return
+        log.critical("partition %d: failing the partition: %r", self.partition, exc)
+        self.state = "failed"
+        self.fatal_error = repr(exc)
+        self._cancel_timer()
+        self._held.clear()
+        self._queued = []
+        for future, request in list(self._waiting.values()):
+            if not future.done():
+                future.set_result(error_response(request, Errors.NOT_COORDINATOR))
+        self._durable_changed.set()
+        self._on_fatal(exc)

@@ -1,0 +1,27 @@
+"""Actor tests: one real local Ray per test session, started lazily by the ``ray_session``
+fixture (Ray-free tests, like test_runtime.py, never start it) and shut down at session end."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+NAMESPACE = "groupcoord-tests"
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+    started = False
+    if not ray.is_initialized():
+        # Workers must import tests.actors.* (fakes, listeners): put the repo root on their path.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        ray.init(num_cpus=4, include_dashboard=False, namespace=NAMESPACE,
+                 log_to_driver=False, configure_logging=False)
+        started = True
+    yield ray
+    if started:
+        ray.shutdown()

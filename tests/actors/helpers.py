@@ -1,0 +1,79 @@
+"""Shared pieces of the Ray tests: a deployment per test module, member factories, waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from groupcoord.actors import GroupMember, RebalanceListener
+from groupcoord.coordinator import CoordinatorConfig
+
+from .fakes import log_factory_for_tests
+
+# Small timeouts keep the Ray tests short on 2 cores.
+TEST_CONFIG = CoordinatorConfig(group_min_session_timeout_ms=100,
+                                group_initial_rebalance_delay_ms=0)
+SESSION_MS, HEARTBEAT_MS, REBALANCE_MS = 2_000, 200, 4_000
+
+
+def start_deployment(tmp_dir, namespace: str, num_partitions: int = 2):
+    from groupcoord.actors import start
+    deployment = start(num_partitions, str(tmp_dir), namespace=namespace, config=TEST_CONFIG,
+                       log_factory=log_factory_for_tests())
+    deployment.wait_ready(60)
+    return deployment
+
+
+class Tracker(RebalanceListener):
+    """Records every listener call, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, frozenset]] = []
+
+    def on_partitions_revoked(self, partitions):
+        self.calls.append(("revoked", partitions))
+
+    def on_partitions_assigned(self, partitions):
+        self.calls.append(("assigned", partitions))
+
+    def on_partitions_lost(self, partitions):
+        self.calls.append(("lost", partitions))
+
+
+def member(router, group: str, topics=None, **kwargs) -> GroupMember:
+    topics = topics or {"t": 6}
+    options = dict(topic_partitions=topics, session_timeout_ms=SESSION_MS,
+                   heartbeat_interval_ms=HEARTBEAT_MS, rebalance_timeout_ms=REBALANCE_MS,
+                   listener=Tracker())
+    options.update(kwargs)
+    m = GroupMember(router, group, list(topics), **options)
+    m.start()
+    return m
+
+
+async def wait_until(predicate, timeout_s: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def settled(members, partitions: int) -> bool:
+    """Every member stable in one generation, owning disjoint partitions covering them all."""
+    if not all(m.stable for m in members):
+        return False
+    if len({m.generation_id for m in members}) != 1:
+        return False
+    owned = [tp for m in members for tp in m.assignment]
+    return len(owned) == len(set(owned)) == partitions
+
+
+def no_double_ownership(members) -> None:
+    """No two members ever held the same partition in the same generation."""
+    seen: dict[tuple[str, int, tuple[str, int]], int] = {}
+    for m in members:
+        for generation, assignment in m.history:
+            for tp in assignment:
+                owner = seen.setdefault((m.group_id, generation, tp), id(m))
+                assert owner == id(m), f"{tp} owned by two members in generation {generation}"

@@ -1,0 +1,72 @@
+"""The ``groupcoord`` CLI, in-process against the session's Ray: serve, groups *, --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from groupcoord.actors import SyncGroupMember, connect, stop
+from groupcoord.actors.cli import main, table
+
+NS = "gc-cli"
+
+
+@pytest.fixture(scope="module")
+def served(ray_session, tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("logs-cli")
+    assert main(["serve", "--namespace", NS, "--partitions", "2", "--log-dir", str(log_dir),
+                 "--detach"]) == 0
+    deployment = connect(NS)
+    yield deployment
+    stop(deployment)
+
+
+def run_json(capsys, *argv) -> dict:
+    capsys.readouterr()
+    assert main([*argv, "--namespace", NS, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_table_formatting():
+    text = table("t", [{"a": 1, "bb": "x"}], ("a", "bb"))
+    assert text.splitlines() == ["t", "a  bb", "-  --", "1  x "]
+    assert table("t", [], ("a",)).endswith("(none)")
+
+
+def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
+    # serve runs Kafka's defaults: sessions of at least 6 s, a 3 s initial delay.
+    m = SyncGroupMember(served.router, "cli-g", ["t"], topic_partitions={"t": 2},
+                        session_timeout_ms=6_000, heartbeat_interval_ms=1_000)
+    m.wait_assigned(30)
+    m.commit({("t", 0): 5, ("t", 1): 9})
+    try:
+        listed = run_json(capsys, "groups", "list")
+        assert {"group_id": "cli-g", "protocol_type": "consumer", "group_state": "Stable"} \
+            in listed["groups"]
+        ends = tmp_path / "ends.json"
+        ends.write_text(json.dumps({"t:0": 10, "t:1": 10}))
+        described = run_json(capsys, "groups", "describe", "cli-g", "--end-offsets", str(ends))
+        assert [(o["partition"], o["committed"], o["lag"]) for o in described["offsets"]] == [
+            (0, 5, 5), (1, 9, 1)]
+        assert len(described["members"]) == 1
+        assert main(["groups", "reset-offsets", "cli-g", "--to-offset", "0",
+                     "--namespace", NS]) == 2                  # refused: the group has a member
+        assert "NON_EMPTY_GROUP" in capsys.readouterr().err
+    finally:
+        m.close()
+    reset = run_json(capsys, "groups", "reset-offsets", "cli-g", "--to-latest", str(ends))
+    assert reset["reset"] == [{"topic": "t", "partition": 0, "offset": 10},
+                              {"topic": "t", "partition": 1, "offset": 10}]
+    capsys.readouterr()
+    assert main(["groups", "describe", "cli-g", "--namespace", NS]) == 0
+    text = capsys.readouterr().out
+    assert "committed offsets" in text and "Empty" in text
+    deleted = run_json(capsys, "groups", "delete", "cli-g")
+    assert deleted["deleted"] == [{"group": "cli-g", "result": "NONE"}]
+    assert main(["groups", "delete", "cli-g", "--namespace", NS]) == 1   # GROUP_ID_NOT_FOUND
+
+
+def test_connect_unknown_namespace_is_a_clear_error(ray_session, capsys):
+    assert main(["groups", "list", "--namespace", "no-such-deployment"]) == 2
+    assert "no groupcoord deployment" in capsys.readouterr().err

@@ -1,0 +1,102 @@
+"""Failover by killing actors while members commit continuously.
+
+Every commit that was acknowledged must be fetched back afterwards, no two members may own the
+same partition in one generation, and every member must return to Stable on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+
+import pytest
+import ray
+
+from groupcoord.actors import AdminClient, CommitFailedError, CoordinatorUnavailable, stop
+
+from .helpers import member, no_double_ownership, settled, start_deployment, wait_until
+
+PARTITIONS = 6
+GROUPS = ("fo-a", "fo-b")           # land on different partitions of 2 (checked below)
+KILLS = 4
+
+
+@pytest.fixture(scope="module")
+def deployment(ray_session, tmp_path_factory):
+    d = start_deployment(tmp_path_factory.mktemp("logs-failover"), "gc-failover")
+    yield d
+    stop(d)
+
+
+async def committer(m, counter, attempted, acked, stop_event) -> None:
+    """Commit ever-growing offsets for whatever the member owns, recording what was attempted
+    and what was acknowledged."""
+    while not stop_event.is_set():
+        owned = sorted(m.assignment)
+        if owned:
+            offsets = {tp: next(counter) for tp in owned}
+            for tp, offset in offsets.items():
+                attempted.setdefault(tp, set()).add(offset)
+            try:
+                await m.commit(offsets)
+            except (CommitFailedError, CoordinatorUnavailable):
+                pass
+            else:
+                for tp, offset in offsets.items():
+                    acked[tp] = max(acked.get(tp, -1), offset)
+        await asyncio.sleep(0.02)
+
+
+def test_kill_partitions_and_router_while_committing(deployment):
+    from groupcoord.coordinator import partition_for
+    assert {partition_for(g, 2) for g in GROUPS} == {0, 1}
+
+    async def scenario():
+        router = deployment.router
+        members = {g: [member(router, g, topics={"t": PARTITIONS}) for _ in range(2)]
+                   for g in GROUPS}
+        for g, ms in members.items():
+            await wait_until(lambda ms=ms: settled(ms, PARTITIONS), what=f"{g} settled")
+        counter = itertools.count(1)
+        attempted = {g: {} for g in GROUPS}
+        acked = {g: {} for g in GROUPS}
+        stop_event = asyncio.Event()
+        tasks = [asyncio.create_task(committer(m, counter, attempted[g], acked[g], stop_event))
+                 for g, ms in members.items() for m in ms]
+        rng = random.Random(7)
+        handles = deployment.partitions()
+        epochs = [info["epoch"] for info in deployment.infos()]
+        for kill in range(KILLS):
+            await asyncio.sleep(rng.uniform(0.5, 1.0))
+            victim = kill % 2                           # both partitions, twice each
+            ray.kill(handles[victim], no_restart=False)
+            if kill == 1:
+                ray.kill(router, no_restart=False)        # the router, once
+        await asyncio.sleep(1.0)
+        stop_event.set()
+        await asyncio.gather(*tasks)
+
+        everyone = [m for ms in members.values() for m in ms]
+        for g, ms in members.items():
+            await wait_until(lambda ms=ms: settled(ms, PARTITIONS), timeout_s=60,
+                             what=f"{g} back to Stable")
+        no_double_ownership(everyone)
+        # The kills were felt: calls failed over (retried) and members rebalanced.
+        assert sum(m.channel.retries for m in everyone) > 0
+        new_epochs = [info["epoch"] for info in deployment.infos()]
+        assert all(new > old for new, old in zip(new_epochs, epochs)), (epochs, new_epochs)
+
+        admin = AdminClient(router)
+        for g in GROUPS:
+            assert acked[g], f"no commit of {g} was ever acknowledged"
+            fetched = await admin.fetch_offsets(g)
+            for tp, offset in acked[g].items():
+                # Unacknowledged commits may have landed too, but never an offset nobody sent.
+                assert fetched[tp] >= offset, (g, tp, fetched[tp], offset)
+                assert fetched[tp] in attempted[g][tp]
+            (desc,) = await admin.describe_groups([g])
+            assert desc.state == "Stable" and len(desc.members) == 2
+        for m in everyone:
+            await m.close()
+    asyncio.run(scenario())

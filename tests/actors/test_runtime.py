@@ -1,0 +1,243 @@
+"""PartitionRuntime without Ray: loading, group commit, durability barriers, timers, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from groupcoord.actors.runtime import PartitionRuntime
+from groupcoord.coordinator import (
+    CoordinatorConfig, Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest, SyncGroupRequest,
+    SyncGroupRequestAssignment,
+)
+
+from .fakes import MemoryLog
+
+CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
+
+
+def commit(group: str, offset: int, partition: int = 0) -> OffsetCommitRequest:
+    return OffsetCommitRequest(group, -1, "", [OffsetCommitRequestPartition("t", partition, offset)])
+
+
+def join(group: str, member_id: str = "", session_ms: int = 10_000) -> JoinGroupRequest:
+    return JoinGroupRequest(group, member_id, "consumer", [JoinGroupRequestProtocol("range", b"")],
+                            session_ms, 10_000, require_known_member_id=False)
+
+
+def make(store=None, *, config=CONFIG, opens=None, fatal=None) -> tuple[PartitionRuntime, list]:
+    store = [] if store is None else store
+    logs: list[MemoryLog] = []
+
+    def open_log():
+        if opens:
+            exc = opens.pop(0)
+            if exc is not None:
+                raise exc
+        logs.append(MemoryLog(store, epoch=len(logs) + 1))
+        return logs[-1]
+    runtime = PartitionRuntime(0, 1, config, open_log,
+                               on_fatal=(fatal.append if fatal is not None else None))
+    return runtime, logs
+
+
+async def serving(runtime: PartitionRuntime) -> None:
+    runtime.start()
+    for _ in range(2000):
+        if runtime.state == "serving":
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"runtime never served: {runtime.info()}")
+
+
+def test_answers_load_in_progress_until_loaded_then_serves():
+    async def scenario():
+        runtime, logs = make()
+        gate = threading.Event()
+        original = MemoryLog.load_into
+
+        def slow_load(self, shard, progress=None):
+            gate.wait(10)
+            return original(self, shard, progress)
+        MemoryLog.load_into = slow_load
+        try:
+            runtime.start()
+            response = await runtime.handle(commit("g", 5))
+            assert response.partitions[0].error == Errors.COORDINATOR_LOAD_IN_PROGRESS
+            fetched = await runtime.handle(OffsetFetchRequest("g", None))
+            assert fetched.error == Errors.COORDINATOR_LOAD_IN_PROGRESS
+            assert runtime.info()["state"] == "loading"
+            gate.set()
+            await serving(runtime)
+        finally:
+            MemoryLog.load_into = original
+        response = await runtime.handle(commit("g", 5))
+        assert response.partitions[0].error == Errors.NONE
+        assert runtime.epoch == 1
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_concurrent_commits_share_appends_and_wait_for_durability():
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        log = logs[0]
+        log.gate.clear()                              # hold the first append in the I/O thread
+        tasks = [asyncio.create_task(runtime.handle(commit(f"g{i}", i))) for i in range(50)]
+        await asyncio.sleep(0.05)
+        assert not any(t.done() for t in tasks), "a reply left before its record was durable"
+        log.gate.set()
+        responses = await asyncio.gather(*tasks)
+        assert all(r.partitions[0].error == Errors.NONE for r in responses)
+        assert sum(log.appends) == 50
+        # The first append took what was queued when it started; the rest share the next one(s).
+        assert len(log.appends) <= 3, log.appends
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_read_after_unacknowledged_write_waits_for_it():
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        logs[0].gate.clear()
+        write = asyncio.create_task(runtime.handle(commit("g", 42)))
+        await asyncio.sleep(0.01)
+        read = asyncio.create_task(runtime.handle(OffsetFetchRequest("g", None)))
+        await asyncio.sleep(0.05)
+        assert not read.done(), "a read saw a commit that was not durable yet"
+        logs[0].gate.set()
+        await write
+        fetched = await read
+        assert [p.committed_offset for p in fetched.partitions] == [42]
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_reload_restores_every_acknowledged_commit():
+    async def scenario():
+        store: list = []
+        runtime, _ = make(store)
+        await serving(runtime)
+        for i in range(20):
+            assert (await runtime.handle(commit("g", i, partition=i % 3))).partitions[0].error == 0
+        await runtime.close()
+        again, _ = make(store)
+        await serving(again)
+        fetched = await again.handle(OffsetFetchRequest("g", None))
+        assert {p.partition: p.committed_offset for p in fetched.partitions} == {0: 18, 1: 19, 2: 17}
+        await again.close()
+    asyncio.run(scenario())
+
+
+def test_failed_append_fails_partition_and_loses_only_unacknowledged():
+    async def scenario():
+        store: list = []
+        fatal: list = []
+        runtime, logs = make(store, fatal=fatal)
+        await serving(runtime)
+        assert (await runtime.handle(commit("g", 1))).partitions[0].error == Errors.NONE
+        logs[0].fail_appends = OSError("disk full")
+        response = await runtime.handle(commit("g", 2))
+        assert response.partitions[0].error == Errors.NOT_COORDINATOR
+        assert len(fatal) == 1 and isinstance(fatal[0], OSError)
+        assert runtime.state == "failed"
+        later = await runtime.handle(OffsetFetchRequest("g", None))
+        assert later.error == Errors.NOT_COORDINATOR
+        again, _ = make(store)
+        await serving(again)
+        fetched = await again.handle(OffsetFetchRequest("g", None))
+        assert [p.committed_offset for p in fetched.partitions] == [1]
+        await again.close()
+    asyncio.run(scenario())
+
+
+def test_load_failures_are_retried_and_never_raise():
+    async def scenario():
+        runtime, logs = make(opens=[OSError("locked"), RuntimeError("torn"), None])
+        await serving(runtime)
+        assert len(logs) == 1
+        assert "torn" in runtime.info()["load_error"]
+        assert (await runtime.handle(commit("g", 3))).partitions[0].error == Errors.NONE
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_bad_requests_raise_value_error_and_change_nothing():
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        for bad in ("junk", None, 42, commit("g", "not-an-int"),
+                    OffsetCommitRequest("g", -1, "", [("t", 0, 1)])):
+            with pytest.raises(ValueError):
+                await runtime.handle(bad)
+        assert logs[0].appends == [] and runtime.state == "serving"
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_session_timer_fires_and_removes_member():
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        joined = await runtime.handle(join("g", session_ms=100))
+        assert joined.error == Errors.NONE
+        synced = await runtime.handle(SyncGroupRequest(
+            "g", joined.generation_id, joined.member_id,
+            [SyncGroupRequestAssignment(joined.member_id, b"")]))
+        assert synced.error == Errors.NONE
+        # No heartbeats: the session timer (armed with loop.call_at) must expire the member.
+        for _ in range(400):
+            beat = await runtime.handle(HeartbeatRequest("g", joined.generation_id,
+                                                         joined.member_id))
+            if beat.error == Errors.UNKNOWN_MEMBER_ID:
+                break
+            await asyncio.sleep(0.2)              # 0.2 s > 100 ms: this heartbeat comes late
+        assert beat.error == Errors.UNKNOWN_MEMBER_ID
+        assert runtime.info()["group_states"] == {"Empty": 1}
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_close_answers_parked_join_not_coordinator():
+    async def scenario():
+        runtime, logs = make(config=CoordinatorConfig(group_min_session_timeout_ms=10,
+                                                      group_initial_rebalance_delay_ms=60_000))
+        await serving(runtime)
+        parked = asyncio.create_task(runtime.handle(join("g")))
+        await asyncio.sleep(0.05)
+        assert not parked.done() and runtime.info()["parked_requests"] == 1
+        await runtime.close()
+        assert (await parked).error == Errors.NOT_COORDINATOR
+        assert logs[0].closed
+    asyncio.run(scenario())
+
+
+def test_shard_exception_fails_partition():
+    async def scenario():
+        fatal: list = []
+        runtime, logs = make(fatal=fatal)
+        await serving(runtime)
+
+        def broken(*args):
+            raise KeyError("core bug")
+        runtime._shard.handle = broken
+        response = await runtime.handle(commit("g", 1))
+        assert response.partitions[0].error == Errors.NOT_COORDINATOR
+        assert runtime.state == "failed" and isinstance(fatal[0], KeyError)
+    asyncio.run(scenario())
+
+
+def test_snapshot_policy_is_consulted_after_flushes():
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        for i in range(3):
+            await runtime.handle(commit("g", i))
+        await runtime.close()                         # waits for the I/O thread's queue
+        assert logs[0].snapshots >= 1 and runtime.snapshots_checked == logs[0].snapshots
+    asyncio.run(scenario())
