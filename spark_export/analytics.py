@@ -1,0 +1,180 @@
+"""Analytics over the lake, in Spark: activity, progress, lag, Burrow status, describe.
+
+Inputs are DataFrames of the lake tables (``lake.read_spark``) and, for anything about lag, a
+table of log-end offsets observed over time (topic, partition, timestamp_ms, log_end_offset):
+the coordinator never sees the topics' ends, so lag needs them supplied. The lag of a commit is
+the latest log-end observation at or before the commit, minus the committed offset (floored at
+0), which is what Burrow stores with each commit.
+
+Time buckets are whole multiples of ``bucket_ms`` since the epoch, so no time zone is involved.
+Tombstones carry no time and are left out of every time series; ``describe`` as of "now" reads
+``offsets_latest`` (tombstones applied) and as of a past time reads the history.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from . import burrow
+from .schema import LOG_END_SCHEMA, spark_schema
+
+KEY = ("group_id", "topic", "partition")
+TP = ("topic", "partition")
+
+
+def load_log_end(spark, path: str) -> DataFrame:
+    """Log-end offsets from a Parquet file/folder or a CSV file with a header."""
+    struct = spark_schema(LOG_END_SCHEMA)
+    if path.endswith(".csv"):
+        frame = spark.read.option("header", True).schema(struct).csv(path)
+    else:
+        frame = spark.read.parquet(path)
+    missing = set(LOG_END_SCHEMA.names) - set(frame.columns)
+    if missing:
+        raise ValueError(f"log-end table {path!r} lacks columns {sorted(missing)}")
+    return frame.select(*[F.col(f.name).cast(t.dataType) for f, t in
+                          zip(LOG_END_SCHEMA, struct.fields)])
+
+
+def _commits(commits: DataFrame, until_ms: int | None = None) -> DataFrame:
+    live = commits.filter(~F.col("is_tombstone"))
+    return live if until_ms is None else live.filter(F.col("commit_timestamp_ms") <= until_ms)
+
+
+def commit_activity(commits: DataFrame, bucket_ms: int = 3_600_000) -> DataFrame:
+    """Per group and time bucket: commits, partitions committed, offsets advanced."""
+    _positive(bucket_ms, "bucket_ms")
+    prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
+    return (_commits(commits)
+            .withColumn("advance", F.greatest(
+                F.col("committed_offset") - F.lag("committed_offset").over(prev), F.lit(0)))
+            .withColumn("bucket_start_ms",
+                        F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms)
+            .groupBy("group_id", "bucket_start_ms")
+            .agg(F.count("*").alias("commits"),
+                 F.countDistinct("topic", "partition").alias("partitions"),
+                 F.coalesce(F.sum("advance"), F.lit(0)).alias("offsets_advanced"))
+            .orderBy("group_id", "bucket_start_ms"))
+
+
+def partition_progress(commits: DataFrame, now_ms: int) -> DataFrame:
+    """Per group partition: velocity, commit interval, rewinds, stalls, commit silence."""
+    prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
+    def step(column):
+        return F.col(column) - F.lag(column).over(prev)
+    steps = (_commits(commits, now_ms).withColumn("d_offset", step("committed_offset"))
+             .withColumn("d_ms", step("commit_timestamp_ms")))
+    return (steps.groupBy(*KEY)
+            .agg(F.count("*").alias("commits"),
+                 F.min("commit_timestamp_ms").alias("first_commit_ms"),
+                 F.max("commit_timestamp_ms").alias("last_commit_ms"),
+                 F.min_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset"))
+                 .alias("first_offset"),
+                 F.max_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset"))
+                 .alias("last_offset"),
+                 F.avg("d_ms").alias("mean_commit_interval_ms"),
+                 F.max("d_ms").alias("max_commit_interval_ms"),
+                 F.sum(F.when(F.col("d_offset") < 0, 1).otherwise(0)).alias("rewinds"),
+                 F.sum(F.when(F.col("d_offset") == 0, 1).otherwise(0)).alias("stalled_commits"))
+            .withColumn("offsets_per_s", F.when(
+                F.col("last_commit_ms") > F.col("first_commit_ms"),
+                (F.col("last_offset") - F.col("first_offset")) * 1000.0
+                / (F.col("last_commit_ms") - F.col("first_commit_ms"))))
+            .withColumn("silence_ms", F.lit(now_ms) - F.col("last_commit_ms"))
+            .orderBy(*KEY))
+
+
+def commit_lags(commits: DataFrame, log_end: DataFrame) -> DataFrame:
+    """Each live commit with ``log_end_offset`` as of its time and ``lag`` (null when no
+    log-end observation precedes it)."""
+    # As-of join without a range join: interleave both streams per topic partition in time
+    # order (an observation at the same millisecond sorts first) and carry the last end offset.
+    ends = log_end.select(*TP, F.col("timestamp_ms").alias("t"), "log_end_offset",
+                          F.lit(0).alias("_order"))
+    rows = _commits(commits).withColumn("t", F.col("commit_timestamp_ms")) \
+        .withColumn("_order", F.lit(1)).withColumn("log_end_offset", F.lit(None).cast("long"))
+    stream = rows.unionByName(ends, allowMissingColumns=True)
+    upto = Window.partitionBy(*TP).orderBy("t", "_order").rowsBetween(Window.unboundedPreceding, 0)
+    return (stream.withColumn("log_end_offset",
+                              F.last("log_end_offset", ignorenulls=True).over(upto))
+            .filter(F.col("_order") == 1).drop("t", "_order")
+            .withColumn("lag", _lag("committed_offset")))
+
+
+def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
+    ends = log_end if as_of_ms is None else log_end.filter(F.col("timestamp_ms") <= as_of_ms)
+    return ends.groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"))
+
+
+def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
+    """The committed offset per group partition as of a time, from the history."""
+    newest = Window.partitionBy(*KEY).orderBy(F.col("commit_timestamp_ms").desc(),
+                                              F.col("log_offset").desc())
+    return (_commits(commits, as_of_ms).withColumn("_rank", F.row_number().over(newest))
+            .filter(F.col("_rank") == 1).drop("_rank"))
+
+
+def describe(latest: DataFrame, log_end: DataFrame | None = None,
+             as_of_ms: int | None = None) -> list[dict]:
+    """``kafka-consumer-groups --describe`` rows: GROUP TOPIC PARTITION CURRENT-OFFSET
+    LOG-END-OFFSET LAG (lag None without log-end offsets)."""
+    frame = latest.select(*KEY, F.col("committed_offset").alias("current_offset"),
+                          "commit_timestamp_ms", "metadata")
+    if log_end is None:
+        frame = frame.withColumn("log_end_offset", F.lit(None).cast("long"))
+    else:
+        frame = frame.join(_end_as_of(log_end, as_of_ms), list(TP), "left")
+    frame = frame.withColumn("lag", _lag("current_offset"))
+    return [row.asDict() for row in frame.orderBy(*KEY).collect()]
+
+
+def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
+                  window: int = burrow.DEFAULT_WINDOW) -> list[burrow.GroupStatus]:
+    """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored)."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    newest = Window.partitionBy(*KEY).orderBy(F.col("commit_timestamp_ms").desc(),
+                                              F.col("log_offset").desc())
+    recent = (commit_lags(_commits(commits, now_ms), log_end)
+              .filter(F.col("lag").isNotNull())
+              .withColumn("_rank", F.row_number().over(newest))
+              .filter(F.col("_rank") <= window)
+              .groupBy(*KEY)
+              .agg(F.collect_list(F.struct("commit_timestamp_ms", "committed_offset", "lag"))
+                   .alias("points")))
+    rows = recent.join(_end_as_of(log_end, now_ms), list(TP), "left").collect()
+    per_group: dict[str, list[burrow.PartitionStatus]] = {}
+    for row in rows:
+        points = [burrow.CommitPoint(p["committed_offset"], p["commit_timestamp_ms"], p["lag"])
+                  for p in row["points"]]
+        last = max(points, key=lambda p: p.timestamp_ms)
+        end = row["log_end_offset"]
+        current_lag = max(end - last.offset, 0) if end is not None else last.lag
+        per_group.setdefault(row["group_id"], []).append(burrow.partition_status(
+            row["group_id"], row["topic"], row["partition"], points, current_lag, now_ms, window))
+    return [burrow.group_status(g, parts) for g, parts in sorted(per_group.items())]
+
+
+def lag_series(commits: DataFrame, log_end: DataFrame, bucket_ms: int) -> DataFrame:
+    """Per group and bucket: total lag (each partition's last known lag in the bucket)."""
+    _positive(bucket_ms, "bucket_ms")
+    last = Window.partitionBy(*KEY, "bucket_start_ms").orderBy(
+        F.col("commit_timestamp_ms").desc(), F.col("log_offset").desc())
+    return (commit_lags(commits, log_end).filter(F.col("lag").isNotNull())
+            .withColumn("bucket_start_ms",
+                        F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms)
+            .withColumn("_rank", F.row_number().over(last)).filter(F.col("_rank") == 1)
+            .groupBy("group_id", "bucket_start_ms").agg(F.sum("lag").alias("total_lag"))
+            .orderBy("group_id", "bucket_start_ms"))
+
+
+def _lag(offset_column: str):
+    # greatest() skips nulls, so an unknown log end must stay null explicitly, not become 0.
+    return F.when(F.col("log_end_offset").isNotNull(), F.greatest(
+        F.col("log_end_offset") - F.col(offset_column), F.lit(0)))
+
+
+def _positive(value: int, name: str) -> None:
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")

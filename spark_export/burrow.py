@@ -1,0 +1,104 @@
+"""Burrow's consumer-lag evaluation rules, as plain functions over one partition's window.
+
+Burrow keeps, per consumed partition, a sliding window of the last N commits (offset, time,
+lag when committed) and judges it without thresholds:
+
+  rule 1  lag was zero at some commit in the window, or is zero now     -> OK
+  rule 2  the committed offset went backwards somewhere in the window    -> REWIND
+  rule 3  time since the last commit exceeds the window's own span       -> STOP
+  rule 4  the offset never changed across the window (and there is lag)  -> STALL
+  rule 5  the offset moves but the lag never decreases                   -> WARN
+  otherwise                                                              -> OK
+
+checked in that order, the first that holds wins. A group takes its worst partition, with
+STOP, STALL and REWIND all reported as ERR; its total lag sums the partitions' current lags
+and its max-lag partition is the one with the largest. ``complete`` is the fraction of the
+window that holds commits (Burrow reports rather than hides a short history).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import msgspec
+
+DEFAULT_WINDOW = 10            # Burrow's default number of stored commits per partition
+
+
+class Status(IntEnum):
+    # Burrow's order: a higher value is worse; group status caps at ERR.
+    NOTFOUND = 0
+    OK = 1
+    WARN = 2
+    ERR = 3
+    STOP = 4
+    STALL = 5
+    REWIND = 6
+
+
+class CommitPoint(msgspec.Struct, frozen=True):
+    offset: int
+    timestamp_ms: int
+    lag: int
+
+
+class PartitionStatus(msgspec.Struct, frozen=True):
+    group_id: str
+    topic: str
+    partition: int
+    status: str
+    current_lag: int
+    complete: float
+    start: CommitPoint | None = None
+    end: CommitPoint | None = None
+
+
+class GroupStatus(msgspec.Struct, frozen=True):
+    group_id: str
+    status: str
+    total_lag: int
+    max_lag: PartitionStatus | None
+    complete: float
+    partitions: tuple[PartitionStatus, ...]
+
+
+def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int) -> Status:
+    """The status of one partition's window (oldest commit first)."""
+    if not points or current_lag <= 0 or any(p.lag == 0 for p in points):
+        return Status.OK
+    pairs = list(zip(points, points[1:]))
+    if any(b.offset < a.offset for a, b in pairs):
+        return Status.REWIND
+    first_ms, last_ms = points[0].timestamp_ms, points[-1].timestamp_ms
+    if now_ms - last_ms > last_ms - first_ms:
+        return Status.STOP
+    if all(b.offset == a.offset for a, b in pairs):
+        return Status.STALL
+    if all(b.lag >= a.lag for a, b in pairs):
+        return Status.WARN
+    return Status.OK
+
+
+def partition_status(group_id: str, topic: str, partition: int, points: list[CommitPoint],
+                     current_lag: int, now_ms: int,
+                     window: int = DEFAULT_WINDOW) -> PartitionStatus:
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    recent = sorted(points, key=lambda p: p.timestamp_ms)[-window:]
+    status = evaluate_window(recent, current_lag, now_ms)
+    return PartitionStatus(group_id, topic, partition, status.name, max(current_lag, 0),
+                           len(recent) / window, recent[0] if recent else None,
+                           recent[-1] if recent else None)
+
+
+def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatus:
+    worst = Status.OK if partitions else Status.NOTFOUND
+    max_lag = None
+    for p in partitions:
+        worst = max(worst, min(Status[p.status], Status.ERR))
+        if max_lag is None or p.current_lag > max_lag.current_lag:
+            max_lag = p
+    complete = sum(p.complete == 1.0 for p in partitions) / len(partitions) if partitions else 0.0
+    ordered = tuple(sorted(partitions, key=lambda p: (p.topic, p.partition)))
+    return GroupStatus(group_id, worst.name, sum(p.current_lag for p in partitions), max_lag,
+                       complete, ordered)

@@ -1,0 +1,185 @@
+"""The Delta lake: table creation, exactly-once commits, reading back, maintenance.
+
+Exactly once rests on Delta application transactions (``txn`` actions). Each (cluster, log
+partition) has an app id; its version is the partition's export watermark: the next log offset
+not yet in that table. Every commit carries the new watermarks of the partitions it covers, in
+the same atomic commit as its rows. A commit is made only if the watermarks in the table are
+still the ones the rows were computed from (checked on a refreshed snapshot), and delta-rs's
+conflict checker rejects it if a concurrent commit set any of the same app ids after that
+snapshot. So a replayed or concurrent export either commits exactly the rows above the
+watermark or commits nothing (``Raced``); a crash before the commit leaves the table unchanged.
+
+Tables are always read through the Delta log (``file_uris`` of the current snapshot), never as a
+folder of Parquet files: compaction leaves old files in place until vacuum, and a folder read
+would count their rows twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt_
+import os
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import CommitProperties, Transaction
+
+from .schema import OFFSETS_LATEST, OFFSETS_LATEST_SCHEMA, TABLE_PARTITION_BY, TABLE_SCHEMAS
+
+APP_PREFIX = "groupcoord-export"
+MAX_COMMIT_RETRIES = 5       # delta-rs retries a commit this often when unrelated commits race
+
+
+class Raced(Exception):
+    """Another export moved this table's watermarks first; nothing was committed."""
+
+
+def table_path(lake_dir: str, name: str) -> str:
+    return os.path.join(lake_dir, name)
+
+
+def app_id(cluster: str, log_partition: int) -> str:
+    return f"{APP_PREFIX}:{cluster}:{log_partition}"
+
+
+def open_table(lake_dir: str, name: str, create: bool = True) -> DeltaTable:
+    """The table; when missing, created empty with its schema (concurrent creators are fine),
+    or a ValueError when ``create`` is false (reading a lake that was never exported)."""
+    path = table_path(lake_dir, name)
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        if not create:
+            raise ValueError(f"no Delta table {name!r} in lake {lake_dir!r}: export first") \
+                from None
+    os.makedirs(lake_dir, exist_ok=True)
+    try:
+        return DeltaTable.create(path, TABLE_SCHEMAS[name], partition_by=TABLE_PARTITION_BY[name],
+                                 mode="ignore", name=name)
+    except Exception:          # lost a creation race: the other creator's table is as good
+        return DeltaTable(path)
+
+
+def watermarks(table: DeltaTable, cluster: str, log_partitions) -> dict[int, int | None]:
+    """Next offset to export per log partition (None: never exported to this table)."""
+    return {p: table.transaction_version(app_id(cluster, p)) for p in log_partitions}
+
+
+def _check_and_props(table: DeltaTable, cluster: str, expected: dict[int, int | None],
+                     new: dict[int, int], note: dict | None) -> CommitProperties:
+    table.update_incremental()
+    now = watermarks(table, cluster, expected)
+    if now != expected:
+        raise Raced(f"{table.metadata().name}: watermarks moved from {expected} to {now}")
+    return CommitProperties(
+        app_transactions=[Transaction(app_id(cluster, p), v) for p, v in sorted(new.items())],
+        max_commit_retries=MAX_COMMIT_RETRIES,
+        custom_metadata={"groupcoord.cluster": cluster,
+                         "groupcoord.watermarks": {str(p): v for p, v in new.items()},
+                         **(note or {})})
+
+
+def commit_append(table: DeltaTable, rows: pa.Table, cluster: str,
+                  expected: dict[int, int | None], new: dict[int, int],
+                  note: dict | None = None) -> None:
+    """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit."""
+    props = _check_and_props(table, cluster, expected, new, note)
+    schema = TABLE_SCHEMAS[table.metadata().name]
+    try:
+        write_deltalake(table, rows.select(schema.names).cast(schema), mode="append",
+                        commit_properties=props)
+    except CommitFailedError as exc:
+        raise Raced(str(exc)) from exc
+
+
+_LATEST_KEY = ("s.cluster = t.cluster AND s.group_id = t.group_id AND s.topic = t.topic"
+               " AND s.partition = t.partition")
+# Within one log partition the log order is the truth; a group that moved to another log
+# partition (the offsets topic was resized) is ordered by commit time.
+_NEWER = ("((s.log_partition = t.log_partition AND s.log_offset > t.log_offset) OR"
+          " (s.log_partition <> t.log_partition AND"
+          " coalesce(s.commit_timestamp_ms, 0) >= coalesce(t.commit_timestamp_ms, 0)))")
+
+
+def commit_latest(table: DeltaTable, rows: pa.Table, cluster: str,
+                  expected: dict[int, int | None], new: dict[int, int],
+                  note: dict | None = None) -> None:
+    """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``)."""
+    if rows.num_rows == 0:     # an empty MERGE commits nothing; the watermarks must still move
+        commit_append(table, OFFSETS_LATEST_SCHEMA.empty_table(), cluster, expected, new, note)
+        return
+    props = _check_and_props(table, cluster, expected, new, note)
+    columns = {name: f"s.{name}" for name in OFFSETS_LATEST_SCHEMA.names}
+    try:
+        (table.merge(rows, _LATEST_KEY, source_alias="s", target_alias="t",
+                     commit_properties=props)
+         .when_matched_delete(f"s.is_tombstone AND {_NEWER}")
+         .when_matched_update(columns, f"NOT s.is_tombstone AND {_NEWER}")
+         .when_not_matched_insert(columns, "NOT s.is_tombstone")
+         .execute())
+    except CommitFailedError as exc:
+        raise Raced(str(exc)) from exc
+
+
+# -- reading back ---------------------------------------------------------------------------------
+
+def read_arrow(lake_dir: str, name: str) -> pa.Table:
+    return open_table(lake_dir, name, create=False).to_pyarrow_table()
+
+
+def read_spark(spark, lake_dir: str, name: str):
+    """A Spark DataFrame of the table's current snapshot (exactly its live files)."""
+    from .schema import spark_schema
+    table = open_table(lake_dir, name, create=False)
+    files = table.file_uris()
+    struct = spark_schema(TABLE_SCHEMAS[name])
+    if not files:
+        return spark.createDataFrame([], struct)
+    return (spark.read.schema(struct).option("basePath", table_path(lake_dir, name))
+            .parquet(*files))
+
+
+# -- maintenance ----------------------------------------------------------------------------------
+
+def compact(lake_dir: str, today: dt_.date | None = None,
+            target_size_bytes: int = 128 * 1024 * 1024) -> dict[str, int]:
+    """Merge small files: offset_commits day by day for closed days (before ``today``, UTC),
+    the two small tables whole. Returns files removed per table."""
+    today = today or dt_.datetime.now(dt_.timezone.utc).date()
+    removed = {}
+    commits = open_table(lake_dir, "offset_commits")
+    actions = pa.table(commits.get_add_actions(flatten=True)).to_pydict()
+    per_day: dict[str, int] = {}
+    for day in actions.get("partition.commit_date", []):
+        if day is not None and dt_.date.fromisoformat(str(day)) < today:
+            per_day[str(day)] = per_day.get(str(day), 0) + 1
+    total = 0
+    for day, files in sorted(per_day.items()):
+        if files > 1:
+            metrics = commits.optimize.compact(partition_filters=[("commit_date", "=", day)],
+                                               target_size=target_size_bytes)
+            total += metrics["numFilesRemoved"]
+    removed["offset_commits"] = total
+    for name in (OFFSETS_LATEST, "group_generations"):
+        table = open_table(lake_dir, name)
+        if len(table.file_uris()) > 1:
+            removed[name] = table.optimize.compact(target_size=target_size_bytes)["numFilesRemoved"]
+        else:
+            removed[name] = 0
+    return removed
+
+
+def vacuum(lake_dir: str, retention_hours: int, enforce_retention: bool = True) -> dict[str, int]:
+    """Delete files no snapshot within ``retention_hours`` needs. Returns files deleted per table."""
+    if retention_hours < 0:
+        raise ValueError(f"retention_hours must be >= 0, got {retention_hours}")
+    deleted = {}
+    for name in TABLE_SCHEMAS:
+        try:
+            deleted[name] = len(open_table(lake_dir, name).vacuum(
+                retention_hours=retention_hours, dry_run=False,
+                enforce_retention_duration=enforce_retention))
+        except DeltaError as exc:
+            # Below the table's minimum retention (a guard for concurrent readers).
+            raise ValueError(f"vacuum of {name}: {exc}") from exc
+    return deleted

@@ -1,0 +1,293 @@
+"""Export round trips from real coordinator logs: exactly once under re-runs, races and crashes."""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+
+import pytest
+
+from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupcoord.spark_export import exporter, lake
+from groupcoord.spark_export.exporter import ExportConfig, Gap, export
+from groupcoord.spark_export.schema import (
+    GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES,
+)
+from tests.core.harness import GROUP, GROUP2, GROUP3
+
+
+def _lake_state(lake_dir):
+    return {name: (lake.open_table(lake_dir, name).version(),
+                   sorted(map(str, lake.read_arrow(lake_dir, name).to_pylist())))
+            for name in TABLES}
+
+
+def _log_entries(run):
+    from groupcoord.storage import read_log
+    return list(read_log(run.dir))
+
+
+def _assert_exactly_once(run, lake_dir):
+    """The lake holds every log record once, every acked commit, and the shard's offsets."""
+    entries = _log_entries(run)
+    commits = lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
+    positions = [(r["cluster"], r["log_partition"], r["log_offset"]) for r in commits]
+    assert len(positions) == len(set(positions))
+    want = {e.offset: e.record for e in entries if isinstance(e.record.key, OffsetCommitKey)}
+    assert sorted(r["log_offset"] for r in commits) == sorted(want)
+    for row in commits:
+        record = want[row["log_offset"]]
+        assert (row["group_id"], row["topic"], row["partition"]) == (
+            record.key.group, record.key.topic, record.key.partition)
+        assert row["is_tombstone"] == (record.value is None)
+        if record.value is not None:
+            assert row["committed_offset"] == record.value.offset
+            assert row["commit_timestamp_ms"] == record.value.commit_timestamp_ms
+            assert row["commit_date"].toordinal() == \
+                record.value.commit_timestamp_ms // 86_400_000 + 719_163
+    live = collections.Counter((r["group_id"], r["topic"], r["partition"], r["committed_offset"])
+                               for r in commits if not r["is_tombstone"])
+    assert live == collections.Counter(run.acked)
+
+    latest = {(r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
+              for r in lake.read_arrow(lake_dir, OFFSETS_LATEST).to_pylist()}
+    shard = {}
+    for group in (GROUP, GROUP2, GROUP3):
+        shard.update({(group, t, p): o for (t, p), o in run.h.committed(group).items()})
+    assert latest == shard
+
+    groups = lake.read_arrow(lake_dir, GROUP_GENERATIONS).to_pylist()
+    want_groups = sorted(e.offset for e in entries if isinstance(e.record.key, GroupMetadataKey))
+    assert sorted(r["log_offset"] for r in groups) == want_groups
+    return commits
+
+
+def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    run.play(rounds=40)
+    run.delete_offset(GROUP3, 3)
+    lake_dir = str(tmp_path / "lake")
+    logs = os.path.dirname(run.dir)
+    from groupcoord.storage import list_segments
+    assert len(list_segments(run.dir)) > 3          # several splits
+
+    lines = []
+    result = export(spark, logs, lake_dir, ExportConfig(max_segments_per_round=2),
+                    progress=lines.append)
+    assert result.rounds > 1 and not result.gaps and result.raced == 0
+    assert any(line.startswith("round 1") for line in lines)
+    commits = _assert_exactly_once(run, lake_dir)
+    assert result.rows[OFFSET_COMMITS] == len(commits)
+    assert any(r["is_tombstone"] for r in commits)
+    assert len({r["commit_date"] for r in commits if r["commit_date"]}) > 1
+
+    # The newest generation of the consumer group, with its members' client ids and hosts.
+    groups = [r for r in lake.read_arrow(lake_dir, GROUP_GENERATIONS).to_pylist()
+              if r["group_id"] == GROUP]
+    newest = max(groups, key=lambda r: r["log_offset"])
+    group = run.h.shard.group(GROUP)
+    assert (newest["generation"], newest["leader"], newest["member_count"]) == (
+        group.generation_id, group.leader_id, 2)
+    assert {m["client_host"] for m in newest["members"]} == {"/127.0.0.1"}
+
+    # The watermark beside the log is where every table stands: the log's end.
+    from groupcoord.storage import read_export_watermark
+    assert read_export_watermark(run.dir) == _log_entries(run)[-1].offset + 1 \
+        == result.watermarks[0]
+
+    # The same tables read back in Spark, DuckDB and Polars.
+    import duckdb
+    import polars as pl
+    from deltalake import DeltaTable
+    dataset = DeltaTable(lake.table_path(lake_dir, OFFSET_COMMITS)).to_pyarrow_dataset()
+    by_duckdb = duckdb.sql("SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
+                           "GROUP BY group_id ORDER BY group_id").fetchall()
+    by_polars = sorted(pl.read_delta(lake.table_path(lake_dir, OFFSET_COMMITS))
+                       .filter(~pl.col("is_tombstone")).group_by("group_id").len().rows())
+    by_spark = sorted(tuple(r) for r in lake.read_spark(spark, lake_dir, OFFSET_COMMITS)
+                      .filter("NOT is_tombstone").groupBy("group_id").count().collect())
+    assert by_duckdb == by_polars == by_spark
+    assert sum(n for _, n in by_spark) == len(run.acked)
+
+
+def test_reruns_change_nothing_and_export_only_new_rows(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    run.play(rounds=10)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    export(spark, logs, lake_dir)
+    before = _lake_state(lake_dir)
+    again = export(spark, logs, lake_dir)
+    assert sum(again.rows.values()) == 0
+    assert _lake_state(lake_dir) == before
+
+    run.play(rounds=5)
+    run.delete_group(GROUP3)
+    more = export(spark, logs, lake_dir)
+    assert more.rows[OFFSET_COMMITS] == len(
+        [e for e in _log_entries(run) if isinstance(e.record.key, OffsetCommitKey)]) - \
+        len(before[OFFSET_COMMITS][1])
+    _assert_exactly_once(run, lake_dir)
+
+
+def test_export_interleaved_with_another_commits_nothing_twice(spark, coordinator_run, tmp_path,
+                                                              monkeypatch):
+    """Another export runs to completion after this one checked its watermarks and just
+    before it commits: delta-rs rejects the commit (same app ids) and the round is re-planned."""
+    run = coordinator_run
+    run.play(rounds=8)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    real_write = lake.write_deltalake
+    interleaved = []
+
+    def write_after_rival(*args, **kwargs):
+        if not interleaved:
+            interleaved.append(None)             # the rival's own commits pass straight through
+            interleaved[0] = export(spark, logs, lake_dir)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(lake, "write_deltalake", write_after_rival)
+    result = export(spark, logs, lake_dir)
+    assert interleaved and sum(interleaved[0].rows.values()) > 0
+    assert result.raced >= 1 and result.rows[OFFSET_COMMITS] == 0
+    _assert_exactly_once(run, lake_dir)
+
+
+def test_concurrent_exports_in_threads(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    run.play(rounds=12)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    lake.open_table(lake_dir, OFFSET_COMMITS)           # both start from an existing table
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(export(spark, logs, lake_dir, ExportConfig(max_segments_per_round=1)))
+        except Exception as exc:                     # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    commits = _assert_exactly_once(run, lake_dir)
+    assert sum(r.rows[OFFSET_COMMITS] for r in results) == len(commits)
+
+
+def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, monkeypatch):
+    run = coordinator_run
+    run.play(rounds=6)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    export(spark, logs, lake_dir)
+    run.play(rounds=4)
+    before = _lake_state(lake_dir)
+    from groupcoord.storage import read_export_watermark
+    mark = read_export_watermark(run.dir)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("injected crash between compute and commit")
+
+    monkeypatch.setattr(lake, "write_deltalake", crash)
+    with pytest.raises(RuntimeError, match="injected"):
+        export(spark, logs, lake_dir)
+    assert _lake_state(lake_dir) == before
+    assert read_export_watermark(run.dir) == mark
+
+    # A crash after the first table committed leaves only the later tables behind.
+    monkeypatch.undo()
+    monkeypatch.setattr(lake, "commit_latest", crash)
+    with pytest.raises(RuntimeError, match="injected"):
+        export(spark, logs, lake_dir)
+    assert _lake_state(lake_dir)[OFFSETS_LATEST] == before[OFFSETS_LATEST]
+    monkeypatch.undo()
+    caught_up = export(spark, logs, lake_dir)
+    assert caught_up.rows[OFFSET_COMMITS] == 0 and caught_up.rows[OFFSETS_LATEST] > 0
+    _assert_exactly_once(run, lake_dir)
+
+
+def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    run.play(rounds=20)
+    from groupcoord.storage import list_segments
+    first, second = list_segments(run.dir)[:2]
+    os.remove(first.path)                  # what retention does without retain_until_exported
+    lake_dir = str(tmp_path / "lake")
+    result = export(spark, os.path.dirname(run.dir), lake_dir)
+    assert result.gaps == [Gap(0, 0, second.base_offset)]
+    assert "GAP: log partition 0 offsets [0, " in result.summary()
+    offsets = [r["log_offset"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()]
+    assert min(offsets) >= second.base_offset
+    history = lake.open_table(lake_dir, OFFSET_COMMITS).history(1)[0]
+    assert history["groupcoord.gaps"] == [
+        {"log_partition": 0, "from_offset": 0, "to_offset": second.base_offset}]
+
+
+def test_retained_log_exports_every_acknowledged_commit(spark, tmp_path):
+    """With retain_until_exported, snapshots may compact the log but never past the export."""
+    from groupcoord.storage import list_segments
+    from tests.spark.conftest import CoordinatorRun
+    run = CoordinatorRun(str(tmp_path / "logs"), snapshot_every_records=50, keep_snapshots=1,
+                         retain_until_exported=True)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    try:
+        run.play(rounds=10)
+        assert list_segments(run.dir)[0].base_offset == 0     # nothing exported: all kept
+        export(spark, logs, lake_dir)
+        run.play(rounds=30)
+        assert list_segments(run.dir)[0].base_offset > 0      # compacted up to the export
+        result = export(spark, logs, lake_dir)
+        assert not result.gaps
+        rows = lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
+        live = collections.Counter((r["group_id"], r["topic"], r["partition"],
+                                    r["committed_offset"]) for r in rows if not r["is_tombstone"])
+        assert live == collections.Counter(run.acked)
+    finally:
+        run.close()
+
+
+def test_bad_configuration_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="cluster"):
+        ExportConfig(cluster="a:b")
+    with pytest.raises(ValueError, match="max_segments_per_round"):
+        ExportConfig(max_segments_per_round=0)
+    with pytest.raises(ValueError, match="does not exist"):
+        exporter.export(None, str(tmp_path / "missing"), str(tmp_path / "lake"))
+
+
+def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    for _ in range(3):                       # three exports: three small files per day
+        run.play(rounds=12)
+        export(spark, logs, lake_dir)
+    table = lake.open_table(lake_dir, OFFSET_COMMITS)
+    before_files = len(table.file_uris())
+    before_rows = sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()))
+    days = sorted({r["commit_date"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS)
+                   .to_pylist() if r["commit_date"]})
+    assert len(days) >= 2
+    # Only days before "today" are closed: the last day keeps its files.
+    removed = lake.compact(lake_dir, today=days[-1])
+    assert removed[OFFSET_COMMITS] > 0 and removed[GROUP_GENERATIONS] > 0
+    table = lake.open_table(lake_dir, OFFSET_COMMITS)
+    per_day = collections.Counter(uri.split("commit_date=")[1].split("/")[0]
+                                  for uri in table.file_uris())
+    assert all(per_day[str(d)] == 1 for d in days[:-1]) and per_day[str(days[-1])] > 1
+    assert len(table.file_uris()) < before_files
+    # The compacted table, not its folder, is the truth: same rows, in Spark too.
+    assert sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist())) == before_rows
+    assert lake.read_spark(spark, lake_dir, OFFSET_COMMITS).count() == len(before_rows)
+
+    with pytest.raises(ValueError, match="retention"):
+        lake.vacuum(lake_dir, retention_hours=0)              # below Delta's 168 h guard
+    def parquet_files():
+        return sum(name.endswith(".parquet") for _, _, names in
+                   os.walk(lake.table_path(lake_dir, OFFSET_COMMITS)) for name in names)
+
+    on_disk = parquet_files()
+    deleted = lake.vacuum(lake_dir, retention_hours=0, enforce_retention=False)
+    assert deleted[OFFSET_COMMITS] == removed[OFFSET_COMMITS]
+    assert parquet_files() == on_disk - deleted[OFFSET_COMMITS] == len(table.file_uris())
+    assert sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist())) == before_rows
