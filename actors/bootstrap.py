@@ -94,13 +94,12 @@ def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
 
 def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
           namespace: str = DEFAULT_NAMESPACE, config: CoordinatorConfig | None = None,
-          log_config: Any = None, address: str | None = None, num_cpus: int | None = None,
-          log_factory: Any = None) -> Deployment:
+          log_config: Any = None, address: str | None = None,
+          num_cpus: int | None = None) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
     ``log_dir`` must be reachable from every node Ray may restart a partition on: a local
     directory for the embedded single-node default, a shared filesystem on a cluster.
-    ``log_factory(partition_dir, log_config)`` replaces the storage log (tests, benchmarks).
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ValueError(f"num_partitions must be an int in [1, {MAX_PARTITIONS}], "
@@ -110,15 +109,14 @@ def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
     config = config or CoordinatorConfig()
     if not isinstance(config, CoordinatorConfig):
         raise ValueError("config must be a CoordinatorConfig")
-    if log_factory is None:
-        log_config = log_config_for(config, log_config)
+    log_config = log_config_for(config, log_config)
     ensure_ray(address, namespace, num_cpus)
     log_dir = os.path.abspath(log_dir)
     os.makedirs(log_dir, exist_ok=True)
     router = RouterActor.options(
         name=ROUTER_NAME, namespace=namespace, lifetime="detached", max_restarts=-1,
         max_task_retries=0, get_if_exists=True, num_cpus=0,
-    ).remote(num_partitions, log_dir, namespace, config, log_config, log_factory)
+    ).remote(num_partitions, log_dir, namespace, config, log_config)
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -40,7 +39,7 @@ def partition_dir(log_dir: str, partition: int) -> str:
     return os.path.join(log_dir, f"partition-{partition}")
 
 
-def default_log_factory(directory: str, log_config: Any):
+def open_log(directory: str, log_config: Any):
     from groupcoord.storage import open_partition_log   # imported late: a missing storage
     return open_partition_log(directory, log_config)     # becomes a load error, not a dead actor
 
@@ -56,18 +55,16 @@ class PartitionActor:
     """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``."""
 
     def __init__(self, partition: int, num_partitions: int, log_dir: str,
-                 config: CoordinatorConfig, log_config: Any = None,
-                 log_factory: Callable[[str, Any], Any] | None = None) -> None:
+                 config: CoordinatorConfig, log_config: Any = None) -> None:
         self._runtime: PartitionRuntime | None = None
         self._init_error: str | None = None
         try:
             from .metrics import RayMetrics
-            factory = log_factory or default_log_factory
             directory = partition_dir(log_dir, partition)
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(
                 partition, num_partitions, config,
-                open_log=lambda: factory(directory, log_config),
+                open_log=lambda: open_log(directory, log_config),
                 metrics=self._metrics, on_fatal=_exit_for_restart)
             self._runtime.start()
             if self._metrics is not None:

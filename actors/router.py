@@ -81,15 +81,14 @@ class RouterActor:
     ``list_groups(states)``, ``describe()``, ``ping()``."""
 
     def __init__(self, num_partitions: int, log_dir: str, namespace: str,
-                 config: CoordinatorConfig, log_config: Any = None,
-                 log_factory: Callable | None = None) -> None:
+                 config: CoordinatorConfig, log_config: Any = None) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.init_error: str | None = None
         try:
             def factory(n: int):
                 return PartitionActor.options(name=partition_actor_name(n),
                                               **partition_options(namespace, config)).remote(
-                    n, num_partitions, log_dir, config, log_config, log_factory)
+                    n, num_partitions, log_dir, config, log_config)
 
             self._runtime = RouterRuntime(num_partitions, factory)
             for n in range(num_partitions):      # start loading every partition now

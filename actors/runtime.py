@@ -98,6 +98,7 @@ class PartitionRuntime:
         self._tasks: list[asyncio.Task] = []
         self.appends = 0
         self.snapshots_checked = 0                # maybe_snapshot calls completed (thread-safe +=)
+        self._snapshot_queued = False             # a maybe_snapshot call is queued or running
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -247,14 +248,17 @@ class PartitionRuntime:
                 self._release(request_id, response)
             self._durable_changed.set()
             self._durable_changed = asyncio.Event()
-            if not self._queued:
-                # Queued behind this append on the single I/O thread, not awaited: the next
-                # flush need not wait for the policy check (or a snapshot) to finish. The log
-                # builds snapshots from its own data, never from the live shard.
+            if not self._snapshot_queued:
+                # After every flush, even under sustained load (waiting for an idle moment
+                # would let the tail, and so the load time, grow without bound). Queued behind
+                # this append on the single I/O thread and not awaited; at most one at a time.
+                # The log builds snapshots from its own data, never from the live shard.
+                self._snapshot_queued = True
                 self._io.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
                     self._snapshot_done)
 
     def _snapshot_done(self, future: concurrent.futures.Future) -> None:
+        self._snapshot_queued = False             # a plain store: safe from the I/O thread
         exc = future.exception()
         if exc is not None:                       # an optimisation: log it and go on
             log.error("partition %d: snapshot failed: %r", self.partition, exc)

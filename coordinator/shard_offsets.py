@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .errors import Errors
 from .group import (
-    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group,
+    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE, Group,
 )
 from .messages import (
     DeletableGroupResult, DeleteGroupsResponse, DescribedGroup, DescribedGroupMember,

@@ -8,8 +8,6 @@ import time
 from groupcoord.actors import GroupMember, RebalanceListener
 from groupcoord.coordinator import CoordinatorConfig
 
-from .fakes import log_factory_for_tests
-
 # Small timeouts keep the Ray tests short on 2 cores.
 TEST_CONFIG = CoordinatorConfig(group_min_session_timeout_ms=100,
                                 group_initial_rebalance_delay_ms=0)
@@ -18,8 +16,7 @@ SESSION_MS, HEARTBEAT_MS, REBALANCE_MS = 2_000, 200, 4_000
 
 def start_deployment(tmp_dir, namespace: str, num_partitions: int = 2):
     from groupcoord.actors import start
-    deployment = start(num_partitions, str(tmp_dir), namespace=namespace, config=TEST_CONFIG,
-                       log_factory=log_factory_for_tests())
+    deployment = start(num_partitions, str(tmp_dir), namespace=namespace, config=TEST_CONFIG)
     deployment.wait_ready(60)
     return deployment
 

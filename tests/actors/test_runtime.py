@@ -241,3 +241,31 @@ def test_snapshot_policy_is_consulted_after_flushes():
         await runtime.close()                         # waits for the I/O thread's queue
         assert logs[0].snapshots >= 1 and runtime.snapshots_checked == logs[0].snapshots
     asyncio.run(scenario())
+
+
+def test_snapshot_policy_is_consulted_under_sustained_load():
+    # In each round the first flush ends with more records already queued (the log is gated
+    # while they arrive): an "only when idle" policy checks once per round, and under a
+    # steady stream never; the policy must be consulted after every flush.
+    rounds = 4
+
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        log = logs[0]
+        pending = []
+        for i in range(rounds):
+            log.gate.clear()                          # the next append blocks in the I/O thread
+            pending.append(asyncio.ensure_future(runtime.handle(commit("g", i))))
+            await asyncio.sleep(0.01)
+            while runtime.info()["queued_records"]:
+                await asyncio.sleep(0.001)            # handed to the blocked append
+            pending.append(asyncio.ensure_future(runtime.handle(commit("h", i))))
+            await asyncio.sleep(0.01)                 # queued behind it
+            log.gate.set()
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*pending)
+        await runtime.close()
+        assert log.appends == [1, 1] * rounds         # two flushes per round
+        assert log.snapshots >= 2 * rounds, log.snapshots
+    asyncio.run(scenario())
