@@ -95,7 +95,14 @@ def partitions_rows(infos: list[dict]) -> list[dict]:
 
 
 def cmd_serve(args, out: Output) -> int:
+    import ray
+
     from .bootstrap import start
+    if args.detach and args.address is None and not ray.is_initialized():
+        # An embedded Ray belongs to this process: detached actors would die with it at exit.
+        raise ValueError("--detach needs a Ray cluster that outlives this command: start one "
+                         "with `ray start --head` and pass --address auto (or run serve "
+                         "without --detach, which stays in the foreground)")
     deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
                        address=args.address)
     infos = deployment.wait_ready(args.ready_timeout)

@@ -70,3 +70,19 @@ def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
 def test_connect_unknown_namespace_is_a_clear_error(ray_session, capsys):
     assert main(["groups", "list", "--namespace", "no-such-deployment"]) == 2
     assert "no groupcoord deployment" in capsys.readouterr().err
+
+
+def test_detach_without_a_lasting_cluster_is_refused(tmp_path):
+    # In a fresh process with no Ray: the embedded Ray would die with the command, and the
+    # "detached" coordinator with it, so serve refuses before starting anything.
+    import os
+    import subprocess
+    import sys
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcoord.actors.cli", "serve", "--detach",
+         "--log-dir", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=120, env={
+            k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    assert result.returncode == 2
+    assert "--detach needs a Ray cluster" in result.stderr
+    assert not (tmp_path / "logs").exists()
