@@ -20,7 +20,9 @@ def ray_session():
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p)
         ray.init(num_cpus=4, include_dashboard=False, namespace=NAMESPACE,
-                 log_to_driver=False, configure_logging=False)
+                 log_to_driver=False, configure_logging=False,
+                 # Export metrics every second (default 10 s) so test_metrics can read them.
+                 _system_config={"metrics_report_interval_ms": 1000})
         started = True
     yield ray
     if started:

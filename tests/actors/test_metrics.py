@@ -1,0 +1,90 @@
+"""Metrics: what the partition actors report reaches Ray's metrics agent (Prometheus format),
+and every rebalance the coordinator can start is counted under a named cause."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import urllib.request
+
+import pytest
+
+from groupcoord.actors import stop
+from groupcoord.actors.metrics import rebalance_cause
+
+from .helpers import member, settled, start_deployment, wait_until
+
+
+def test_every_rebalance_reason_of_the_shard_has_a_cause():
+    # Drive the seeded simulator (all the ways a group rebalances) and collect the reasons.
+    from tests.core import simulation
+    reasons = set()
+    absorb = simulation.Simulation.absorb
+
+    def record(self, step):
+        reasons.update(e.detail for e in step.events if e.kind == "rebalance")
+        return absorb(self, step)
+    simulation.Simulation.absorb = record
+    try:
+        for seed in range(20):
+            simulation.Simulation(seed).run(1_000)
+    finally:
+        simulation.Simulation.absorb = absorb
+    causes = {rebalance_cause(r) for r in reasons}
+    assert "other" not in causes, [r for r in reasons if rebalance_cause(r) == "other"]
+    assert {"member_joined", "member_left", "session_timeout"} <= causes
+
+
+def _scrape(ray) -> str:
+    port = ray.nodes()[0]["MetricsExportPort"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def _value(text: str, name: str, **labels) -> float:
+    """Sum of the samples of ``name`` whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(f"ray_{name}{{"):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.fixture(scope="module")
+def deployment(ray_session, tmp_path_factory):
+    d = start_deployment(tmp_path_factory.mktemp("logs-metrics"), "gc-metrics", num_partitions=1)
+    yield d
+    stop(d)
+
+
+def test_partition_metrics_reach_the_metrics_agent(ray_session, deployment):
+    async def scenario():
+        members = [member(deployment.router, "metrics-g") for _ in range(2)]
+        await wait_until(lambda: settled(members, 6), what="group settled")
+        for round_ in range(5):
+            for m in members:
+                await m.commit({tp: round_ for tp in m.assignment})
+        for m in members:
+            await m.close()
+    asyncio.run(scenario())
+
+    wanted = {
+        "groupcoord_commits_total": 10,            # 5 rounds x 2 members, at least
+        "groupcoord_committed_offsets_total": 30,  # 6 partitions per round
+        "groupcoord_appends_total": 1,
+        "groupcoord_records_total": 30,
+        "groupcoord_commit_seconds_count": 10,
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        text = _scrape(ray_session)
+        seen = {name: _value(text, name, partition="0") for name in wanted}
+        rebalances = _value(text, "groupcoord_rebalances_total", cause="member_joined")
+        load = re.search(r'^ray_groupcoord_load_seconds\{[^}]*partition="0"', text, re.M)
+        if all(seen[n] >= v for n, v in wanted.items()) and rebalances >= 1 and load:
+            break
+        assert time.monotonic() < deadline, (seen, rebalances, bool(load))
+        time.sleep(1)
