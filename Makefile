@@ -26,6 +26,9 @@ test-core: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/core.py
+	$(VENV)/bin/python bench/storage.py
+	$(VENV)/bin/python bench/actors.py
+	$(VENV)/bin/python bench/export.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
