@@ -305,7 +305,7 @@ class Shard(MembershipMixin, OffsetsMixin):
 
     def _group_error(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
         """Kafka's ``validateGroupStatus`` (spec §2.2), in its order."""
-        if self._status is OWNED and group_id in self._groups:
+        if self._status is OWNED and group_id and group_id in self._groups:
             return None                     # cached groups hash here: skip the hash
         if not group_id_ok(group_id, self.config) or (not group_id and not allow_empty):
             return Errors.INVALID_GROUP_ID

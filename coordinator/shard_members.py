@@ -320,7 +320,7 @@ class MembershipMixin:
     # -- Heartbeat (spec §2.5, §4.5) --------------------------------------------------------------
 
     def _handle_heartbeat(self, request_id, req) -> None:
-        group = self._groups.get(req.group_id)
+        group = self._groups.get(req.group_id) if req.group_id else None
         if group is None or not self.owned:
             error = self._group_error(req.group_id)
             if error is None:

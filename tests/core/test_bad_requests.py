@@ -86,3 +86,20 @@ def test_hostile_requests_get_error_codes_not_exceptions(batch):
         response = h.reply(request_id)
         if response is not None:
             assert all(isinstance(code, Errors) for code in error_codes(response))
+
+
+def test_empty_group_id_is_invalid_for_membership_apis_even_when_cached():
+    # spec §2.2: OffsetCommit/OffsetFetch/Describe/Delete accept "" (so a simple commit can
+    # create the group ""), but JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetDelete
+    # must still answer INVALID_GROUP_ID for it.
+    h = Harness()
+    assert h.commit({("t", 0): 1}, group_id="") == {("t", 0): Errors.NONE}
+    assert h.shard.group("") is not None
+    join = h.reply(h.join(group_id=""))
+    assert join.error == Errors.INVALID_GROUP_ID
+    assert h.heartbeat("m", 0, group_id="") == Errors.INVALID_GROUP_ID
+    assert h.reply(h.sync("m", 0, group_id="")).error == Errors.INVALID_GROUP_ID
+    assert h.leave("m", group_id="").error == Errors.INVALID_GROUP_ID
+    assert h.call(OffsetDeleteRequest("", [TopicPartition("t", 0)])).error == \
+        Errors.INVALID_GROUP_ID
+    assert h.committed(group_id="") == {("t", 0): 1}          # fetch still allowed
