@@ -43,11 +43,12 @@ from .config import CorruptLogError, LogClosedError, LogConfig, LogLockedError, 
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
 from .segments import TruncationReport, list_segments, segment_path
 from .snapshot import CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot
-from .watermark import read_export_watermark
+from .watermark import WATERMARK_FILE, read_export_watermark
 
 log = logging.getLogger("groupcoord.storage")
 LOCK_FILE, EPOCH_FILE = "writer.lock", "epoch.json"
 _ARRAY_HEADER_MAX_BYTES = 5
+_IOV_MAX = 1024             # buffers per writev (Linux's UIO_MAXIOV): a big append takes several
 # Appended records wait at most this long (in records) to be folded into the compact state, in
 # case the owner never calls maybe_snapshot (it holds references to them until then).
 _MAX_UNFOLDED_RECORDS = 100_000
@@ -64,7 +65,9 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
     try:
         epoch = _bump_epoch(partition_dir)
         for name in os.listdir(partition_dir):
-            if name.endswith(".tmp"):          # a write_atomically that never reached its rename
+            # A write_atomically of ours that never reached its rename; the exporter's
+            # watermark writes run without the lock and may be in flight right now.
+            if name.endswith(".tmp") and not name.startswith(WATERMARK_FILE):
                 os.remove(os.path.join(partition_dir, name))
         return PartitionLog(partition_dir, config, lock_fd, epoch)
     except BaseException:
@@ -105,13 +108,14 @@ def _bump_epoch(partition_dir: str) -> int:
 
 
 def _write_all(fd: int, parts: list[bytes]) -> None:
-    """One vectored write of every part (no copy into one buffer); finishes short writes."""
-    written = os.writev(fd, parts)
-    total = sum(map(len, parts))
-    if written < total:
-        rest = memoryview(b"".join(parts))[written:]      # rare: a short write, finish it
-        while rest:
-            rest = rest[os.write(fd, rest):]
+    """Vectored writes of every part (no copy into one buffer); finishes short writes."""
+    for first in range(0, len(parts), _IOV_MAX):          # writev refuses more (EINVAL)
+        chunk = parts[first:first + _IOV_MAX]
+        written = os.writev(fd, chunk)
+        if written < sum(map(len, chunk)):
+            rest = memoryview(b"".join(chunk))[written:]  # rare: a short write, finish it
+            while rest:
+                rest = rest[os.write(fd, rest):]
 
 
 class PartitionLog:
@@ -183,7 +187,11 @@ class PartitionLog:
         created = not os.path.exists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if created:                             # the new name must survive a crash too
-            fsync_dir(self.partition_dir)
+            try:
+                fsync_dir(self.partition_dir)
+            except BaseException:
+                os.close(fd)
+                raise
         return fd
 
     def load_into(self, shard, progress: Callable[[LoadProgress], None] | None = None) -> LoadSummary:
@@ -204,7 +212,11 @@ class PartitionLog:
             log.warning("%s: log ends at %d, below snapshot offset %d; continuing from the "
                         "snapshot", self.partition_dir, self._next_offset, summary.snapshot_offset)
             with self._io_lock:
-                self._roll(summary.snapshot_offset)
+                try:
+                    self._roll(summary.snapshot_offset)
+                except OSError as exc:
+                    self._failed = exc
+                    raise
         self._state_loaded = True
         self._records_since_snapshot = summary.records
         self._bytes_since_snapshot = 0
@@ -290,7 +302,10 @@ class PartitionLog:
         if self._size == 0 and new_base == self._segment_base:
             return
         os.fsync(self._fd)
-        os.close(self._fd)
+        # -1 until the new segment is open: if opening it fails, close() must not close the
+        # old number again (by then it may belong to another file of this process).
+        fd, self._fd = self._fd, -1
+        os.close(fd)
         self._fd = self._open_segment(new_base)
         self._segment_base, self._next_offset, self._size, self._dirty = new_base, new_base, 0, False
 
@@ -378,7 +393,11 @@ class PartitionLog:
                     os.fsync(self._fd)
             except OSError as exc:
                 error = exc
-            os.close(self._fd)
-        os.close(self._lock_fd)
+            finally:
+                try:
+                    if self._fd >= 0:
+                        os.close(self._fd)
+                finally:
+                    os.close(self._lock_fd)     # released whatever happened above
         if error is not None:
             raise StorageError(f"{self.partition_dir}: final fsync failed: {error!r}") from error

@@ -16,6 +16,9 @@ the previous one ends. Only the newest ("last") segment is ever written; a segme
   acknowledged data is damaged and we say so (``CorruptLogError`` with file, byte and offset)
   rather than silently dropping it. The search for later batches looks for the batch magic and
   checks each candidate's CRC, so it also works when the damaged header's length is garbage.
+* A torn tail begins where its append begins: an append whose last batch (flag bit 0) is
+  missing was never acknowledged, so its intact leading batches are part of the tail too
+  (an append is all or nothing, whether it was cut inside a batch or between two).
 
 The writer truncates a torn tail on open (``partition_log``); readers (``read_log``, the exporter,
 the read-only loader) just stop there. None of this takes the writer lock.
@@ -32,7 +35,8 @@ import msgspec
 from groupcoord.coordinator.records import Record
 
 from .codec import (
-    HEADER_BYTES, MAGIC, BatchHeader, RecordFormatError, batch_problem, decode_records, read_header,
+    FLAG_LAST_IN_APPEND, HEADER_BYTES, MAGIC, BatchHeader, RecordFormatError, batch_problem,
+    decode_records, read_header,
 )
 from .config import CorruptLogError, StorageError
 
@@ -126,9 +130,24 @@ def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
         if later is not None:
             raise CorruptLogError(path, pos, expected, f"{problem}; an intact batch of a later "
                                   f"append follows at byte {later}, so acknowledged data is damaged")
-        torn = TruncationReport(path, pos, expected, size - pos, problem)
-        return SegmentScan(batches, pos, expected, torn)
+        return _drop_incomplete_append(batches, path, size, pos, expected, problem)
+    if is_last and batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
+        return _drop_incomplete_append(batches, path, size, pos, expected, None)
     return SegmentScan(batches, pos, expected)
+
+
+def _drop_incomplete_append(batches: list[tuple[int, BatchHeader]], path: str, size: int,
+                            pos: int, expected: int, problem: str | None) -> SegmentScan:
+    """The scan of a last segment whose final append is torn at byte ``pos``: that append was
+    never acknowledged, so its intact leading batches go too (an append is all or nothing)."""
+    if batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
+        append_offset = batches[-1][1].append_offset
+        while batches and batches[-1][1].append_offset == append_offset:
+            pos, header = batches.pop()
+            expected = header.base_offset
+        problem = f"incomplete append from offset {expected}" + (f" ({problem})" if problem else "")
+    torn = TruncationReport(path, pos, expected, size - pos, problem)
+    return SegmentScan(batches, pos, expected, torn)
 
 
 def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int | None:

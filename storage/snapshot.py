@@ -107,9 +107,10 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, chunks: list[bytes]) -> None:
-    """Write, fsync, rename into place, fsync the directory: all of ``path`` or none of it."""
-    tmp = path + ".tmp"
+def write_atomically(path: str, chunks: list[bytes], tmp: str | None = None) -> None:
+    """Write, fsync, rename into place, fsync the directory: all of ``path`` or none of it.
+    ``tmp`` (default ``path + ".tmp"``) must end in ``.tmp`` and be private to the caller."""
+    tmp = tmp or path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for chunk in chunks:

@@ -1,7 +1,9 @@
 """The exporter's watermark: ``<partition_dir>/export-watermark.json``, ``{"next_offset": N, ...}``.
 
 Offsets below N are exported. The exporter writes it atomically; the writer only reads it, to
-keep segments the exporter still needs when ``LogConfig.retain_until_exported`` is set.
+keep segments the exporter still needs when ``LogConfig.retain_until_exported`` is set. An
+exporter that dies mid-write may leave a small ``export-watermark.json.<pid>-<thread>.tmp``
+behind; the writer never removes those, since it cannot tell them from a write in progress.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 
 from .snapshot import write_atomically
 
@@ -40,4 +43,7 @@ def write_export_watermark(partition_dir: str, next_offset: int, **extra) -> Non
     if type(next_offset) is not int or next_offset < 0:
         raise ValueError(f"next_offset must be an int >= 0, got {next_offset!r}")
     body = json.dumps({"next_offset": next_offset, **extra}, sort_keys=True).encode()
-    write_atomically(os.path.join(partition_dir, WATERMARK_FILE), [body])
+    path = os.path.join(partition_dir, WATERMARK_FILE)
+    # A temporary name of our own: concurrent exports must not write or rename each other's,
+    # and the partition's writer leaves ``WATERMARK_FILE.*.tmp`` alone when it opens.
+    write_atomically(path, [body], f"{path}.{os.getpid()}-{threading.get_ident()}.tmp")

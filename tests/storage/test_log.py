@@ -214,3 +214,59 @@ def test_group_records_round_trip(tmp_path):
     with open_partition_log(str(tmp_path)) as log:
         log.append([Record(GroupMetadataKey("g"), value), Record(GroupMetadataKey("g"), None)])
     assert [e.record.value for e in read_log(str(tmp_path))] == [value, None]
+
+
+def test_a_failed_roll_fails_the_log_and_close_still_releases_the_lock(tmp_path, monkeypatch):
+    config = LogConfig(segment_bytes=4096, max_record_bytes=1024, max_batch_bytes=2048)
+    log = open_partition_log(str(tmp_path), config)
+    log.append(records_between(0, 40))
+    real_open = os.open
+
+    def no_new_segment(path, *args, **kwargs):
+        if str(path).endswith(".log"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, "open", no_new_segment)
+    with pytest.raises(OSError, match="No space"):
+        log.append(records_between(40, 80))               # past segment_bytes: rolls first
+    monkeypatch.undo()
+    with pytest.raises(LogClosedError, match="failed"):
+        log.append(records_between(40, 80))
+    log.close()                                           # the old segment's fd is not closed twice
+    with open_partition_log(str(tmp_path), config) as log:   # and the lock was released
+        assert log.end_offset == 40
+
+
+def test_an_append_of_more_batches_than_one_writev_takes(tmp_path):
+    # writev accepts at most 1024 buffers; a big group commit of small batches needs more.
+    config = LogConfig(max_record_bytes=1024, max_batch_bytes=2048)
+    with open_partition_log(str(tmp_path), config) as log:
+        assert log.append(records_between(0, 40_000)) == 40_000
+        assert log.append(records_between(40_000, 40_005)) == 40_005
+    scan = _scan(str(tmp_path / "00000000000000000000.log"), 0)
+    assert len(scan.batches) > 1100 and scan.torn is None and scan.next_offset == 40_005
+    assert [e.record for e in read_log(str(tmp_path), from_offset=39_990)] == records_between(39_990, 40_005)
+
+
+def test_a_failed_background_fsync_fails_the_log(tmp_path, monkeypatch):
+    failed = threading.Event()
+    real_fsync = os.fsync
+
+    def flusher_fsync_fails(fd):
+        if threading.current_thread().name.startswith("fsync-"):
+            failed.set()
+            raise OSError(5, "Input/output error")
+        return real_fsync(fd)
+    log = open_partition_log(str(tmp_path), LogConfig(fsync_policy="interval", fsync_interval_ms=10))
+    monkeypatch.setattr(os, "fsync", flusher_fsync_fails)
+    log.append(records_between(0, 10))
+    assert failed.wait(30), "the interval flusher never ran"
+    with log._io_lock:                                   # the flusher records the failure under it
+        pass
+    with pytest.raises(LogClosedError, match="Input/output error"):
+        log.append(records_between(10, 20))
+    assert log.maybe_snapshot(None) is None
+    log.close()
+    monkeypatch.undo()
+    with open_partition_log(str(tmp_path)) as log:       # pages still cached: reopen goes on
+        assert log.end_offset == 10

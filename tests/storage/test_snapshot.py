@@ -10,7 +10,7 @@ from groupcoord.coordinator import Shard
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from groupcoord.storage import (
     CorruptLogError, LogConfig, list_segments, load, log_start_offset, open_partition_log, read_log,
-    write_export_watermark,
+    read_export_watermark, write_export_watermark,
 )
 from groupcoord.storage.snapshot import SnapValue, list_snapshots, read_snapshot
 
@@ -202,3 +202,24 @@ def test_leftover_temporary_files_are_removed_on_open(tmp_path):
 def test_snapshot_values_carry_every_offset_field():
     assert [(f.name, f.type, f.default) for f in fields(SnapValue)] == \
         [(f.name, f.type, f.default) for f in fields(OffsetCommitValue)]
+
+
+def test_a_writer_opening_mid_watermark_write_does_not_break_the_exporter(tmp_path, monkeypatch):
+    # The exporter writes the watermark without the writer lock, so a writer (re)opening the
+    # partition at that moment must not remove the exporter's temporary file under it.
+    path = str(tmp_path)
+    open_partition_log(path).close()
+    real_fsync = os.fsync
+    reopened = []
+
+    def fsync_then_a_writer_opens(fd):
+        real_fsync(fd)
+        if not reopened:
+            reopened.append(True)
+            open_partition_log(path).close()              # recovery runs its tmp cleanup here
+    monkeypatch.setattr(os, "fsync", fsync_then_a_writer_opens)
+    write_export_watermark(path, 123)
+    monkeypatch.undo()
+    assert reopened
+    assert read_export_watermark(path) == 123
+    assert not any(name.endswith(".tmp") for name in os.listdir(path))
