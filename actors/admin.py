@@ -87,6 +87,8 @@ class AdminClient:
 
     @staticmethod
     def _group_ids(group_ids: Iterable[str]) -> list[str]:
+        if isinstance(group_ids, str):        # iterating "orders" would name groups o, r, d, ...
+            raise ValueError(f"give a list of group ids, not the string {group_ids!r}")
         ids = list(dict.fromkeys(group_ids))
         if len(ids) > MAX_GROUPS_PER_CALL:
             raise ValueError(f"at most {MAX_GROUPS_PER_CALL} groups per call")
@@ -95,6 +97,8 @@ class AdminClient:
     async def list_groups(self, states: Iterable[str] = ()) -> list:
         """Every group (ListedGroup structs), optionally only in ``states``; retried while a
         partition is loading."""
+        if isinstance(states, str):
+            raise ValueError(f"give a list of states, not the string {states!r}")
         deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
         while True:
             response = await self.router.list_groups.remote(list(states))

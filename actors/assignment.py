@@ -68,6 +68,8 @@ class AssignmentPlan:
     def __init__(self, topics: Iterable[str],
                  topic_partitions: Mapping[str, int] | Callable[[str], int],
                  assignors: Iterable[Any]) -> None:
+        if isinstance(topics, str):             # iterating "orders" would subscribe to o, r, ...
+            raise ValueError(f"give a list of topics, not the string {topics!r}")
         self.topics = tuple(sorted(set(topics)))
         if not self.topics or len(self.topics) > MAX_TOPICS:
             raise ValueError(f"a member subscribes to 1..{MAX_TOPICS} topics")

@@ -73,6 +73,8 @@ class Output:
 def _offsets_file(path: str) -> Callable[[str, int], int]:
     with open(path) as f:
         raw = json.load(f)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a JSON object {{\"topic:partition\": offset}}")
     table_ = {}
     for key, value in raw.items():
         topic, _, partition = key.rpartition(":")
@@ -281,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups}
     try:
         return commands[args.command](args, out)
-    except (ValueError, LookupError, RuntimeError) as exc:
+    # OSError: an unreadable offsets file, no Ray cluster to connect to (ConnectionError),
+    # partitions not serving in time (TimeoutError).
+    except (ValueError, LookupError, RuntimeError, OSError) as exc:
         print(f"groupcoord: {exc}", file=sys.stderr)
         return 2
 

@@ -101,7 +101,15 @@ class GroupMember:
         self.history: deque[tuple[int, Partitions]] = deque(maxlen=HISTORY_MAX)
         self.rebalances = 0
         self._needs_join = True
+        # Kafka's PreparingRebalance/CompletingRebalance: from the JoinGroup being sent until the
+        # sync is applied. Only then are commits refused: a rejoin that was merely requested
+        # still commits with the current generation (e.g. from on_partitions_revoked).
+        self._joining = False
         self._assigned = asyncio.Event()
+        # One commit in flight at a time, in call order (asyncio.Lock is FIFO): Ray's async
+        # actors and failover retries do not keep a caller's order, and an older offset landing
+        # after a newer acknowledged one would undo it.
+        self._commit_lock = asyncio.Lock()
         self._fatal: GroupMemberError | None = None
         self._task: asyncio.Task | None = None
 
@@ -163,8 +171,13 @@ class GroupMember:
                     await self._heartbeat()
         except GroupMemberError as exc:
             self._stop(exc)
-        except (ValueError, TypeError) as exc:       # e.g. the assignor refused its input
-            self._stop(GroupMemberError(Errors.UNKNOWN_SERVER_ERROR, repr(exc)))
+        except Exception as exc:
+            # The assignor refused its input, a listener raised, ...: stop visibly (wait_assigned
+            # raises, ``stable`` turns False) rather than let the task die unobserved while the
+            # member still looks Stable and its heartbeats have stopped.
+            stopped = GroupMemberError(Errors.UNKNOWN_SERVER_ERROR, repr(exc))
+            stopped.__cause__ = exc
+            self._stop(stopped)
 
     def _stop(self, exc: GroupMemberError) -> None:
         log.error("member %s of %s stopped: %s", self.member_id, self.group_id, exc)
@@ -210,6 +223,7 @@ class GroupMember:
         if not self.plan.cooperative and self.assignment:
             revoked, self.assignment = self.assignment, frozenset()
             await call_listener(self.listener.on_partitions_revoked, revoked)
+        self._joining = True
         while True:
             join = await self._join()
             if join is None:
@@ -272,7 +286,7 @@ class GroupMember:
         new = self.plan.decode(assignment_bytes)
         owned = self.assignment
         self.rebalances += 1
-        self._needs_join = False
+        self._needs_join = self._joining = False
         self.history.append((self.generation_id, new))
         if self.plan.cooperative:
             revoked, added = owned - new, new - owned
@@ -294,21 +308,25 @@ class GroupMember:
     # -- offsets ---------------------------------------------------------------------------------
 
     async def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
-        """Commit synchronously; returns once the offsets are durable.
+        """Commit synchronously; returns once the offsets are durable. A member's commits (sync
+        and async) go out one at a time, in the order they were made.
 
         Raises ``CommitFailedError`` when the member is rebalancing or left its generation, and
         ``GroupMemberError`` for other refusals (e.g. OFFSET_METADATA_TOO_LARGE)."""
         if not offsets:
             return
-        if self._needs_join or self.generation_id < 0:
-            raise CommitFailedError(Errors.REBALANCE_IN_PROGRESS,
-                                    "the member is not in a stable generation (rebalancing "
-                                    "or closed); commit again after the rebalance")
-        generation = self.generation_id
-        response = await self.channel.call(OffsetCommitRequest(
-            self.group_id, generation, self.member_id,
-            [OffsetCommitRequestPartition(t, p, o, -1, metadata) for (t, p), o in offsets.items()],
-            self.group_instance_id))
+        async with self._commit_lock:
+            if self._joining or self.generation_id < 0:
+                raise CommitFailedError(Errors.REBALANCE_IN_PROGRESS,
+                                        "the member is not in a stable generation (rebalancing "
+                                        "or closed); commit again after the rebalance")
+            generation = self.generation_id
+            response = await self.channel.call(OffsetCommitRequest(
+                self.group_id, generation, self.member_id,
+                [OffsetCommitRequestPartition(t, p, o, -1, metadata)
+                 for (t, p), o in offsets.items()],
+                self.group_instance_id))
+        # Outside the lock: losing the partitions calls the listener, which may commit.
         errors = {(p.topic, p.partition): p.error for p in response.partitions
                   if p.error != Errors.NONE}
         if not errors:
@@ -330,7 +348,7 @@ class GroupMember:
         async def run() -> None:
             try:
                 await self.commit(offsets, metadata)
-            except (GroupMemberError, CoordinatorUnavailable) as exc:
+            except Exception as exc:             # every failure reaches the callback, as in Kafka
                 if callback is None:
                     log.warning("async commit failed: %s", exc)
                 else:

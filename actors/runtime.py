@@ -125,9 +125,14 @@ class PartitionRuntime:
         for future, request in list(self._waiting.values()):
             if not future.done():
                 future.set_result(error_response(request, Errors.NOT_COORDINATOR))
-        if self._log is not None:
-            await asyncio.get_running_loop().run_in_executor(self._io, self._log.close)
+        # On the I/O thread, behind a load that may still be opening the log: a log opened
+        # after this point would otherwise stay open, its writer lock held for good.
+        await asyncio.get_running_loop().run_in_executor(self._io, self._close_log)
         self._io.shutdown(wait=False)
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
 
     async def _load_forever(self) -> None:
         loop = asyncio.get_running_loop()

@@ -67,6 +67,19 @@ def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
     assert main(["groups", "delete", "cli-g", "--namespace", NS]) == 1   # GROUP_ID_NOT_FOUND
 
 
+def test_bad_offset_files_are_clear_errors(served, capsys, tmp_path):
+    # Before: a missing file (OSError) or a JSON document that is not an object ended in a
+    # traceback instead of a one-line error and exit status 2.
+    not_an_object = tmp_path / "list.json"
+    not_an_object.write_text("[1, 2]")
+    for path in (tmp_path / "missing.json", not_an_object):
+        capsys.readouterr()
+        assert main(["groups", "describe", "any-g", "--end-offsets", str(path),
+                     "--namespace", NS]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("groupcoord: ") and str(path) in err and "Traceback" not in err
+
+
 def test_connect_unknown_namespace_is_a_clear_error(ray_session, capsys):
     assert main(["groups", "list", "--namespace", "no-such-deployment"]) == 2
     assert "no groupcoord deployment" in capsys.readouterr().err

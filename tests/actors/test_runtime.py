@@ -269,3 +269,26 @@ def test_snapshot_policy_is_consulted_under_sustained_load():
         assert log.appends == [1, 1] * rounds         # two flushes per round
         assert log.snapshots >= 2 * rounds, log.snapshots
     asyncio.run(scenario())
+
+
+def test_close_while_the_log_is_opening_still_closes_it():
+    # Before: close() saw no log yet and skipped closing it; the I/O thread then opened it and
+    # kept it open (and its writer lock held) for good, so no later runtime could open it.
+    async def scenario():
+        gate = threading.Event()
+        opened: list[MemoryLog] = []
+
+        def open_log():
+            gate.wait(10)
+            opened.append(MemoryLog([]))
+            return opened[-1]
+        runtime = PartitionRuntime(0, 1, CONFIG, open_log)
+        runtime.start()
+        await asyncio.sleep(0.02)                     # the I/O thread is inside open_log
+        closing = asyncio.create_task(runtime.close())
+        await asyncio.sleep(0.02)
+        gate.set()
+        await closing
+        assert runtime.state == "closed"
+        assert len(opened) == 1 and opened[0].closed
+    asyncio.run(scenario())

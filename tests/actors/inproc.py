@@ -1,0 +1,58 @@
+"""An in-process stand-in for the router and one partition actor, for client tests without Ray.
+
+``InProcRouter(runtime)`` answers ``find_coordinator.remote(group)`` with a handle whose
+``handle.remote(request)`` runs ``runtime.handle(request)`` (a real ``PartitionRuntime`` over
+``fakes.MemoryLog``). ``.remote(...)`` returns a coroutine, awaited exactly like an ObjectRef.
+With ``reorder_seed`` each call to the partition first waits a random few milliseconds, so
+calls may run in another order than they were made: what Ray's async actors do (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from groupcoord.actors.runtime import PartitionRuntime
+from groupcoord.coordinator import CoordinatorConfig
+
+from .fakes import MemoryLog
+
+
+class _Method:
+    def __init__(self, function) -> None:
+        self._function = function
+
+    def remote(self, *args):
+        return self._function(*args)
+
+
+class InProcPartition:
+    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None) -> None:
+        if reorder_seed is None:
+            self.handle = _Method(runtime.handle)
+            return
+        rng = random.Random(reorder_seed)
+
+        async def handle(request):
+            await asyncio.sleep(rng.uniform(0, 0.01))
+            return await runtime.handle(request)
+        self.handle = _Method(handle)
+
+
+class InProcRouter:
+    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None) -> None:
+        partition = InProcPartition(runtime, reorder_seed)
+
+        async def find_coordinator(group_id: str):
+            return 0, partition
+        self.find_coordinator = _Method(find_coordinator)
+
+
+async def serving_runtime(config: CoordinatorConfig) -> PartitionRuntime:
+    runtime = PartitionRuntime(0, 1, config, lambda: MemoryLog([]))
+    runtime.start()
+    for _ in range(2000):
+        if runtime.state == "serving":
+            return runtime
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"runtime never served: {runtime.info()}")
