@@ -141,18 +141,28 @@ def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
               .withColumn("_rank", F.row_number().over(newest))
               .filter(F.col("_rank") <= window)
               .groupBy(*KEY)
-              .agg(F.collect_list(F.struct("commit_timestamp_ms", "committed_offset", "lag"))
-                   .alias("points")))
-    rows = recent.join(_end_as_of(log_end, now_ms), list(TP), "left").collect()
+              .agg(F.collect_list(F.struct("commit_timestamp_ms", "log_offset",
+                                           "committed_offset", "lag")).alias("points")))
+    # Burrow's ring of recent broker offsets: the last ``window`` log-end observations.
+    last_ends = Window.partitionBy(*TP).orderBy(F.col("timestamp_ms").desc())
+    ends = (log_end.filter(F.col("timestamp_ms") <= now_ms)
+            .withColumn("_rank", F.row_number().over(last_ends))
+            .filter(F.col("_rank") <= window)
+            .groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"),
+                              F.collect_list("log_end_offset").alias("recent_log_ends")))
+    rows = recent.join(ends, list(TP), "left").collect()
     per_group: dict[str, list[burrow.PartitionStatus]] = {}
     for row in rows:
+        # collect_list keeps no order: log order decides between commits of one millisecond.
+        ordered = sorted(row["points"], key=lambda p: (p["commit_timestamp_ms"], p["log_offset"]))
         points = [burrow.CommitPoint(p["committed_offset"], p["commit_timestamp_ms"], p["lag"])
-                  for p in row["points"]]
-        last = max(points, key=lambda p: p.timestamp_ms)
+                  for p in ordered]
+        last = points[-1]
         end = row["log_end_offset"]
         current_lag = max(end - last.offset, 0) if end is not None else last.lag
         per_group.setdefault(row["group_id"], []).append(burrow.partition_status(
-            row["group_id"], row["topic"], row["partition"], points, current_lag, now_ms, window))
+            row["group_id"], row["topic"], row["partition"], points, current_lag, now_ms, window,
+            row["recent_log_ends"] or ()))
     return [burrow.group_status(g, parts) for g, parts in sorted(per_group.items())]
 
 

@@ -1,16 +1,21 @@
 """Burrow's consumer-lag evaluation rules, as plain functions over one partition's window.
 
 Burrow keeps, per consumed partition, a sliding window of the last N commits (offset, time,
-lag when committed) and judges it without thresholds:
+lag when committed) and the last N log-end offsets it fetched, and judges them without
+thresholds, in this order (Burrow's evaluator, ``calculatePartitionStatus``):
 
-  rule 1  lag was zero at some commit in the window, or is zero now     -> OK
+  no lag now                                                             -> OK
+  rule 3  time since the last commit exceeds the window's own span, and
+          no recent log end was at or below the last committed offset    -> STOP
+  rule 1  lag was zero at some commit in the window                      -> OK
   rule 2  the committed offset went backwards somewhere in the window    -> REWIND
-  rule 3  time since the last commit exceeds the window's own span       -> STOP
-  rule 4  the offset never changed across the window (and there is lag)  -> STALL
+  rule 4  the offset never changed across the window                     -> STALL
   rule 5  the offset moves but the lag never decreases                   -> WARN
   otherwise                                                              -> OK
 
-checked in that order, the first that holds wins. A group takes its worst partition, with
+STOP comes before rule 1 because a consumer that caught up and then died keeps a window of
+zero-lag commits forever; the recent log ends keep a consumer of a quiet topic from being
+called stopped the moment a new message arrives. A group takes its worst partition, with
 STOP, STALL and REWIND all reported as ERR; its total lag sums the partitions' current lags
 and its max-lag partition is the one with the largest. ``complete`` is the fraction of the
 window that holds commits (Burrow reports rather than hides a short history).
@@ -18,6 +23,7 @@ window that holds commits (Burrow reports rather than hides a short history).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 
 import msgspec
@@ -62,16 +68,21 @@ class GroupStatus(msgspec.Struct, frozen=True):
     partitions: tuple[PartitionStatus, ...]
 
 
-def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int) -> Status:
-    """The status of one partition's window (oldest commit first)."""
-    if not points or current_lag <= 0 or any(p.lag == 0 for p in points):
+def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int,
+                    recent_log_ends: Sequence[int] = ()) -> Status:
+    """The status of one partition's window (oldest commit first); ``recent_log_ends`` are
+    the last log-end offsets observed up to ``now_ms``."""
+    if not points or current_lag <= 0:
+        return Status.OK
+    first_ms, last = points[0].timestamp_ms, points[-1]
+    if (now_ms - last.timestamp_ms > last.timestamp_ms - first_ms
+            and not any(end <= last.offset for end in recent_log_ends)):
+        return Status.STOP
+    if any(p.lag == 0 for p in points):
         return Status.OK
     pairs = list(zip(points, points[1:]))
     if any(b.offset < a.offset for a, b in pairs):
         return Status.REWIND
-    first_ms, last_ms = points[0].timestamp_ms, points[-1].timestamp_ms
-    if now_ms - last_ms > last_ms - first_ms:
-        return Status.STOP
     if all(b.offset == a.offset for a, b in pairs):
         return Status.STALL
     if all(b.lag >= a.lag for a, b in pairs):
@@ -80,12 +91,13 @@ def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int) ->
 
 
 def partition_status(group_id: str, topic: str, partition: int, points: list[CommitPoint],
-                     current_lag: int, now_ms: int,
-                     window: int = DEFAULT_WINDOW) -> PartitionStatus:
+                     current_lag: int, now_ms: int, window: int = DEFAULT_WINDOW,
+                     recent_log_ends: Sequence[int] = ()) -> PartitionStatus:
+    """``points`` in log order (commits in the same millisecond keep it: the sort is stable)."""
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     recent = sorted(points, key=lambda p: p.timestamp_ms)[-window:]
-    status = evaluate_window(recent, current_lag, now_ms)
+    status = evaluate_window(recent, current_lag, now_ms, recent_log_ends)
     return PartitionStatus(group_id, topic, partition, status.name, max(current_lag, 0),
                            len(recent) / window, recent[0] if recent else None,
                            recent[-1] if recent else None)

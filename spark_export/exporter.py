@@ -2,11 +2,13 @@
 
 Each round:
 1. reads every table's watermark per log partition (``lake.watermarks``) and the log's start
-   offset; history below the log start that a table never saw is a ``Gap`` (compacted away
-   before it was exported): reported and recorded in the commit, never silently skipped;
+   offset;
 2. plans splits from the lowest watermark, at most ``max_segments_per_round`` segments per
    partition (this bounds driver memory), and materialises the source once
-   (``localCheckpoint``) so all three tables see the same rows;
+   (``localCheckpoint``) so all three tables see the same rows. History between the lowest
+   watermark and the first offset the plan can still read (the log start, or a later segment
+   when retention ran meanwhile) is a ``Gap``: compacted away before it was exported. Every
+   gap, in any round, is reported and recorded in the commits that skip it, never hidden;
 3. per table, keeps the rows at or above that table's own watermark and commits them together
    with the new watermarks (``lake.commit_append`` / ``lake.commit_latest``). A table that
    another export moved first raises ``Raced`` and is simply re-planned next round.
@@ -77,13 +79,13 @@ def export(spark, log_dir: str, lake_dir: str, config: ExportConfig = ExportConf
     started = time.monotonic()
     dirs = source.partition_dirs(log_dir)
     result = ExportResult(config.cluster, {name: 0 for name in TABLES})
-    gaps: dict[int, Gap] = {}
+    gaps: dict[tuple[int, int], Gap] = {}      # by (log partition, from offset)
     while result.rounds < config.max_rounds:
         more = _round(spark, dirs, lake_dir, config, result, gaps, say)
         result.rounds += 1
         if not more:
             break
-    result.gaps = sorted(gaps.values(), key=lambda g: g.log_partition)
+    result.gaps = sorted(gaps.values(), key=lambda g: (g.log_partition, g.from_offset))
     result.watermarks = _publish_watermarks(dirs, lake_dir, config.cluster)
     result.seconds = time.monotonic() - started
     return result
@@ -103,12 +105,18 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
         for name in TABLES:
             starts[name][p] = max(marks[name][p] or 0, log_start)
         lowest = min((marks[name][p] or 0) for name in TABLES)
-        if lowest < log_start and p not in gaps:
-            gaps[p] = Gap(p, lowest, log_start)
-            say(f"GAP: log partition {p}: offsets [{lowest}, {log_start}) were compacted "
-                f"away before export; exporting from {log_start}")
         planned, stops[p] = source.plan_splits(p, pdir, min(s[p] for s in starts.values()),
                                                config.max_segments_per_round)
+        # The plan lists the segments after log_start was read: retention may have moved on.
+        first = max(log_start, planned[0].from_offset if planned else 0)
+        if lowest < first:
+            known = gaps.get((p, lowest))
+            if known is None or known.to_offset < first:
+                gaps[(p, lowest)] = Gap(p, lowest, first)
+                say(f"GAP: log partition {p}: offsets [{lowest}, {first}) were compacted "
+                    f"away before export; exporting from {first}")
+            for name in TABLES:
+                starts[name][p] = max(starts[name][p], first)
         splits += planned
     if not splits:
         return False
@@ -133,7 +141,7 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
         commit = lake.commit_latest if name == OFFSETS_LATEST else lake.commit_append
         try:
             commit(tables[name], batch, config.cluster, {p: marks[name][p] for p in moving},
-                   moving, note=_gap_note(gaps, moving))
+                   moving, note=_gap_note(gaps, marks[name], moving))
         except lake.Raced as exc:
             raced = True
             result.raced += 1
@@ -145,8 +153,12 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
     return raced or any(stop is not None for stop in stops.values())
 
 
-def _gap_note(gaps: dict[int, Gap], moving) -> dict:
-    found = [msgspec.to_builtins(gaps[p]) for p in moving if p in gaps]
+def _gap_note(gaps: dict[tuple[int, int], Gap], marks, moving: dict[int, int]) -> dict:
+    """The gaps a commit moving ``marks`` to ``moving`` steps over."""
+    found = [msgspec.to_builtins(g) for g in sorted(gaps.values(), key=lambda g: (
+        g.log_partition, g.from_offset)) if g.log_partition in moving
+        and g.from_offset < moving[g.log_partition]
+        and g.to_offset > (marks[g.log_partition] or 0)]
     return {"groupcoord.gaps": found} if found else {}
 
 

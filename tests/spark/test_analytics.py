@@ -59,10 +59,11 @@ def _window(offsets, lags, step_ms=MIN):
 def test_burrow_rules_in_their_order():
     now = T0 + 10 * MIN
     advancing = [0, 10, 20, 30]
-    assert evaluate_window(_window(advancing, [5, 0, 5, 5]), 5, now) == Status.OK      # rule 1
+    assert evaluate_window(_window(advancing, [5, 0, 5, 5]), 5,
+                           T0 + 4 * MIN) == Status.OK                                   # rule 1
     assert evaluate_window(_window(advancing, [5, 5, 5, 5]), 0, now) == Status.OK      # lag 0 now
     assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8,
-                           T0 + 100 * MIN) == Status.REWIND                             # before STOP
+                           T0 + 4 * MIN) == Status.REWIND
     assert evaluate_window(_window(advancing, [9, 8, 7, 6]), 6,
                            T0 + 3 * MIN + 3 * MIN + 1) == Status.STOP
     assert evaluate_window(_window(advancing, [9, 8, 7, 6]), 6, T0 + 6 * MIN) == Status.OK
@@ -70,6 +71,21 @@ def test_burrow_rules_in_their_order():
     assert evaluate_window(_window(advancing, [5, 5, 6, 6]), 6, T0 + 4 * MIN) == Status.WARN
     assert evaluate_window(_window(advancing, [5, 6, 5, 6]), 6, T0 + 4 * MIN) == Status.OK
     assert evaluate_window([], 10, now) == Status.OK
+
+
+def test_stop_is_checked_first_even_after_zero_lag_commits():
+    """Burrow checks STOP before rule 1: a consumer that caught up and then died keeps a
+    window of zero-lag commits forever, yet it is stopped once the topic moves on."""
+    caught_up = _window([0, 10, 20, 30], [5, 0, 0, 0])
+    later = T0 + 100 * MIN
+    assert evaluate_window(caught_up, 50, later) == Status.STOP
+    assert evaluate_window(caught_up, 0, later) == Status.OK           # nothing new to consume
+    # A recent log end at its last offset: it was caught up moments ago, not stopped (yet).
+    assert evaluate_window(caught_up, 50, later, recent_log_ends=[30, 80]) == Status.OK
+    assert evaluate_window(caught_up, 50, later, recent_log_ends=[40, 80]) == Status.STOP
+    # STOP outranks REWIND, STALL and WARN.
+    assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8, later) == Status.STOP
+    assert evaluate_window(_window([7, 7, 7, 7], [1, 2, 3, 4]), 4, later) == Status.STOP
 
 
 def test_group_takes_its_worst_partition_capped_at_err():
@@ -99,6 +115,18 @@ def test_burrow_status_of_hand_built_groups(frames):
     assert (lagging.total_lag, lagging.max_lag.topic, lagging.max_lag.current_lag) == \
         (650, "slow", 600)
     assert groups["stopped"].partitions[0].complete == pytest.approx(0.4)
+
+
+def test_commits_in_the_same_millisecond_keep_their_log_order(spark, frames):
+    """Two commits of a partition in one millisecond are ordered by log offset, so a
+    consumer moving forward is not judged to rewind."""
+    _, log_end = frames
+    rows = [("c", 0, 1000 + n, "fast", "slow", 0, 10 * n, 0, "", T0 + (n // 2) * MIN, None,
+             False) for n in range(10)]
+    commits = spark.createDataFrame(rows, COMMIT_COLUMNS)
+    [group] = analytics.burrow_status(commits, log_end, T0 + 5 * MIN, window=10)
+    assert [p.status for p in group.partitions] == ["OK"]
+    assert (group.partitions[0].start.offset, group.partitions[0].end.offset) == (0, 90)
 
 
 def test_progress_activity_and_describe_as_of(spark, frames):

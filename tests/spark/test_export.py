@@ -291,3 +291,46 @@ def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
     assert deleted[OFFSET_COMMITS] == removed[OFFSET_COMMITS]
     assert parquet_files() == on_disk - deleted[OFFSET_COMMITS] == len(table.file_uris())
     assert sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist())) == before_rows
+
+
+def test_every_gap_of_an_export_is_reported_not_only_the_first(spark, coordinator_run, tmp_path):
+    """Retention (without retain_until_exported) deletes segments while an export is between
+    rounds: the second hole of the same partition is a gap too, recorded in its commit."""
+    run = coordinator_run
+    run.play(rounds=20)
+    from groupcoord.storage import list_segments
+    segs = list_segments(run.dir)
+    assert len(segs) > 4
+    os.remove(segs[0].path)
+    lake_dir = str(tmp_path / "lake")
+
+    def retention_between_rounds(line):
+        if line.startswith(f"{GROUP_GENERATIONS}: +") and os.path.exists(segs[2].path):
+            os.remove(segs[1].path)         # round 1 read segment 1; segment 2 is unexported
+            os.remove(segs[2].path)
+
+    result = export(spark, os.path.dirname(run.dir), lake_dir,
+                    ExportConfig(max_segments_per_round=1), progress=retention_between_rounds)
+    assert result.gaps == [Gap(0, 0, segs[1].base_offset),
+                           Gap(0, segs[2].base_offset, segs[3].base_offset)]
+    offsets = {r["log_offset"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()}
+    assert not offsets & set(range(segs[2].base_offset, segs[3].base_offset))
+    notes = [h.get("groupcoord.gaps") for h in lake.open_table(lake_dir, OFFSET_COMMITS).history()]
+    assert [{"log_partition": 0, "from_offset": segs[2].base_offset,
+             "to_offset": segs[3].base_offset}] in notes
+
+
+def test_retention_racing_the_planner_is_reported_as_a_gap(spark, coordinator_run, tmp_path,
+                                                           monkeypatch):
+    """Retention deletes the first segment after the exporter read the log start and before
+    it listed the segments: the plan starts above the watermark, and that hole is a gap."""
+    run = coordinator_run
+    run.play(rounds=12)
+    import groupcoord.storage as storage
+    from groupcoord.storage import list_segments
+    first, second = list_segments(run.dir)[:2]
+    monkeypatch.setattr(storage, "log_start_offset", lambda _pdir: 0)   # read before deletion
+    os.remove(first.path)
+    lake_dir = str(tmp_path / "lake")
+    result = export(spark, os.path.dirname(run.dir), lake_dir)
+    assert result.gaps == [Gap(0, 0, second.base_offset)]
