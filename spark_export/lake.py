@@ -143,15 +143,19 @@ def read_spark(spark, lake_dir: str, name: str):
 
 def compact(lake_dir: str, today: dt_.date | None = None,
             target_size_bytes: int = 128 * 1024 * 1024) -> dict[str, int]:
-    """Merge small files: offset_commits day by day for closed days (before ``today``, UTC),
-    the two small tables whole. Returns files removed per table."""
+    """Merge small files: offset_commits day by day for closed days (before ``today``, UTC) and
+    its undated tombstone rows, the two small tables whole. Returns files removed per table."""
     today = today or dt_.datetime.now(dt_.timezone.utc).date()
     removed = {}
     commits = open_table(lake_dir, "offset_commits")
     actions = pa.table(commits.get_add_actions(flatten=True)).to_pydict()
     per_day: dict[str, int] = {}
     for day in actions.get("partition.commit_date", []):
-        if day is not None and dt_.date.fromisoformat(str(day)) < today:
+        # Tombstones carry no time, so their rows have no date: delta-rs names that partition
+        # "" in a filter. It never closes, so it is compacted whenever it has several files.
+        if day is None:
+            per_day[""] = per_day.get("", 0) + 1
+        elif dt_.date.fromisoformat(str(day)) < today:
             per_day[str(day)] = per_day.get(str(day), 0) + 1
     total = 0
     for day, files in sorted(per_day.items()):

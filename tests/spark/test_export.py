@@ -101,8 +101,10 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
     import polars as pl
     from deltalake import DeltaTable
     dataset = DeltaTable(lake.table_path(lake_dir, OFFSET_COMMITS)).to_pyarrow_dataset()
-    by_duckdb = duckdb.sql("SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
-                           "GROUP BY group_id ORDER BY group_id").fetchall()
+    # An explicit connection, closed after use, rather than DuckDB's process-wide default one.
+    with duckdb.connect() as con:
+        by_duckdb = con.sql("SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
+                            "GROUP BY group_id ORDER BY group_id").fetchall()
     by_polars = sorted(pl.read_delta(lake.table_path(lake_dir, OFFSET_COMMITS))
                        .filter(~pl.col("is_tombstone")).group_by("group_id").len().rows())
     by_spark = sorted(tuple(r) for r in lake.read_spark(spark, lake_dir, OFFSET_COMMITS)
@@ -261,6 +263,7 @@ def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
     for _ in range(3):                       # three exports: three small files per day
         run.play(rounds=12)
+        run.delete_offset(GROUP3, 3)         # and an undated tombstone row in each
         export(spark, logs, lake_dir)
     table = lake.open_table(lake_dir, OFFSET_COMMITS)
     before_files = len(table.file_uris())
@@ -268,6 +271,8 @@ def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
     days = sorted({r["commit_date"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS)
                    .to_pylist() if r["commit_date"]})
     assert len(days) >= 2
+    undated_before = sum("__HIVE_DEFAULT_PARTITION__" in uri for uri in table.file_uris())
+    assert undated_before > 1                # tombstones of several exports: several files
     # Only days before "today" are closed: the last day keeps its files.
     removed = lake.compact(lake_dir, today=days[-1])
     assert removed[OFFSET_COMMITS] > 0 and removed[GROUP_GENERATIONS] > 0
@@ -275,6 +280,7 @@ def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
     per_day = collections.Counter(uri.split("commit_date=")[1].split("/")[0]
                                   for uri in table.file_uris())
     assert all(per_day[str(d)] == 1 for d in days[:-1]) and per_day[str(days[-1])] > 1
+    assert per_day["__HIVE_DEFAULT_PARTITION__"] == 1        # tombstone rows compacted too
     assert len(table.file_uris()) < before_files
     # The compacted table, not its folder, is the truth: same rows, in Spark too.
     assert sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist())) == before_rows
