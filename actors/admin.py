@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
+from ray.exceptions import RayActorError
 
 from groupcoord.coordinator import (
     DeleteGroupsRequest, DescribeGroupsRequest, Errors, OffsetCommitRequest,
@@ -96,16 +97,21 @@ class AdminClient:
 
     async def list_groups(self, states: Iterable[str] = ()) -> list:
         """Every group (ListedGroup structs), optionally only in ``states``; retried while a
-        partition is loading."""
+        partition is loading or the router is restarting."""
         if isinstance(states, str):
             raise ValueError(f"give a list of states, not the string {states!r}")
         deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
         while True:
-            response = await self.router.list_groups.remote(list(states))
-            if response.error == Errors.NONE:
-                return response.groups
+            try:
+                response = await self.router.list_groups.remote(list(states))
+            except RayActorError as exc:         # the router is restarting: Ray brings it back
+                error, why = Errors.COORDINATOR_NOT_AVAILABLE, f"router unavailable ({exc!r})"
+            else:
+                if response.error == Errors.NONE:
+                    return response.groups
+                error, why = response.error, "ListGroups did not complete"
             if asyncio.get_running_loop().time() > deadline:
-                raise AdminError(response.error, "ListGroups did not complete")
+                raise AdminError(error, why)
             await asyncio.sleep(0.1)
 
     async def describe_groups(self, group_ids: Iterable[str], *, with_offsets: bool = False,

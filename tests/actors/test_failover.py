@@ -100,3 +100,22 @@ def test_kill_partitions_and_router_while_committing(deployment):
         for m in everyone:
             await m.close()
     asyncio.run(scenario())
+
+
+def test_admin_rides_out_a_router_restart(deployment):
+    # A call that reaches the router while Ray restarts it fails with ActorUnavailableError;
+    # the admin client retries (as the member's channel does) instead of failing.
+    from groupcoord.actors import CoordinatorChannel
+    from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition
+
+    async def scenario():
+        simple = "fo-simple"                       # a simple (offsets-only) group to list
+        response = await CoordinatorChannel(deployment.router, simple).call(OffsetCommitRequest(
+            simple, -1, "", [OffsetCommitRequestPartition("t", 0, 1)]))
+        assert response.partitions[0].error == 0
+        admin = AdminClient(deployment.router)
+        for _ in range(2):
+            ray.kill(deployment.router, no_restart=False)
+            groups = await admin.list_groups()
+            assert simple in {g.group_id for g in groups}
+    asyncio.run(scenario())
