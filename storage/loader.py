@@ -67,6 +67,7 @@ class LoadSummary(msgspec.Struct, frozen=True):
     skipped_records: int = 0               # records of unknown types
     truncated: TruncationReport | None = None
     damaged_snapshots: list[str] = []
+    damaged_snapshot_paths: list[str] = []   # the unreadable files themselves (not stale ones)
 
     @property
     def records_per_s(self) -> float:
@@ -145,7 +146,7 @@ def load_partition(partition_dir: str, shard, state: CompactState | None = None,
         log_end = last_scan.next_offset if last_scan is not None else 0
         truncated = truncated or (last_scan.torn if last_scan is not None else None)
 
-        image, damaged = _newest_usable_snapshot(partition_dir, log_start)
+        image, damaged, unreadable = _newest_usable_snapshot(partition_dir, log_start)
         if image is None and log_start > 0:
             raise CorruptLogError(partition_dir, 0, log_start, "no usable snapshot, and segments "
                                   f"below offset {log_start} were deleted: the state cannot be rebuilt"
@@ -178,25 +179,30 @@ def load_partition(partition_dir: str, shard, state: CompactState | None = None,
         snapshot_groups=len(image.groups) if image is not None else 0,
         snapshot_offsets=tracker.offsets, start_offset=start, end_offset=max(log_end, start),
         elapsed_ms=tracker.elapsed_ms(), snapshot_ms=snapshot_ms, replay_ms=replay_ms,
-        segments=used, skipped_records=skipped, truncated=truncated, damaged_snapshots=damaged)
+        segments=used, skipped_records=skipped, truncated=truncated, damaged_snapshots=damaged,
+        damaged_snapshot_paths=unreadable)
     log.info("loaded %s: snapshot@%d (%d groups, %d offsets) + %d records in %.0f ms",
              partition_dir, summary.snapshot_offset, summary.snapshot_groups,
              summary.snapshot_offsets, summary.records, summary.elapsed_ms)
     return summary
 
 
-def _newest_usable_snapshot(partition_dir: str, log_start: int) -> tuple[SnapshotImage | None, list[str]]:
+def _newest_usable_snapshot(partition_dir: str, log_start: int
+                            ) -> tuple[SnapshotImage | None, list[str], list[str]]:
+    """(image or None, why each newer snapshot was passed over, paths of the unreadable ones)."""
     damaged: list[str] = []
+    unreadable: list[str] = []
     for offset, path in reversed(list_snapshots(partition_dir)):
         if offset < log_start:
             damaged.append(f"{path}: older than the log start {log_start}")
             continue
         try:
-            return read_snapshot(path), damaged
+            return read_snapshot(path), damaged, unreadable
         except SnapshotDamaged as exc:
             log.warning("snapshot %s is damaged (%s); falling back to an older one", path, exc)
             damaged.append(f"{path}: {exc}")
-    return None, damaged
+            unreadable.append(path)
+    return None, damaged, unreadable
 
 
 def _replay_tail(segments: list[SegmentInfo], last_buf: bytes, last_scan: SegmentScan | None,

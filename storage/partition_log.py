@@ -42,7 +42,9 @@ from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, fram
 from .config import CorruptLogError, LogClosedError, LogConfig, LogLockedError, RecordTooLargeError, StorageError
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
 from .segments import TruncationReport, list_segments, segment_path
-from .snapshot import CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot
+from .snapshot import (
+    DAMAGED_SUFFIX, CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot,
+)
 from .watermark import WATERMARK_FILE, read_export_watermark
 
 log = logging.getLogger("groupcoord.storage")
@@ -217,6 +219,12 @@ class PartitionLog:
                 except OSError as exc:
                     self._failed = exc
                     raise
+        for path in summary.damaged_snapshot_paths:
+            # Set aside (kept for inspection, no longer listed): retention must never count an
+            # unreadable snapshot among those it keeps, or it would delete the good one it fell
+            # back to, and the segments below it, leaving nothing to rebuild from.
+            os.replace(path, path + DAMAGED_SUFFIX)
+            log.warning("%s: set aside damaged snapshot %s", self.partition_dir, path)
         self._state_loaded = True
         self._records_since_snapshot = summary.records
         self._bytes_since_snapshot = 0

@@ -39,6 +39,7 @@ from groupcoord.coordinator.records import GroupMetadataValue, OffsetCommitKey, 
 SNAPSHOT_MAGIC = b"GCS\x01"
 SNAPSHOT_HEADER = struct.Struct("<4sIQQQI")
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d{20})\.snap$")
+DAMAGED_SUFFIX = ".damaged"        # a snapshot the writer found unreadable, set aside
 
 
 

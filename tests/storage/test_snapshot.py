@@ -223,3 +223,25 @@ def test_a_writer_opening_mid_watermark_write_does_not_break_the_exporter(tmp_pa
     assert reopened
     assert read_export_watermark(path) == 123
     assert not any(name.endswith(".tmp") for name in os.listdir(path))
+
+
+def test_a_damaged_snapshot_is_set_aside_so_retention_keeps_the_good_one(tmp_path):
+    # With keep_snapshots=2, a damaged newest snapshot must not count as one of the two kept:
+    # otherwise the next snapshot's retention deletes the good older one (and the segments
+    # below it), and a second fault would leave nothing to rebuild from.
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=400, keep_snapshots=2, **TINY)
+    _fill(path, config, 1000)
+    (older, _), (newest, newest_path) = list_snapshots(path)
+    with open(newest_path, "r+b") as f:
+        f.truncate(10)
+    with open_partition_log(path, config) as log:
+        _, summary = loaded_state(log)
+        assert summary.snapshot_offset == older
+        fresh = read_snapshot(log.snapshot()).offset
+    assert [offset for offset, _ in list_snapshots(path)] == [older, fresh]
+    assert os.path.exists(newest_path + ".damaged")
+    with open_partition_log(path, config) as log:            # and it still loads
+        state, summary = loaded_state(log)
+        assert summary.snapshot_offset == fresh and not summary.damaged_snapshots
+        assert state == state_of(records_between(0, log.end_offset))
