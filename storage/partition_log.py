@@ -207,15 +207,19 @@ class PartitionLog:
         self._unfolded, self._unfolded_records = [], 0          # the load rebuilds _state
         summary = load_partition(self.partition_dir, shard, self._state, progress, self.truncated,
                                  recovered, freeze_gc=self.config.freeze_loaded_state)
-        if summary.snapshot_offset > self._next_offset:
-            # The log lost records the (fsynced) snapshot holds: possible after a power loss
-            # with fsync policy "interval"/"never". Continue after the snapshot, never reusing
-            # offsets it covers.
-            log.warning("%s: log ends at %d, below snapshot offset %d; continuing from the "
-                        "snapshot", self.partition_dir, self._next_offset, summary.snapshot_offset)
+        # Offsets others have already seen are never reused. The log can end below them after
+        # a machine crash: records the (fsynced) snapshot holds, with fsync policy
+        # "interval"/"never"; or records the lake exporter read between a write and its fsync
+        # (it reads without the lock). Reusing those offsets would give new records positions
+        # the snapshot or the exporter's watermark has already passed, and they would be lost.
+        seen = max(summary.snapshot_offset, read_export_watermark(self.partition_dir) or 0)
+        if seen > self._next_offset:
+            log.warning("%s: log ends at %d, below offset %d already covered by a snapshot or "
+                        "the export watermark; continuing from there", self.partition_dir,
+                        self._next_offset, seen)
             with self._io_lock:
                 try:
-                    self._roll(summary.snapshot_offset)
+                    self._roll(seen)
                 except OSError as exc:
                     self._failed = exc
                     raise

@@ -162,9 +162,9 @@ def test_retain_until_exported_keeps_what_the_exporter_has_not_read(tmp_path):
         f.write("garbage")
     _fill(path, config, 3200)
     assert log_start_offset(path) == start               # an unreadable watermark deletes nothing
-    write_export_watermark(path, 10**9)
+    write_export_watermark(path, 3200)                   # everything written so far is exported
     _fill(path, config, 3800)
-    assert log_start_offset(path) > 2600                 # now only the snapshot bounds it
+    assert log_start_offset(path) > 2600                 # deleted up to the new watermark
     with pytest.raises(ValueError, match="next_offset"):
         write_export_watermark(path, -1)
 
@@ -245,3 +245,20 @@ def test_a_damaged_snapshot_is_set_aside_so_retention_keeps_the_good_one(tmp_pat
         state, summary = loaded_state(log)
         assert summary.snapshot_offset == fresh and not summary.damaged_snapshots
         assert state == state_of(records_between(0, log.end_offset))
+
+
+def test_offsets_the_exporter_has_passed_are_never_reused(tmp_path):
+    # The exporter reads without the lock, so after a machine crash it may have exported
+    # records the log lost (written, not yet fsynced). New records must not take those offsets:
+    # the exporter's watermark has passed them and would never export the new records.
+    from groupcoord.storage import read_log, write_export_watermark
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=0, **TINY)
+    _fill(path, config, 100)
+    write_export_watermark(path, 105)                  # it saw 5 records the crash took
+    with open_partition_log(path, config) as log:
+        loaded_state(log)
+        assert log.end_offset == 105
+        log.append(records_between(105, 110))
+    offsets = [entry.offset for entry in read_log(path)]
+    assert offsets == list(range(100)) + list(range(105, 110))
