@@ -86,6 +86,10 @@ class PartitionRuntime:
         self._shard = Shard(partition, num_partitions, config)   # answers while loading
         self._log: Any = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"p{partition}-io")
+        # Snapshots get their own thread: building one for a million offsets takes ~0.3 s, and
+        # appends (and so every reply) must not queue behind it. The log makes the two safe.
+        self._snapshots = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"p{partition}-snapshot")
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, tuple[asyncio.Future, Any]] = {}
         self._queued: list = []                   # records not yet handed to the log
@@ -129,6 +133,7 @@ class PartitionRuntime:
         # after this point would otherwise stay open, its writer lock held for good.
         await asyncio.get_running_loop().run_in_executor(self._io, self._close_log)
         self._io.shutdown(wait=False)
+        self._snapshots.shutdown(wait=False)    # a queued check finds the log closed: a no-op
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -255,15 +260,15 @@ class PartitionRuntime:
             self._durable_changed = asyncio.Event()
             if not self._snapshot_queued:
                 # After every flush, even under sustained load (waiting for an idle moment
-                # would let the tail, and so the load time, grow without bound). Queued behind
-                # this append on the single I/O thread and not awaited; at most one at a time.
-                # The log builds snapshots from its own data, never from the live shard.
+                # would let the tail, and so the load time, grow without bound). On the
+                # snapshot thread and not awaited; at most one at a time. The log builds
+                # snapshots from its own data, never from the live shard.
                 self._snapshot_queued = True
-                self._io.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
+                self._snapshots.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
                     self._snapshot_done)
 
     def _snapshot_done(self, future: concurrent.futures.Future) -> None:
-        self._snapshot_queued = False             # a plain store: safe from the I/O thread
+        self._snapshot_queued = False             # a plain store: safe from the snapshot thread
         exc = future.exception()
         if exc is not None:                       # an optimisation: log it and go on
             log.error("partition %d: snapshot failed: %r", self.partition, exc)

@@ -18,10 +18,13 @@ an append never spans two segments. A failed write or fsync fails the log for go
 failed fsync the kernel may have dropped the dirty pages, so retrying could lie): the owner must
 reopen, which truncates whatever half-append is left.
 
-``maybe_snapshot`` runs in the same I/O thread as ``append``. It never looks at the shard (the
-event loop keeps mutating it): storage keeps its own ``CompactState`` fed by ``load_into`` and
-by appended records (folded in by ``maybe_snapshot``, off the path callers wait on, or every
-100,000 records at the latest). After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
+``maybe_snapshot`` may run on its own thread, beside appends (building a snapshot of a million
+offsets takes ~0.3 s; appends must not wait that long). It never looks at the shard (the event
+loop keeps mutating it): storage keeps its own ``CompactState`` fed by ``load_into`` and by
+appended records, folded in by whoever holds ``_fold_lock`` (a snapshot, or an append every
+100,000 records when no snapshot holds it). The one invariant: a snapshot's offset is the end of
+exactly the records folded into its state, so the end offset and the list of records not yet
+folded change together, under ``_state_lock``. After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
 OLDEST kept one are deleted (never the active segment, and, with ``retain_until_exported``,
 never a segment holding offsets the exporter has not exported).
 """
@@ -129,6 +132,10 @@ class PartitionLog:
         self.epoch = epoch
         self._lock_fd = lock_fd
         self._io_lock = threading.Lock()        # the active fd: append/roll vs the interval flusher
+        # Lock order: _snapshot_lock -> _fold_lock -> _state_lock, and _io_lock -> _state_lock.
+        self._state_lock = threading.Lock()     # _next_offset moves with _unfolded; the counters
+        self._fold_lock = threading.Lock()      # held by whoever touches _state
+        self._snapshot_lock = threading.Lock()  # one snapshot at a time; close() waits for it
         self._state = CompactState()
         self._state_loaded = False
         self._unfolded: list[list[Record]] = []      # appended, not yet in _state
@@ -268,21 +275,40 @@ class PartitionLog:
                 log.critical("%s: append failed, the log must be reopened: %r", self.partition_dir, exc)
                 raise
             self._size += size
-            self._next_offset += len(records)
-        # The compact state is bookkeeping for snapshots: fold it in later (maybe_snapshot runs
-        # after the runtime released the replies), not while callers wait for durability.
-        self._unfolded.append(records)
-        self._unfolded_records += len(records)
-        if self._unfolded_records >= _MAX_UNFOLDED_RECORDS:
-            self._fold()
-        self._records_since_snapshot += len(records)
-        self._bytes_since_snapshot += size
-        return self._next_offset
+            with self._state_lock:
+                # The compact state is bookkeeping for snapshots: folded in later, not while
+                # callers wait for durability. The end offset moves with the unfolded records.
+                self._next_offset += len(records)
+                end = self._next_offset
+                self._unfolded.append(records)
+                self._unfolded_records += len(records)
+                self._records_since_snapshot += len(records)
+                self._bytes_since_snapshot += size
+                fold_now = self._unfolded_records >= _MAX_UNFOLDED_RECORDS
+        if fold_now:
+            self._fold(wait=False)          # a snapshot holding the state folds them anyway
+        return end
 
-    def _fold(self) -> None:
-        for records in self._unfolded:
+    def _fold(self, wait: bool = True) -> None:
+        """Fold appended records into the compact state, unless ``wait`` is False and a
+        snapshot holds it."""
+        if self._fold_lock.acquire(blocking=wait):
+            try:
+                self._fold_locked()
+            finally:
+                self._fold_lock.release()
+
+    def _fold_locked(self, snapshot: bool = False) -> int:
+        """With ``_fold_lock`` held: fold every appended record; returns the end offset the
+        compact state now covers exactly. ``snapshot``: restart the snapshot counters too."""
+        with self._state_lock:
+            pending, self._unfolded, self._unfolded_records = self._unfolded, [], 0
+            end = self._next_offset
+            if snapshot:
+                self._records_since_snapshot = self._bytes_since_snapshot = 0
+        for records in pending:
             self._state.apply_all(records)
-        self._unfolded, self._unfolded_records = [], 0
+        return end
 
     def _encode_each(self, records: list[Record], envelopes: list[tuple]) -> list[bytes]:
         limit = self.config.max_record_bytes
@@ -348,23 +374,36 @@ class PartitionLog:
         module docstring). Returns the snapshot path, or None."""
         if not self._state_loaded or self._closed or self._failed is not None:
             return None
-        self._fold()
+        self._fold(wait=False)              # release the records' references early
         cfg = self.config
-        due = (cfg.snapshot_every_records and self._records_since_snapshot >= cfg.snapshot_every_records) \
-            or (cfg.snapshot_every_bytes and self._bytes_since_snapshot >= cfg.snapshot_every_bytes)
-        return self.snapshot() if due else None
+        with self._state_lock:
+            due = (cfg.snapshot_every_records
+                   and self._records_since_snapshot >= cfg.snapshot_every_records) \
+                or (cfg.snapshot_every_bytes
+                    and self._bytes_since_snapshot >= cfg.snapshot_every_bytes)
+        if not due:
+            return None
+        with self._snapshot_lock:
+            if self._closed or self._failed is not None:    # closed meanwhile: nothing to do
+                return None
+            return self._snapshot_locked()
 
     def snapshot(self) -> str:
-        """Snapshot the state at the current end offset now, then apply retention."""
+        """Snapshot the state at the current end offset now, then apply retention. Safe beside
+        appends on another thread: they go on while the snapshot is built and written."""
+        with self._snapshot_lock:
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> str:
         self._check_usable()
         if not self._state_loaded:
             raise StorageError("snapshot() needs the state: call load_into() first")
-        self._fold()
-        raws, offset_count = self._state.compact()
-        path = write_snapshot(self.partition_dir, self._next_offset, raws, offset_count)
-        self._records_since_snapshot = self._bytes_since_snapshot = 0
+        with self._fold_lock:
+            offset = self._fold_locked(snapshot=True)
+            raws, offset_count = self._state.compact()
+        path = write_snapshot(self.partition_dir, offset, raws, offset_count)
         log.info("%s: snapshot at offset %d (%d groups, %d offsets)", self.partition_dir,
-                 self._next_offset, len(raws), offset_count)
+                 offset, len(raws), offset_count)
         self._apply_retention()
         return path
 
@@ -394,7 +433,8 @@ class PartitionLog:
         """fsync and release everything, the writer lock last. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        with self._snapshot_lock:           # a snapshot being written finishes first
+            self._closed = True
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()

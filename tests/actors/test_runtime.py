@@ -244,30 +244,35 @@ def test_snapshot_policy_is_consulted_after_flushes():
 
 
 def test_snapshot_policy_is_consulted_under_sustained_load():
-    # In each round the first flush ends with more records already queued (the log is gated
-    # while they arrive): an "only when idle" policy checks once per round, and under a
-    # steady stream never; the policy must be consulted after every flush.
-    rounds = 4
+    # A flush that ends with more records already queued must still consult the snapshot
+    # policy: an "only when idle" policy never would under a steady stream, and the tail (so
+    # the load time) would grow without bound. Appends here pass one at a time, by permit.
+    import threading
 
     async def scenario():
         runtime, logs = make()
         await serving(runtime)
         log = logs[0]
-        pending = []
-        for i in range(rounds):
-            log.gate.clear()                          # the next append blocks in the I/O thread
-            pending.append(asyncio.ensure_future(runtime.handle(commit("g", i))))
+        permits, append = threading.Semaphore(0), log.append
+
+        def stepped(records):
+            assert permits.acquire(timeout=10)
+            return append(records)
+        log.append = stepped
+        first = asyncio.ensure_future(runtime.handle(commit("g", 1)))
+        await asyncio.sleep(0.01)                 # handed to the append, which waits
+        second = asyncio.ensure_future(runtime.handle(commit("h", 1)))
+        await asyncio.sleep(0.01)                 # queued behind it
+        assert runtime.info()["queued_records"] == 1 and log.snapshots == 0
+        permits.release()                         # the first append completes...
+        for _ in range(500):                      # ...and the policy is consulted while the
+            if log.snapshots:                     # second one is still waiting
+                break
             await asyncio.sleep(0.01)
-            while runtime.info()["queued_records"]:
-                await asyncio.sleep(0.001)            # handed to the blocked append
-            pending.append(asyncio.ensure_future(runtime.handle(commit("h", i))))
-            await asyncio.sleep(0.01)                 # queued behind it
-            log.gate.set()
-            await asyncio.sleep(0.02)
-        await asyncio.gather(*pending)
+        assert log.snapshots >= 1 and not second.done()
+        permits.release()
+        await asyncio.gather(first, second)
         await runtime.close()
-        assert log.appends == [1, 1] * rounds         # two flushes per round
-        assert log.snapshots >= 2 * rounds, log.snapshots
     asyncio.run(scenario())
 
 
