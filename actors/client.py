@@ -53,6 +53,7 @@ FATAL_ERRORS = frozenset({
     Errors.UNKNOWN_SERVER_ERROR, Errors.GROUP_AUTHORIZATION_FAILED,
 })
 LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
+PROTOCOL_TYPE = "consumer"
 HISTORY_MAX = 1_000                 # (generation, assignment) pairs kept for inspection
 CALL_SLACK_S = 5.0                  # over the rebalance timeout, for a parked join or sync
 
@@ -235,7 +236,7 @@ class GroupMember:
 
     async def _join(self):
         request = JoinGroupRequest(
-            self.group_id, self.member_id, "consumer",
+            self.group_id, self.member_id, PROTOCOL_TYPE,
             [JoinGroupRequestProtocol(name, metadata)
              for name, metadata in self.plan.protocols(self.assignment, self.generation_id)],
             self.session_timeout_ms, self.rebalance_timeout_ms,
@@ -269,12 +270,20 @@ class GroupMember:
         try:
             response = await self.channel.call(SyncGroupRequest(
                 self.group_id, join.generation_id, self.member_id, assignments,
-                self.group_instance_id, "consumer", join.protocol_name),
+                self.group_instance_id, PROTOCOL_TYPE, join.protocol_name),
                 attempt_timeout_s=self.rebalance_timeout_ms / 1000 + CALL_SLACK_S)
         except CoordinatorUnavailable:
             return None
         error = response.error
         if error == Errors.NONE:
+            # KIP-559: a coordinator that names another protocol than the join chose is not
+            # talking about our generation; Kafka's consumer treats that as fatal.
+            if (response.protocol_type not in (None, PROTOCOL_TYPE)
+                    or response.protocol_name not in (None, join.protocol_name)):
+                raise GroupMemberError(Errors.INCONSISTENT_GROUP_PROTOCOL,
+                                       f"SyncGroup answered protocol {response.protocol_type}/"
+                                       f"{response.protocol_name}, joined with "
+                                       f"{PROTOCOL_TYPE}/{join.protocol_name}")
             return response
         if error in LOST_ERRORS:
             await self._lose_partitions(error)
@@ -294,8 +303,9 @@ class GroupMember:
                 self.assignment = owned - revoked
                 await call_listener(self.listener.on_partitions_revoked, revoked)
             self.assignment = new
-            if added:
-                await call_listener(self.listener.on_partitions_assigned, added)
+            # Called after every rebalance, even with nothing added (as Kafka's consumer does):
+            # listeners use it to learn that the rebalance is over.
+            await call_listener(self.listener.on_partitions_assigned, added)
             if revoked:                          # KIP-429: let the new owners take them
                 self._request_rejoin(f"revoked {len(revoked)} partitions")
                 return

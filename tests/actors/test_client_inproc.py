@@ -165,3 +165,76 @@ def test_commit_that_finds_the_member_gone_calls_listener_without_deadlock():
         await a.close(leave=False)
         await runtime.close()
     asyncio.run(scenario())
+
+
+class Calls(RebalanceListener):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, frozenset]] = []
+
+    def on_partitions_revoked(self, partitions):
+        self.calls.append(("revoked", frozenset(partitions)))
+
+    def on_partitions_assigned(self, partitions):
+        self.calls.append(("assigned", frozenset(partitions)))
+
+
+def test_cooperative_member_hears_of_every_rebalance_even_when_nothing_is_added():
+    # Kafka's consumer calls onPartitionsAssigned after every rebalance, with the partitions
+    # added (possibly none): a member that only gave partitions up still learns it is done.
+    async def scenario():
+        runtime = await serving_runtime(CONFIG)
+        router = InProcRouter(runtime)
+        options = {**MEMBER, "assignors": ("cooperative-sticky",)}
+        first_calls = Calls()
+        first = GroupMember(router, "g", ["t"], listener=first_calls, **options)
+        first.start()
+        assert await first.wait_assigned(10) == {("t", 0), ("t", 1)}
+        second = GroupMember(router, "g", ["t"], **options)
+        second.start()
+        for _ in range(500):                     # both settled on one partition each
+            if len(first.assignment) == 1 and len(second.assignment) == 1 and first.stable \
+                    and second.stable:
+                break
+            await asyncio.sleep(0.01)
+        assert len(first.assignment) == 1
+        revoked = [c for c in first_calls.calls if c[0] == "revoked"]
+        assert len(revoked) == 1 and len(revoked[0][1]) == 1
+        # after the revoking rebalance and after the follow-up one: nothing added either time
+        assert first_calls.calls.count(("assigned", frozenset())) >= 2
+        await second.close()
+        await first.close()
+        await runtime.close()
+    asyncio.run(scenario())
+
+
+def test_sync_answer_naming_another_protocol_is_fatal():
+    # KIP-559: the member checks the protocol a SyncGroup answer names against the one its
+    # join chose; a mismatch means the answer is not about its generation.
+    from msgspec.structs import replace
+
+    from groupcoord.coordinator import SyncGroupRequest
+
+    async def scenario():
+        runtime = await serving_runtime(CONFIG)
+        router = InProcRouter(runtime)
+        partition = (await router.find_coordinator.remote("g"))[1]
+        honest = partition.handle
+
+        class Tampered:
+            @staticmethod
+            def remote(request):
+                async def call():
+                    response = await honest.remote(request)
+                    if isinstance(request, SyncGroupRequest):
+                        response = replace(response, protocol_name="roundrobin")
+                    return response
+                return call()
+        partition.handle = Tampered
+        m = GroupMember(router, "g", ["t"], **MEMBER)
+        m.start()
+        with pytest.raises(GroupMemberError) as stopped:
+            await m.wait_assigned(10)
+        assert stopped.value.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+        await m.close(leave=False)
+        await runtime.close()
+    asyncio.run(scenario())
