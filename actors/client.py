@@ -16,7 +16,8 @@ ILLEGAL_GENERATION        forgets the generation (keeps its id), partitions lost
 REBALANCE_IN_PROGRESS     rejoins (heartbeat, sync); a commit fails with CommitFailedError
 FENCED_INSTANCE_ID        fatal: another process took our group.instance.id
 INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
-INVALID_REQUEST, UNKNOWN_SERVER_ERROR, GROUP_AUTHORIZATION_FAILED: fatal (``wait_assigned`` raises)
+INVALID_REQUEST, UNKNOWN_SERVER_ERROR, GROUP_AUTHORIZATION_FAILED, and any error not named
+here: fatal (``wait_assigned`` raises), as Kafka's consumer raises on an unexpected error
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a dead or restarting
 actor: absorbed by ``CoordinatorChannel`` (rediscover, back off, retry)
 ========================  ======================================================================
@@ -47,11 +48,6 @@ from .channel import CoordinatorChannel, CoordinatorUnavailable
 
 log = logging.getLogger("groupcoord.client")
 
-FATAL_ERRORS = frozenset({
-    Errors.FENCED_INSTANCE_ID, Errors.INCONSISTENT_GROUP_PROTOCOL, Errors.GROUP_MAX_SIZE_REACHED,
-    Errors.INVALID_SESSION_TIMEOUT, Errors.INVALID_GROUP_ID, Errors.INVALID_REQUEST,
-    Errors.UNKNOWN_SERVER_ERROR, Errors.GROUP_AUTHORIZATION_FAILED,
-})
 LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
 PROTOCOL_TYPE = "consumer"
 HISTORY_MAX = 1_000                 # (generation, assignment) pairs kept for inspection
@@ -199,7 +195,7 @@ class GroupMember:
         elif error in LOST_ERRORS:
             if generation == self.generation_id:
                 await self._lose_partitions(error)
-        elif error in FATAL_ERRORS:
+        elif error != Errors.NONE:           # fatal: see the table in the module docstring
             raise GroupMemberError(error, "heartbeat refused")
 
     def _request_rejoin(self, why: str) -> None:
@@ -256,10 +252,10 @@ class GroupMember:
             self.member_id = response.member_id
         elif error in LOST_ERRORS:
             await self._lose_partitions(error)
-        elif error in FATAL_ERRORS:
-            raise GroupMemberError(error, f"JoinGroup to {self.group_id!r} failed")
-        else:                                # REBALANCE_IN_PROGRESS and the like: join again
+        elif error == Errors.REBALANCE_IN_PROGRESS:      # join again
             await asyncio.sleep(self.channel.retry_backoff_ms / 1000)
+        else:                                # fatal: see the table in the module docstring
+            raise GroupMemberError(error, f"JoinGroup to {self.group_id!r} failed")
         return None
 
     async def _sync(self, join):
@@ -287,9 +283,10 @@ class GroupMember:
             return response
         if error in LOST_ERRORS:
             await self._lose_partitions(error)
-        elif error in FATAL_ERRORS:
+        elif error != Errors.REBALANCE_IN_PROGRESS:      # that one: rejoin
+            # fatal: see the table in the module docstring
             raise GroupMemberError(error, f"SyncGroup to {self.group_id!r} failed")
-        return None                              # REBALANCE_IN_PROGRESS and the rest: rejoin
+        return None
 
     async def _apply(self, assignment_bytes: bytes) -> None:
         new = self.plan.decode(assignment_bytes)

@@ -238,3 +238,44 @@ def test_sync_answer_naming_another_protocol_is_fatal():
         await m.close(leave=False)
         await runtime.close()
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("kind", ["JoinGroupRequest", "SyncGroupRequest", "HeartbeatRequest"])
+def test_an_unexpected_error_stops_the_member(kind):
+    # Kafka's consumer raises on an error its handler does not name, rather than retrying it
+    # forever; UNSUPPORTED_FOR_MESSAGE_FORMAT is one no group call of ours can be answered with.
+    from msgspec.structs import replace
+
+    async def scenario():
+        runtime = await serving_runtime(CONFIG)
+        router = InProcRouter(runtime)
+        partition = (await router.find_coordinator.remote("g"))[1]
+        honest = partition.handle
+
+        class Tampered:
+            @staticmethod
+            def remote(request):
+                async def call():
+                    response = await honest.remote(request)
+                    if type(request).__name__ == kind:
+                        response = replace(response, error=Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT)
+                    return response
+                return call()
+        partition.handle = Tampered
+        m = GroupMember(router, "g", ["t"], **MEMBER)
+        m.start()
+        try:
+            await m.wait_assigned(10)        # a heartbeat only fails once assigned
+            for _ in range(300):
+                if not m.stable:
+                    break
+                await asyncio.sleep(0.01)
+            await m.wait_assigned(0.01)
+        except GroupMemberError as stopped:
+            assert stopped.error == Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+        else:
+            raise AssertionError("the member kept going")
+        assert not m.stable
+        await m.close(leave=False)
+        await runtime.close()
+    asyncio.run(scenario())
