@@ -7,6 +7,7 @@ Both return a process exit code: 0 on success, 2 on bad input (a ValueError, wit
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 
@@ -68,6 +69,9 @@ def export_main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"groupcoord export: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:            # a damaged log, a lake conflict, a Spark worker failure
+        print(f"groupcoord export: failed: {one_line(exc)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -86,7 +90,18 @@ def report_main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"groupcoord report: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        print(f"groupcoord report: failed: {one_line(exc)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """The gist of an error. A failure inside a Spark worker arrives wrapped, its message the
+    worker's whole traceback: the line naming the original error is what a reader needs."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    return (named or lines or [type(exc).__name__])[-1]
 
 
 COMMANDS = {"export": export_main, "report": report_main}

@@ -340,3 +340,27 @@ def test_retention_racing_the_planner_is_reported_as_a_gap(spark, coordinator_ru
     lake_dir = str(tmp_path / "lake")
     result = export(spark, os.path.dirname(run.dir), lake_dir)
     assert result.gaps == [Gap(0, 0, second.base_offset)]
+
+
+def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(spark, coordinator_run,
+                                                                       tmp_path, capsys):
+    # Acknowledged data damaged mid-segment: the Spark task that reads it fails. The CLI says
+    # what failed in one line (not a JVM-wrapped traceback) and commits nothing.
+    from groupcoord.spark_export.cli import export_main
+    from groupcoord.storage import list_segments
+    run = coordinator_run
+    run.play(rounds=20)
+    first = list_segments(run.dir)[0]
+    with open(first.path, "r+b") as f:     # a byte of a batch that later batches follow
+        f.seek(first.size_bytes // 2)
+        byte = f.read(1)[0]
+        f.seek(first.size_bytes // 2)
+        f.write(bytes([byte ^ 0xFF]))
+    lake_dir = str(tmp_path / "lake")
+    code = export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("groupcoord export: failed: ") and "CorruptLogError" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not os.path.exists(lake.table_path(lake_dir, OFFSET_COMMITS)) or \
+        lake.read_arrow(lake_dir, OFFSET_COMMITS).num_rows == 0
