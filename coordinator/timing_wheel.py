@@ -2,15 +2,15 @@
 
 Theory of operation
 -------------------
-Level ``i`` of the wheel has buckets ``SLOT_MS[i] = WHEEL_SIZE ** i`` milliseconds wide. A timer
+Level ``i`` of the wheel has buckets ``WHEEL_SIZE ** i`` milliseconds wide. A timer
 ``deadline_ms`` away by ``delta = deadline_ms - reference_ms`` goes to the lowest level whose
 span ``WHEEL_SIZE ** (i + 1)`` exceeds ``delta``, into the bucket that starts at
 ``deadline_ms`` rounded down to that level's slot width. So near deadlines sit in fine buckets
 and far ones in coarse buckets; level-0 buckets are 1 ms wide and hold a single deadline.
 
-Buckets are found by an integer *bucket key* ``start_ms << LEVEL_BITS | level``. Every live bucket key
-is in a min-heap exactly once (Kafka's TimingWheel keeps its buckets in a DelayQueue the same
-way), which orders buckets by start and, for one start, finer level first. The heap holds
+Buckets are found by an integer *bucket key* ``start_ms << LEVEL_BITS | level``. Every live
+bucket key is in a min-heap exactly once (Kafka's TimingWheel keeps its buckets in a
+DelayQueue the same way), which orders buckets by start and, for one start, finer level first. The heap holds
 buckets, not timers, so it stays small (a few hundred entries for a million timers) and a clock
 jump of hours costs nothing per skipped tick.
 
@@ -70,9 +70,6 @@ class TimingWheel:
 
     def __len__(self) -> int:
         return len(self._index)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._index
 
     def schedule(self, key: Hashable, deadline_ms: int, payload: Any = None) -> None:
         """Arm ``key`` at ``deadline_ms``, replacing its earlier deadline if it had one."""

@@ -5,12 +5,16 @@
 ``fakes.MemoryLog``). ``.remote(...)`` returns a coroutine, awaited exactly like an ObjectRef.
 With ``reorder_seed`` each call to the partition first waits a random few milliseconds, so
 calls may run in another order than they were made: what Ray's async actors do (DESIGN.md).
+With ``tamper(request, response) -> response`` each answer can be rewritten on its way back, to
+show the client a coordinator misbehaving.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
+from typing import Any
 
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.coordinator import CoordinatorConfig
@@ -27,21 +31,22 @@ class _Method:
 
 
 class InProcPartition:
-    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None) -> None:
-        if reorder_seed is None:
-            self.handle = _Method(runtime.handle)
-            return
-        rng = random.Random(reorder_seed)
+    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None,
+                 tamper: Callable[[Any, Any], Any] | None = None) -> None:
+        rng = random.Random(reorder_seed) if reorder_seed is not None else None
 
         async def handle(request):
-            await asyncio.sleep(rng.uniform(0, 0.01))
-            return await runtime.handle(request)
+            if rng is not None:
+                await asyncio.sleep(rng.uniform(0, 0.01))
+            response = await runtime.handle(request)
+            return response if tamper is None else tamper(request, response)
         self.handle = _Method(handle)
 
 
 class InProcRouter:
-    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None) -> None:
-        partition = InProcPartition(runtime, reorder_seed)
+    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None,
+                 tamper: Callable[[Any, Any], Any] | None = None) -> None:
+        partition = InProcPartition(runtime, reorder_seed, tamper)
 
         async def find_coordinator(group_id: str):
             return 0, partition

@@ -214,23 +214,14 @@ def test_sync_answer_naming_another_protocol_is_fatal():
 
     from groupcoord.coordinator import SyncGroupRequest
 
+    def tamper(request, response):
+        if isinstance(request, SyncGroupRequest):
+            return replace(response, protocol_name="roundrobin")
+        return response
+
     async def scenario():
         runtime = await serving_runtime(CONFIG)
-        router = InProcRouter(runtime)
-        partition = (await router.find_coordinator.remote("g"))[1]
-        honest = partition.handle
-
-        class Tampered:
-            @staticmethod
-            def remote(request):
-                async def call():
-                    response = await honest.remote(request)
-                    if isinstance(request, SyncGroupRequest):
-                        response = replace(response, protocol_name="roundrobin")
-                    return response
-                return call()
-        partition.handle = Tampered
-        m = GroupMember(router, "g", ["t"], **MEMBER)
+        m = GroupMember(InProcRouter(runtime, tamper=tamper), "g", ["t"], **MEMBER)
         m.start()
         with pytest.raises(GroupMemberError) as stopped:
             await m.wait_assigned(10)
@@ -246,23 +237,14 @@ def test_an_unexpected_error_stops_the_member(kind):
     # forever; UNSUPPORTED_FOR_MESSAGE_FORMAT is one no group call of ours can be answered with.
     from msgspec.structs import replace
 
+    def tamper(request, response):
+        if type(request).__name__ == kind:
+            return replace(response, error=Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT)
+        return response
+
     async def scenario():
         runtime = await serving_runtime(CONFIG)
-        router = InProcRouter(runtime)
-        partition = (await router.find_coordinator.remote("g"))[1]
-        honest = partition.handle
-
-        class Tampered:
-            @staticmethod
-            def remote(request):
-                async def call():
-                    response = await honest.remote(request)
-                    if type(request).__name__ == kind:
-                        response = replace(response, error=Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT)
-                    return response
-                return call()
-        partition.handle = Tampered
-        m = GroupMember(router, "g", ["t"], **MEMBER)
+        m = GroupMember(InProcRouter(runtime, tamper=tamper), "g", ["t"], **MEMBER)
         m.start()
         try:
             await m.wait_assigned(10)        # a heartbeat only fails once assigned
