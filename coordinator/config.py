@@ -31,7 +31,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     string_max_chars: int = 32_767
     member_protocols_max_bytes: int = 1_048_576      # INVALID_REQUEST: one member's protocol list
     member_protocols_max_count: int = 64            # INVALID_REQUEST
-    group_metadata_max_bytes: int = 8_388_608        # a group record over this fails the sync
+    # A group record (measured by record_size.record_bytes, as the log measures it) over this
+    # is not written: the sync fails UNKNOWN_SERVER_ERROR. Bootstrap sizes the log from it.
+    group_metadata_max_bytes: int = 8_388_608
     offset_commit_max_bytes: int = 8_388_608         # INVALID_COMMIT_OFFSET_SIZE for the request
     max_parked_requests: int = 100_000               # COORDINATOR_NOT_AVAILABLE past this
     max_groups: int = 1_000_000                      # COORDINATOR_NOT_AVAILABLE for a new group

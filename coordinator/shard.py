@@ -49,6 +49,7 @@ from .messages import (
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, SyncGroupRequest,
 )
+from .record_size import record_bytes
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 from .routing import partition_for
 from .shard_members import MembershipMixin
@@ -298,6 +299,12 @@ class Shard(MembershipMixin, OffsetsMixin):
         self._records.append(record)
         if type(record.key) is OffsetCommitKey:
             self._apply_offset(record.key, record.value)
+
+    def _group_record_fits(self, group: Group, value: GroupMetadataValue) -> bool:
+        """Whether the group record ``value`` is within ``group_metadata_max_bytes``, measured
+        as the log measures it (``record_size.record_bytes``)."""
+        record = Record(GroupMetadataKey(group.group_id), value)
+        return record_bytes(record) <= self.config.group_metadata_max_bytes
 
     def _persist_group(self, group: Group, value: GroupMetadataValue) -> None:
         group.persisted = value
