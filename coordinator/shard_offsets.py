@@ -242,7 +242,7 @@ class OffsetsMixin:
         if group.state is EMPTY and not group.offsets:
             group.transition_to(DEAD, self._now)
         if group.state is DEAD and self._groups.get(group_id) is group:
-            del self._groups[group_id]
+            self._drop_group(group_id)
             for member_id in group.pending_members:
                 self._timer.cancel(("pending", group_id, member_id))
             self._event("dead", group_id, f"generation {group.generation_id}")

@@ -173,9 +173,19 @@ def replayed_shard(shard: Shard, records) -> Shard:
     return fresh
 
 
+def scanned_state_counts(shard: Shard) -> dict[str, int]:
+    """Groups per state by a full scan: what ``group_state_counts`` must equal."""
+    counts: dict[str, int] = {}
+    for group in shard.groups():
+        counts[group.state.value] = counts.get(group.state.value, 0) + 1
+    return counts
+
+
 def assert_replay_equivalent(shard: Shard, records) -> None:
     fresh = replayed_shard(shard, records)
     assert fresh.durable_state() == shard.durable_state()
+    assert fresh.group_state_counts() == scanned_state_counts(fresh)
+    assert shard.group_state_counts() == scanned_state_counts(shard)
     for group in fresh.groups():
         if group.persisted is not None:      # a loaded group reproduces its record exactly
             assert group.metadata_value() == group.persisted
