@@ -248,6 +248,8 @@ class MembershipMixin:
         error = self._group_error(req.group_id)
         if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
             error = Errors.REBALANCE_IN_PROGRESS  # the rebalance state was lost: rejoin
+        if len(req.assignments) > self.config.max_members_per_request:
+            error = Errors.INVALID_REQUEST
         if error is None and not member_fields_ok(req.member_id, req.group_instance_id,
                                                   req.generation_id, self.config):
             error = Errors.INVALID_REQUEST
@@ -384,7 +386,10 @@ class MembershipMixin:
     # -- LeaveGroup (spec §2.6) -----------------------------------------------------------------
 
     def _handle_leave(self, request_id, req) -> None:
-        error = self._group_error(req.group_id)
+        if len(req.members) > self.config.max_members_per_request:
+            error = Errors.INVALID_REQUEST                 # bounded before any other work
+        else:
+            error = self._group_error(req.group_id)
         if error is None and not all(member_fields_ok(m.member_id, m.group_instance_id, 0,
                                                       self.config) for m in req.members):
             error = Errors.INVALID_REQUEST

@@ -8,12 +8,32 @@ Part of ``Shard`` (see shard.py for the theory of operation):
     _handle_describe        spec §2.9
     _handle_list            spec §2.10
     _handle_delete_groups   spec §2.11
-    _run_offset_cleanup     spec §6.2 (periodic timer ("cleanup",))
+    _run_offset_cleanup     spec §6.2 (periodic timer ("cleanup",), in bounded turns)
 
 Every change to offsets is a record handed to ``_emit``, which applies it through the same code
 ``replay`` uses; a removed offset is a tombstone. Nothing here is ever "pending": the runtime
 orders reads behind unacknowledged writes, so ``require_stable`` never finds an in-flight commit
 here and UNSTABLE_OFFSET_COMMIT is not produced (there are no transactions either).
+
+Request bounds
+--------------
+Kafka bounds these requests only by their bytes (``socket.request.max.bytes``, 100 MiB), which
+lets one OffsetFetch name millions of partitions and hold the partition for seconds. Here each is
+bounded by count first, before any other check or lookup (``CoordinatorConfig``):
+
+* OffsetCommit with more than ``max_partitions_per_request`` partitions or
+  ``max_topics_per_request`` distinct topics: INVALID_COMMIT_OFFSET_SIZE on every partition, what
+  Kafka answers a commit whose records are too large (RECORD_LIST_TOO_LARGE, mapped).
+* OffsetFetch and OffsetDelete over the same bounds: INVALID_REQUEST as the response's error,
+  with no partitions. An OffsetFetch of all offsets (``partitions=None``) of a group holding more
+  than ``max_partitions_per_request`` offsets gets INVALID_REQUEST too: fetch named partitions.
+* DescribeGroups and DeleteGroups with more than ``max_groups_per_request`` group ids:
+  INVALID_REQUEST for every group id, without looking any up.
+* (shard_members) LeaveGroup with more than ``max_members_per_request`` members, SyncGroup with
+  more assignments: INVALID_REQUEST as the response's error.
+
+An over-limit request changes nothing and writes no record. ListGroups is bounded by
+``max_groups`` (the shard's table) instead: it has no way to ask for less.
 """
 
 from __future__ import annotations
@@ -30,7 +50,8 @@ from .messages import (
 )
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
-    commit_partition_ok, is_int64, member_fields_ok, topic_partition_exists, utf16_length,
+    commit_partition_ok, is_int64, member_fields_ok, partitions_within_limits,
+    topic_partition_exists, utf16_length,
 )
 
 NONE = Errors.NONE
@@ -42,7 +63,10 @@ class OffsetsMixin:
     # -- OffsetCommit (spec §2.7) ---------------------------------------------------------------
 
     def _handle_commit(self, request_id, req) -> None:
-        error = self._group_error(req.group_id, allow_empty=True)
+        if not partitions_within_limits(req.offsets, self.config):
+            error = Errors.INVALID_COMMIT_OFFSET_SIZE
+        else:
+            error = self._group_error(req.group_id, allow_empty=True)
         if error is None and not (member_fields_ok(req.member_id, req.group_instance_id,
                                                    req.generation_id, self.config)
                                   and is_int64(req.retention_time_ms)
@@ -105,11 +129,16 @@ class OffsetsMixin:
     # -- OffsetFetch (spec §2.8) ----------------------------------------------------------------
 
     def _handle_fetch(self, request_id, req) -> None:
-        error = self._group_error(req.group_id, allow_empty=True)
+        if req.partitions is not None and not partitions_within_limits(req.partitions, self.config):
+            error = Errors.INVALID_REQUEST
+        else:
+            error = self._group_error(req.group_id, allow_empty=True)
+        group = self._groups.get(req.group_id) if error is None else None
+        offsets = group.offsets if group is not None else {}
+        if req.partitions is None and len(offsets) > self.config.max_partitions_per_request:
+            error = Errors.INVALID_REQUEST
         if error is not None:
             return self._reply(request_id, OffsetFetchResponse(error, []))
-        group = self._groups.get(req.group_id)
-        offsets = group.offsets if group is not None else {}
         if req.partitions is None:
             keys = sorted(offsets)
         else:
@@ -127,7 +156,10 @@ class OffsetsMixin:
     # -- OffsetDelete (spec §2.12) --------------------------------------------------------------
 
     def _handle_offset_delete(self, request_id, req) -> None:
-        error = self._group_error(req.group_id)
+        if not partitions_within_limits(req.partitions, self.config):
+            error = Errors.INVALID_REQUEST
+        else:
+            error = self._group_error(req.group_id)
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
             error = Errors.GROUP_ID_NOT_FOUND
@@ -150,6 +182,10 @@ class OffsetsMixin:
     # -- Describe / List / Delete groups (spec §2.9–2.11) -----------------------------------------
 
     def _handle_describe(self, request_id, req) -> None:
+        if len(req.group_ids) > self.config.max_groups_per_request:
+            return self._reply(request_id, DescribeGroupsResponse([
+                DescribedGroup(Errors.INVALID_REQUEST, group_id, "", "", "", [], -1, "")
+                for group_id in req.group_ids]))
         described = []
         for group_id in req.group_ids:
             error = self._group_error(group_id, allow_empty=True)
@@ -184,6 +220,10 @@ class OffsetsMixin:
             for g in self._groups.values() if not wanted or g.state.value in wanted]))
 
     def _handle_delete_groups(self, request_id, req) -> None:
+        if len(req.group_ids) > self.config.max_groups_per_request:
+            return self._reply(request_id, DeleteGroupsResponse([
+                DeletableGroupResult(group_id, Errors.INVALID_REQUEST)
+                for group_id in req.group_ids]))
         results = []
         for group_id in dict.fromkeys(req.group_ids):
             error = self._group_error(group_id, allow_empty=True)
@@ -202,11 +242,26 @@ class OffsetsMixin:
 
     # -- retention (spec §6.2) ------------------------------------------------------------------
 
-    def _run_offset_cleanup(self, key, _payload) -> None:
+    def _run_offset_cleanup(self, key, sweep) -> None:
+        """One turn of a cleanup sweep: at most ``offsets_cleanup_max_offsets_per_turn`` offsets
+        examined (and at least one group), then the sweep resumes 1 ms later, so a runtime
+        serves requests between turns. ``sweep`` is None to start one (the group ids are fixed
+        then: a group created during the sweep waits for the next one), else ``(ids, next)``."""
+        ids, position = (list(self._groups), 0) if sweep is None else sweep
         now, retention_ms = self._now, self.config.offsets_retention_ms
-        for group in list(self._groups.values()):
+        budget = self.config.offsets_cleanup_max_offsets_per_turn
+        groups = self._groups
+        while position < len(ids) and budget > 0:
+            group = groups.get(ids[position])
+            position += 1
+            if group is None:
+                continue                       # gone since the sweep began
+            budget -= len(group.offsets) + 1
             self._cleanup_group(group, self._expired_offsets(group, now, retention_ms))
-        self._arm(key, self.config.offsets_retention_check_interval_ms)
+        if position < len(ids):
+            self._arm(key, 1, (ids, position))
+        else:
+            self._arm(key, self.config.offsets_retention_check_interval_ms)
 
     @staticmethod
     def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:

@@ -6,7 +6,11 @@ import random
 
 from groupcoord.coordinator import Shard
 from groupcoord.coordinator.records import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadataValue, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
     Record,
 )
 
