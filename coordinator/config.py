@@ -34,7 +34,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # A group record (measured by record_size.record_bytes, as the log measures it) over this
     # is not written: the sync fails UNKNOWN_SERVER_ERROR. Bootstrap sizes the log from it.
     group_metadata_max_bytes: int = 8_388_608
-    offset_commit_max_bytes: int = 8_388_608         # INVALID_COMMIT_OFFSET_SIZE for the request
+    # INVALID_COMMIT_OFFSET_SIZE when the records of one commit (record_size.record_bytes)
+    # total more than this (Kafka: RECORD_LIST_TOO_LARGE, mapped).
+    offset_commit_max_bytes: int = 8_388_608
     max_parked_requests: int = 100_000               # COORDINATOR_NOT_AVAILABLE past this
     max_groups: int = 1_000_000                      # COORDINATOR_NOT_AVAILABLE for a new group
     # Per-request bounds, so that one request cannot hold the partition's event loop for
@@ -48,7 +50,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # OffsetCommit/Fetch/Delete; an OffsetFetch of all offsets answers at most this many.
     max_partitions_per_request: int = 10_000
     # Offsets the retention cleanup examines per timer turn; it resumes 1 ms later.
-    offsets_cleanup_max_offsets_per_turn: int = 50_000
+    offsets_cleanup_max_offsets_per_turn: int = 10_000
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:

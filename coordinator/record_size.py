@@ -50,6 +50,20 @@ def record_bytes(record: Record) -> int:
     return len(encode_record(record))
 
 
+# An offset record's bytes besides its three strings, at their largest: the widest numbers, and
+# msgpack's 5-byte string headers where an empty string has a 1-byte one.
+_OFFSET_RECORD_FIXED_BYTES = record_bytes(Record(
+    OffsetCommitKey("", "", INT32_MAX),
+    OffsetCommitValue(INT64_MAX, INT32_MAX, "", INT64_MAX, 2**64 - 1))) + 3 * 4
+
+
+def offset_record_bytes_at_most(group_id: str, topic: str, metadata: str) -> int:
+    """An upper bound of ``record_bytes`` of an offset record holding these strings, without
+    encoding it (a character is at most 4 UTF-8 bytes): limits check this first and measure
+    exactly only when it is over."""
+    return _OFFSET_RECORD_FIXED_BYTES + 4 * (len(group_id) + len(topic) + len(metadata))
+
+
 def largest_record_bytes(config: CoordinatorConfig) -> int:
     """The largest record a Shard running ``config`` can write.
 

@@ -48,6 +48,7 @@ from .messages import (
     OffsetCommitResponsePartition, OffsetDeleteResponse, OffsetDeleteResponsePartition,
     OffsetFetchResponse, OffsetFetchResponsePartition,
 )
+from .record_size import offset_record_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
     commit_partition_ok, is_int64, member_fields_ok, partitions_within_limits,
@@ -55,8 +56,6 @@ from .validation import (
 )
 
 NONE = Errors.NONE
-# Bytes an offset record takes beyond its strings: key and value numbers plus envelope framing.
-OFFSET_RECORD_OVERHEAD_BYTES = 64
 
 
 class OffsetsMixin:
@@ -73,7 +72,7 @@ class OffsetsMixin:
                                   and all(commit_partition_ok(p, self.config)
                                           for p in req.offsets)):
             error = Errors.INVALID_REQUEST
-        if error is None and self._commit_bytes(req) > self.config.offset_commit_max_bytes:
+        if error is None and self._commit_too_large(req):
             error = Errors.INVALID_COMMIT_OFFSET_SIZE   # Kafka: RECORD_LIST_TOO_LARGE, mapped
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
@@ -94,7 +93,6 @@ class OffsetsMixin:
         if group.state is not EMPTY:                       # Stable or PreparingRebalance
             self._reset_heartbeat(group, group.members[req.member_id])
         now = self._now
-        expire_ms = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         max_chars = self.config.offset_metadata_max_bytes
         results = []
         for p in req.offsets:
@@ -105,16 +103,27 @@ class OffsetsMixin:
                 error = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 error = NONE
-                self._emit(Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
-                                  OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
-                                                    metadata, now, expire_ms)))
+                self._emit(self._offset_record(req, p, now))
             results.append(OffsetCommitResponsePartition(p.topic, p.partition, error))
         self._reply(request_id, OffsetCommitResponse(results))
 
     @staticmethod
-    def _commit_bytes(req) -> int:
-        return sum(OFFSET_RECORD_OVERHEAD_BYTES + len(req.group_id) + len(p.topic)
-                   + len(p.committed_metadata or "") for p in req.offsets)
+    def _offset_record(req, p, now_ms: int) -> Record:
+        expire_ms = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        return Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
+                      OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
+                                        p.committed_metadata or "", now_ms, expire_ms))
+
+    def _commit_too_large(self, req) -> bool:
+        """The request's offset records, sized as the log sizes them, total more than
+        ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound
+        first; the records are encoded only when it is over the limit."""
+        limit, group_id = self.config.offset_commit_max_bytes, req.group_id
+        if sum(offset_record_bytes_at_most(group_id, p.topic, p.committed_metadata or "")
+               for p in req.offsets) <= limit:
+            return False
+        now = self._now
+        return sum(record_bytes(self._offset_record(req, p, now)) for p in req.offsets) > limit
 
     def _validate_offset_commit(self, group: Group, req) -> Errors | None:
         if req.generation_id < 0 and group.state is EMPTY:

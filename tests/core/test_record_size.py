@@ -5,8 +5,16 @@ tests/storage/test_record_size.py; the harness checks after every step of every 
 record is larger than ``largest_record_bytes`` of the shard's config.
 """
 
+import random
+
+import pytest
+
 from groupcoord.coordinator import CoordinatorConfig, Errors, GroupState
-from groupcoord.coordinator.record_size import largest_record_bytes, record_bytes
+from groupcoord.coordinator.record_size import (
+    largest_record_bytes,
+    offset_record_bytes_at_most,
+    record_bytes,
+)
 from groupcoord.coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -73,3 +81,38 @@ def test_static_rejoin_within_the_limit_is_still_stored_at_once():
     rid = h.join(instance_id="instance", protocols=[("range", b"x" * 100)])
     assert h.reply(rid).error == Errors.NONE and h.state() == GroupState.STABLE
     assert [type(r.key) for r in h.records[written:]] == [GroupMetadataKey]
+
+
+def _offset_records_bytes(h: Harness, partitions) -> int:
+    return sum(record_bytes(Record(OffsetCommitKey(GROUP, t, p), OffsetCommitValue(
+        7, -1, metadata, h.now, None))) for t, p, metadata in partitions)
+
+
+@pytest.mark.parametrize("extra_bytes", [0, 1])
+def test_offset_commit_size_limit_is_the_size_of_its_records(extra_bytes):
+    # Metadata of 3-byte characters: a count of characters would see a third of the bytes.
+    h = Harness(offset_commit_max_bytes=20_000)
+    partitions = [("t", p, "\u20ac" * 1_250) for p in range(5)]
+    pad = 20_000 + extra_bytes - _offset_records_bytes(h, partitions)
+    partitions[4] = ("t", 4, "\u20ac" * 1_250 + "m" * pad)
+    assert _offset_records_bytes(h, partitions) == 20_000 + extra_bytes
+    errors = h.commit({(t, p): (7, -1, m) for t, p, m in partitions})
+    if extra_bytes:
+        assert set(errors.values()) == {Errors.INVALID_COMMIT_OFFSET_SIZE} and h.records == []
+    else:
+        assert set(errors.values()) == {Errors.NONE}
+        assert sum(record_bytes(r) for r in h.records) == 20_000
+
+
+def test_the_cheap_offset_record_bound_is_never_below_the_size():
+    rng = random.Random(5)
+    alphabet = ["a", "\u00e9", "\u20ac", "\U0001f600"]
+    for _ in range(500):
+        strings = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(300)))
+                   for _ in range(3)]
+        record = Record(OffsetCommitKey(strings[0], strings[1], rng.choice([0, 2**31 - 1, -1])),
+                        OffsetCommitValue(rng.choice([0, 2**63 - 1, -(2**63)]),
+                                          rng.choice([-1, 2**31 - 1]), strings[2],
+                                          rng.choice([0, 2**63 - 1]),
+                                          rng.choice([None, 2**64 - 1])))
+        assert offset_record_bytes_at_most(*strings) >= record_bytes(record)
