@@ -8,12 +8,16 @@ the log stores for a record.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from groupcoord.actors.bootstrap import log_config_for
+from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, GroupState, OffsetCommitRequest, OffsetCommitRequestPartition,
-    Shard,
+    CoordinatorConfig, Errors, GroupState, JoinGroupRequest, JoinGroupRequestProtocol,
+    OffsetCommitRequest, OffsetCommitRequestPartition, Shard, SyncGroupRequest,
+    SyncGroupRequestAssignment,
 )
 from groupcoord.coordinator.records import GroupMetadataKey, Record
 from groupcoord.coordinator.routing import partition_for
@@ -108,3 +112,37 @@ def test_an_explicit_log_config_below_the_largest_record_is_refused():
                                          max_batch_bytes=2 * LIMIT_BYTES))
     assert log_config_for(config, LogConfig(max_record_bytes=LIMIT_BYTES,
                                             max_batch_bytes=2 * LIMIT_BYTES))
+
+
+def test_a_group_record_over_the_limit_does_not_fail_the_partition(tmp_path):
+    # The crash loop of issue #9 item 3, end to end: a group record whose *value* fits
+    # group_metadata_max_bytes but whose record (with its 1,000-character key) does not.
+    config = CoordinatorConfig(group_metadata_max_bytes=LIMIT_BYTES,
+                               group_initial_rebalance_delay_ms=0)
+    group_id = "g" * 1_000
+    fatal: list = []
+
+    async def scenario():
+        runtime = PartitionRuntime(
+            0, 1, config, lambda: open_partition_log(str(tmp_path), log_config_for(config)),
+            on_fatal=fatal.append)
+        runtime.start()
+        while runtime.state == "loading":
+            await asyncio.sleep(0.005)
+        joined = await runtime.handle(JoinGroupRequest(
+            group_id, "", "consumer", [JoinGroupRequestProtocol("range", b"")], 10_000, 10_000,
+            require_known_member_id=False))
+        assert joined.error == Errors.NONE
+        assignment = b"\x00" * (LIMIT_BYTES - 500)     # the value fits, the record does not
+        synced = await runtime.handle(SyncGroupRequest(
+            group_id, joined.generation_id, joined.member_id,
+            [SyncGroupRequestAssignment(joined.member_id, assignment)]))
+        other = await runtime.handle(OffsetCommitRequest("other", -1, "", [
+            OffsetCommitRequestPartition("t", 0, 5)]))
+        state = runtime.state
+        await runtime.close()
+        return synced.error, other.partitions[0].error, state
+
+    synced, other, state = asyncio.run(scenario())
+    assert (synced, other, state) == (Errors.UNKNOWN_SERVER_ERROR, Errors.NONE, "serving")
+    assert fatal == []
