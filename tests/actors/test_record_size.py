@@ -15,8 +15,15 @@ import pytest
 from groupcoord.actors.bootstrap import log_config_for
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, GroupState, JoinGroupRequest, JoinGroupRequestProtocol,
-    OffsetCommitRequest, OffsetCommitRequestPartition, Shard, SyncGroupRequest,
+    CoordinatorConfig,
+    Errors,
+    GroupState,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    Shard,
+    SyncGroupRequest,
     SyncGroupRequestAssignment,
 )
 from groupcoord.coordinator.records import GroupMetadataKey, Record
