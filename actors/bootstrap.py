@@ -18,6 +18,7 @@ import msgspec
 import ray
 
 from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.coordinator.record_size import largest_record_bytes
 
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 
@@ -62,23 +63,16 @@ def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None)
     return True
 
 
-def _largest_record_bytes(config: CoordinatorConfig) -> int:
-    # An offset record holds a group id, a topic and metadata: UTF-8, <= 3 bytes per UTF-16
-    # unit, plus fixed-size numbers and framing (64 bytes is generous). A group record is
-    # bounded by the coordinator's own limit.
-    offset_record = 3 * (2 * config.string_max_chars + config.offset_metadata_max_bytes) + 64
-    return max(config.group_metadata_max_bytes, offset_record)
-
-
 def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
     """The log configuration to run with: storage's defaults raised to hold the largest record
-    the coordinator accepts; an explicit one is checked instead.
+    the coordinator accepts (``record_size.largest_record_bytes``, measured as the log measures
+    records); an explicit one is checked instead.
 
     A record the coordinator accepts but the log refuses would fail the partition on every
     retry of the same request, so such a configuration is refused up front (ValueError)."""
-    biggest = _largest_record_bytes(config)
+    biggest = largest_record_bytes(config)
     if log_config is None:
-        from groupcoord.storage import LogConfig
+        from groupcoord.storage import LogConfig  # noqa: PLC0415 (actors import storage late)
         default = LogConfig()
         return msgspec.structs.replace(
             default, max_record_bytes=max(default.max_record_bytes, biggest),

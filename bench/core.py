@@ -9,6 +9,11 @@ same run (this machine is shared and noisy; absolute numbers drift, ratios much 
 * shard: heartbeats and single-partition commits per second on a shard holding 10,000 members
   (100 Stable groups of 100), against the bare wheel's churn rate.
 * memory (tracemalloc): bytes per member, per committed offset, per live timer.
+* bounds (issue #9 item 12), on a shard of 1,000,000 groups with one offset each: reading the
+  groups-by-state counts against the full scan the 5 s gauge used to make; the longest
+  retention-cleanup turn against the whole sweep; an OffsetFetch naming 3,000,000 partitions
+  refused by the default bound against the same request served by a shard without it, and one
+  at the bound (10,000 partitions).
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ import tracemalloc
 from datetime import datetime, timezone
 
 from groupcoord.coordinator import (
-    CoordinatorConfig, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
-    OffsetCommitRequest, OffsetCommitRequestPartition, SequentialIds, Shard, SyncGroupRequest,
-    SyncGroupRequestAssignment,
+    CoordinatorConfig, Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest, SequentialIds, Shard,
+    SyncGroupRequest, SyncGroupRequestAssignment, TopicPartition,
 )
+from groupcoord.coordinator.records import OffsetCommitValue
 from groupcoord.coordinator.timing_wheel import TimingWheel
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "core.json")
@@ -187,6 +193,81 @@ def offset_memory(count: int) -> float:
     return bytes_per(build, count)
 
 
+def many_groups_shard(groups: int) -> Shard:
+    """A loaded shard of ``groups`` Empty groups with one offset each (as a snapshot loads)."""
+    config = CoordinatorConfig(max_groups=groups, offsets_retention_check_interval_ms=1_000)
+    shard = Shard(0, 1, config)
+    value = OffsetCommitValue(1, commit_timestamp_ms=0)
+    for i in range(groups):
+        shard.restore(f"group-{i}", None, {("topic", 0): value})
+    shard.on_loaded(0)
+    while shard.next_deadline_ms() == 1:      # let the first cleanup sweep finish
+        shard.on_timer(1)
+    return shard
+
+
+def gauge_seconds(shard: Shard, reads: int = 1_000) -> tuple[float, float]:
+    """Seconds per read of groups-by-state: the Shard's counts, and a full scan of the groups."""
+    started = time.perf_counter()
+    for _ in range(reads):
+        counted = shard.group_state_counts()
+    per_read = (time.perf_counter() - started) / reads
+    started = time.perf_counter()
+    scanned: dict[str, int] = {}
+    for group in shard.groups():
+        scanned[str(group.state)] = scanned.get(str(group.state), 0) + 1
+    scan = time.perf_counter() - started
+    if counted != scanned:
+        raise SystemExit(f"state counts {counted} differ from a scan {scanned}")
+    return per_read, scan
+
+
+def cleanup_turn_seconds(shard: Shard) -> tuple[float, float]:
+    """(longest turn, whole sweep) of one retention sweep in which nothing expires."""
+    now = shard.next_deadline_ms()
+    longest = total = 0.0
+    while True:
+        started = time.perf_counter()
+        shard.on_timer(now)
+        elapsed = time.perf_counter() - started
+        longest, total = max(longest, elapsed), total + elapsed
+        if shard.next_deadline_ms() != now + 1:
+            return longest, total
+        now += 1
+
+
+def fetch_seconds(partitions: int, config: CoordinatorConfig) -> tuple[float, Errors]:
+    """Seconds to answer one OffsetFetch naming ``partitions`` partitions, and its error."""
+    shard = Shard(0, 1, config)
+    shard.on_loaded(0)
+    shard.handle(0, 0, OffsetCommitRequest("group", -1, "", [
+        OffsetCommitRequestPartition("topic", 0, 1)]))
+    request = OffsetFetchRequest("group", [TopicPartition("topic", p) for p in range(partitions)])
+    started = time.perf_counter()
+    response = shard.handle(0, 1, request).replies[0][1]
+    return time.perf_counter() - started, response.error
+
+
+def bounds(groups: int, fetched: int) -> dict:
+    shard = many_groups_shard(groups)
+    counts_s, scan_s = gauge_seconds(shard)
+    turn_s, sweep_s = cleanup_turn_seconds(shard)
+    del shard
+    bound = CoordinatorConfig().max_partitions_per_request
+    refused_s, refused = fetch_seconds(fetched, CoordinatorConfig())
+    unbounded = CoordinatorConfig(max_partitions_per_request=fetched,
+                                  max_topics_per_request=fetched)
+    served_s, served = fetch_seconds(fetched, unbounded)
+    at_bound_s, at_bound = fetch_seconds(bound, CoordinatorConfig())
+    if (refused, served, at_bound) != (Errors.INVALID_REQUEST, Errors.NONE, Errors.NONE):
+        raise SystemExit(f"unexpected OffsetFetch answers: {refused!r} {served!r} {at_bound!r}")
+    return {"groups": groups, "gauge_counts_s": counts_s, "gauge_scan_s": scan_s,
+            "cleanup_longest_turn_s": turn_s, "cleanup_sweep_s": sweep_s,
+            "fetch_partitions": fetched, "fetch_refused_s": refused_s,
+            "fetch_served_unbounded_s": served_s, "fetch_bound_partitions": bound,
+            "fetch_at_bound_s": at_bound_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="10x smaller, for a smoke run")
@@ -201,6 +282,7 @@ def main() -> None:
     per_timer = timer_memory(100_000 // scale)
     per_member = member_memory(100, 100 // scale)
     per_offset = offset_memory(100_000 // scale)
+    bound = bounds(1_000_000 // scale, 3_000_000 // scale)
 
     rows = [
         ("heapq timer churn (baseline)", heap_rate, "ops/s", 1.0, ""),
@@ -211,11 +293,25 @@ def main() -> None:
         ("bytes per live timer", per_timer, "B", None, "<= 150"),
         ("bytes per member", per_member, "B", None, ""),
         ("bytes per committed offset", per_offset, "B", None, ""),
+        (f"full scan of {bound['groups']:,} groups", bound["gauge_scan_s"] * 1e3, "ms", 1.0, ""),
+        ("groups-by-state counts read", bound["gauge_counts_s"] * 1e3, "ms",
+         bound["gauge_counts_s"] / bound["gauge_scan_s"], "<= 0.001 x scan"),
+        ("whole cleanup sweep", bound["cleanup_sweep_s"] * 1e3, "ms", 1.0, ""),
+        ("longest cleanup turn", bound["cleanup_longest_turn_s"] * 1e3, "ms",
+         bound["cleanup_longest_turn_s"] / bound["cleanup_sweep_s"], ""),
+        (f"OffsetFetch {bound['fetch_partitions']:,} p, no bound",
+         bound["fetch_served_unbounded_s"] * 1e3, "ms", 1.0, ""),
+        ("  same, refused by the bound", bound["fetch_refused_s"] * 1e3, "ms",
+         bound["fetch_refused_s"] / bound["fetch_served_unbounded_s"], "<= 0.001 x served"),
+        (f"  at the bound ({bound['fetch_bound_partitions']:,} p)", bound["fetch_at_bound_s"] * 1e3,
+         "ms", bound["fetch_at_bound_s"] / bound["fetch_served_unbounded_s"], ""),
     ]
     print(f"{'measure':34} {'value':>14} {'unit':6} {'ratio':>8}  goal")
     for name, value, unit, ratio, goal in rows:
         ratio_text = f"{ratio:8.2f}" if ratio is not None else " " * 8
-        print(f"{name:34} {value:14,.0f} {unit:6} {ratio_text}  {goal}")
+        ratio_text = f"{ratio:8.2g}" if ratio is not None and ratio < 0.01 else ratio_text
+        value_text = f"{value:14,.0f}" if value >= 100 else f"{value:14.3g}"
+        print(f"{name:34} {value_text} {unit:6} {ratio_text}  {goal}")
 
     result = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -228,6 +324,7 @@ def main() -> None:
                   "commits_over_wheel": commit_rate / wheel_rate},
         "memory_bytes": {"per_live_timer": per_timer, "per_member": per_member,
                          "per_offset": per_offset},
+        "bounds": bound,
     }
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:

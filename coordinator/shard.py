@@ -43,12 +43,13 @@ import msgspec
 
 from .config import CoordinatorConfig
 from .errors import Errors
-from .group import DEAD, Group
+from .group import DEAD, Group, GroupState
 from .messages import (
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, SyncGroupRequest,
 )
+from .record_size import record_bytes
 from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
 from .routing import partition_for
 from .shard_members import MembershipMixin
@@ -115,6 +116,9 @@ class Shard(MembershipMixin, OffsetsMixin):
         self._ids = ids or uuid_ids
         self._status = LOADING
         self._groups: dict[str, Group] = {}
+        # Groups per state, kept by Group._set_state and by _put_group/_drop_group: the only
+        # ways a group enters, leaves or changes state (see group.py).
+        self._state_counts: dict[GroupState, int] = dict.fromkeys(GroupState, 0)
         self._timer = TimingWheel(0)
         self._immediate: dict[Any, Any] = {}      # timers armed with delay <= 0 in this call
         self._parked = 0                          # parked JoinGroup + SyncGroup requests
@@ -186,7 +190,7 @@ class Shard(MembershipMixin, OffsetsMixin):
         if group is None:
             if not offsets:
                 return
-            group = self._groups[group_id] = Group(group_id, self._now)
+            group = self._put_group(Group(group_id, self._now))
         if group.offsets:
             group.offsets.update(offsets)
         else:
@@ -199,7 +203,7 @@ class Shard(MembershipMixin, OffsetsMixin):
         self._status = OWNED
         for group_id in [g for g, group in self._groups.items()
                          if group.persisted is None and not group.offsets]:
-            del self._groups[group_id]       # offsets-only groups whose offsets were all deleted
+            self._drop_group(group_id)       # offsets-only groups whose offsets were all deleted
         for group in self._groups.values():
             self._on_group_loaded(group)
         self._arm(("cleanup",), 0)            # Kafka runs the first cleanup at start-up
@@ -240,6 +244,7 @@ class Shard(MembershipMixin, OffsetsMixin):
                     member.sync_request = None
             group.transition_to(DEAD, self._now)
         self._groups.clear()
+        self._state_counts = dict.fromkeys(GroupState, 0)
         self._timer = TimingWheel(self._now)
         self._immediate.clear()
         self._parked = 0
@@ -253,6 +258,10 @@ class Shard(MembershipMixin, OffsetsMixin):
 
     def groups(self) -> list[Group]:
         return list(self._groups.values())
+
+    def group_state_counts(self) -> dict[str, int]:
+        """How many groups are in each state (states with none left out), without a scan."""
+        return {state.value: count for state, count in self._state_counts.items() if count}
 
     @property
     def parked_requests(self) -> int:
@@ -299,6 +308,12 @@ class Shard(MembershipMixin, OffsetsMixin):
         if type(record.key) is OffsetCommitKey:
             self._apply_offset(record.key, record.value)
 
+    def _group_record_fits(self, group: Group, value: GroupMetadataValue) -> bool:
+        """Whether the group record ``value`` is within ``group_metadata_max_bytes``, measured
+        as the log measures it (``record_size.record_bytes``)."""
+        record = Record(GroupMetadataKey(group.group_id), value)
+        return record_bytes(record) <= self.config.group_metadata_max_bytes
+
     def _persist_group(self, group: Group, value: GroupMetadataValue) -> None:
         group.persisted = value
         self._records.append(Record(GroupMetadataKey(group.group_id), value))
@@ -321,8 +336,21 @@ class Shard(MembershipMixin, OffsetsMixin):
         """Create a group, or None when the shard already holds ``max_groups``."""
         if len(self._groups) >= self.config.max_groups:
             return None
-        group = self._groups[group_id] = Group(group_id, self._now)
+        return self._put_group(Group(group_id, self._now))
+
+    def _put_group(self, group: Group) -> Group:
+        """Enter ``group`` into the table (replacing one of the same id) and the state counts."""
+        self._drop_group(group.group_id)
+        self._groups[group.group_id] = group
+        group.state_counts = counts = self._state_counts
+        counts[group.state] += 1
         return group
+
+    def _drop_group(self, group_id: str) -> None:
+        group = self._groups.pop(group_id, None)
+        if group is not None:
+            self._state_counts[group.state] -= 1
+            group.state_counts = None
 
     def _apply_offset(self, key: OffsetCommitKey, value) -> None:
         group = self._groups.get(key.group)
@@ -331,17 +359,17 @@ class Shard(MembershipMixin, OffsetsMixin):
                 group.offsets.pop((key.topic, key.partition), None)
             return
         if group is None:                     # offsets-only group, only ever seen while loading
-            group = self._groups[key.group] = Group(key.group, self._now)
+            group = self._put_group(Group(key.group, self._now))
         group.offsets[(key.topic, key.partition)] = value
 
     def _apply_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
         group = self._groups.get(group_id)
         if value is not None:
             if group is None:
-                group = self._groups[group_id] = Group(group_id, self._now)
+                group = self._put_group(Group(group_id, self._now))
             group.load_metadata(value)
         elif group is not None:
             # A group tombstone leaves the offsets, which reload as an offsets-only group.
             replacement = Group(group_id, self._now)
             replacement.offsets = group.offsets
-            self._groups[group_id] = replacement
+            self._put_group(replacement)

@@ -224,14 +224,20 @@ class MembershipMixin:
         self._park_join(group, member, request_id)
         state = group.state
         if state is STABLE:
-            if group.select_protocol() == group.protocol_name:
-                self._persist_group(group, group.metadata_value())
+            same_protocol = group.select_protocol() == group.protocol_name
+            value = group.metadata_value() if same_protocol else None
+            if value is not None and self._group_record_fits(group, value):
+                self._persist_group(group, value)
                 is_leader = new_member_id == group.leader_id
                 self._answer_join(member, group, self._generation_response(
                     group, new_member_id, with_members=is_leader, skip=is_leader))
             else:
+                # Kafka reverts the id and fails the JoinGroup when this record cannot be
+                # stored; a rebalance is simpler and as safe: nothing is written, and the
+                # leader's SyncGroup checks the size of the next record again.
+                why = "with new protocols" if value is None else "and its group record is too large"
                 self._maybe_prepare_rebalance(
-                    group, f"static member {req.group_instance_id} rejoined with new protocols")
+                    group, f"static member {req.group_instance_id} rejoined {why}")
         elif state is COMPLETING_REBALANCE:
             # The leader may already be assigning to the old id: start over.
             self._prepare_rebalance(group, f"static member {req.group_instance_id} replaced")
@@ -242,6 +248,8 @@ class MembershipMixin:
         error = self._group_error(req.group_id)
         if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
             error = Errors.REBALANCE_IN_PROGRESS  # the rebalance state was lost: rejoin
+        if len(req.assignments) > self.config.max_members_per_request:
+            error = Errors.INVALID_REQUEST
         if error is None and not member_fields_ok(req.member_id, req.group_instance_id,
                                                   req.generation_id, self.config):
             error = Errors.INVALID_REQUEST
@@ -283,7 +291,7 @@ class MembershipMixin:
     def _complete_sync(self, group: Group, assignments: dict[str, bytes]) -> None:
         full = {member_id: assignments.get(member_id, b"") for member_id in group.members}
         value = group.metadata_value(full)
-        if len(msgspec.msgpack.encode(value)) > self.config.group_metadata_max_bytes:
+        if not self._group_record_fits(group, value):
             # Kafka's storeGroup failure path: RECORD_LIST_TOO_LARGE maps to UNKNOWN_SERVER_ERROR.
             self._reset_and_propagate_assignment_error(group, Errors.UNKNOWN_SERVER_ERROR)
             return self._maybe_prepare_rebalance(group, "group record too large")
@@ -378,7 +386,10 @@ class MembershipMixin:
     # -- LeaveGroup (spec §2.6) -----------------------------------------------------------------
 
     def _handle_leave(self, request_id, req) -> None:
-        error = self._group_error(req.group_id)
+        if len(req.members) > self.config.max_members_per_request:
+            error = Errors.INVALID_REQUEST                 # bounded before any other work
+        else:
+            error = self._group_error(req.group_id)
         if error is None and not all(member_fields_ok(m.member_id, m.group_instance_id, 0,
                                                       self.config) for m in req.members):
             error = Errors.INVALID_REQUEST

@@ -8,12 +8,32 @@ Part of ``Shard`` (see shard.py for the theory of operation):
     _handle_describe        spec §2.9
     _handle_list            spec §2.10
     _handle_delete_groups   spec §2.11
-    _run_offset_cleanup     spec §6.2 (periodic timer ("cleanup",))
+    _run_offset_cleanup     spec §6.2 (periodic timer ("cleanup",), in bounded turns)
 
 Every change to offsets is a record handed to ``_emit``, which applies it through the same code
 ``replay`` uses; a removed offset is a tombstone. Nothing here is ever "pending": the runtime
 orders reads behind unacknowledged writes, so ``require_stable`` never finds an in-flight commit
 here and UNSTABLE_OFFSET_COMMIT is not produced (there are no transactions either).
+
+Request bounds
+--------------
+Kafka bounds these requests only by their bytes (``socket.request.max.bytes``, 100 MiB), which
+lets one OffsetFetch name millions of partitions and hold the partition for seconds. Here each is
+bounded by count first, before any other check or lookup (``CoordinatorConfig``):
+
+* OffsetCommit with more than ``max_partitions_per_request`` partitions or
+  ``max_topics_per_request`` distinct topics: INVALID_COMMIT_OFFSET_SIZE on every partition, what
+  Kafka answers a commit whose records are too large (RECORD_LIST_TOO_LARGE, mapped).
+* OffsetFetch and OffsetDelete over the same bounds: INVALID_REQUEST as the response's error,
+  with no partitions. An OffsetFetch of all offsets (``partitions=None``) of a group holding more
+  than ``max_partitions_per_request`` offsets gets INVALID_REQUEST too: fetch named partitions.
+* DescribeGroups and DeleteGroups with more than ``max_groups_per_request`` group ids:
+  INVALID_REQUEST for every group id, without looking any up.
+* (shard_members) LeaveGroup with more than ``max_members_per_request`` members, SyncGroup with
+  more assignments: INVALID_REQUEST as the response's error.
+
+An over-limit request changes nothing and writes no record. ListGroups is bounded by
+``max_groups`` (the shard's table) instead: it has no way to ask for less.
 """
 
 from __future__ import annotations
@@ -28,28 +48,31 @@ from .messages import (
     OffsetCommitResponsePartition, OffsetDeleteResponse, OffsetDeleteResponsePartition,
     OffsetFetchResponse, OffsetFetchResponsePartition,
 )
+from .record_size import offset_record_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
-    commit_partition_ok, is_int64, member_fields_ok, topic_partition_exists, utf16_length,
+    commit_partition_ok, is_int64, member_fields_ok, partitions_within_limits,
+    topic_partition_exists, utf16_length,
 )
 
 NONE = Errors.NONE
-# Bytes an offset record takes beyond its strings: key and value numbers plus envelope framing.
-OFFSET_RECORD_OVERHEAD_BYTES = 64
 
 
 class OffsetsMixin:
     # -- OffsetCommit (spec §2.7) ---------------------------------------------------------------
 
     def _handle_commit(self, request_id, req) -> None:
-        error = self._group_error(req.group_id, allow_empty=True)
+        if not partitions_within_limits(req.offsets, self.config):
+            error = Errors.INVALID_COMMIT_OFFSET_SIZE
+        else:
+            error = self._group_error(req.group_id, allow_empty=True)
         if error is None and not (member_fields_ok(req.member_id, req.group_instance_id,
                                                    req.generation_id, self.config)
                                   and is_int64(req.retention_time_ms)
                                   and all(commit_partition_ok(p, self.config)
                                           for p in req.offsets)):
             error = Errors.INVALID_REQUEST
-        if error is None and self._commit_bytes(req) > self.config.offset_commit_max_bytes:
+        if error is None and self._commit_too_large(req):
             error = Errors.INVALID_COMMIT_OFFSET_SIZE   # Kafka: RECORD_LIST_TOO_LARGE, mapped
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
@@ -70,7 +93,6 @@ class OffsetsMixin:
         if group.state is not EMPTY:                       # Stable or PreparingRebalance
             self._reset_heartbeat(group, group.members[req.member_id])
         now = self._now
-        expire_ms = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         max_chars = self.config.offset_metadata_max_bytes
         results = []
         for p in req.offsets:
@@ -81,16 +103,27 @@ class OffsetsMixin:
                 error = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 error = NONE
-                self._emit(Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
-                                  OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
-                                                    metadata, now, expire_ms)))
+                self._emit(self._offset_record(req, p, now))
             results.append(OffsetCommitResponsePartition(p.topic, p.partition, error))
         self._reply(request_id, OffsetCommitResponse(results))
 
     @staticmethod
-    def _commit_bytes(req) -> int:
-        return sum(OFFSET_RECORD_OVERHEAD_BYTES + len(req.group_id) + len(p.topic)
-                   + len(p.committed_metadata or "") for p in req.offsets)
+    def _offset_record(req, p, now_ms: int) -> Record:
+        expire_ms = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        return Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
+                      OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
+                                        p.committed_metadata or "", now_ms, expire_ms))
+
+    def _commit_too_large(self, req) -> bool:
+        """The request's offset records, sized as the log sizes them, total more than
+        ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound
+        first; the records are encoded only when it is over the limit."""
+        limit, group_id = self.config.offset_commit_max_bytes, req.group_id
+        if sum(offset_record_bytes_at_most(group_id, p.topic, p.committed_metadata or "")
+               for p in req.offsets) <= limit:
+            return False
+        now = self._now
+        return sum(record_bytes(self._offset_record(req, p, now)) for p in req.offsets) > limit
 
     def _validate_offset_commit(self, group: Group, req) -> Errors | None:
         if req.generation_id < 0 and group.state is EMPTY:
@@ -105,11 +138,16 @@ class OffsetsMixin:
     # -- OffsetFetch (spec §2.8) ----------------------------------------------------------------
 
     def _handle_fetch(self, request_id, req) -> None:
-        error = self._group_error(req.group_id, allow_empty=True)
+        if req.partitions is not None and not partitions_within_limits(req.partitions, self.config):
+            error = Errors.INVALID_REQUEST
+        else:
+            error = self._group_error(req.group_id, allow_empty=True)
+        group = self._groups.get(req.group_id) if error is None else None
+        offsets = group.offsets if group is not None else {}
+        if req.partitions is None and len(offsets) > self.config.max_partitions_per_request:
+            error = Errors.INVALID_REQUEST
         if error is not None:
             return self._reply(request_id, OffsetFetchResponse(error, []))
-        group = self._groups.get(req.group_id)
-        offsets = group.offsets if group is not None else {}
         if req.partitions is None:
             keys = sorted(offsets)
         else:
@@ -127,7 +165,10 @@ class OffsetsMixin:
     # -- OffsetDelete (spec §2.12) --------------------------------------------------------------
 
     def _handle_offset_delete(self, request_id, req) -> None:
-        error = self._group_error(req.group_id)
+        if not partitions_within_limits(req.partitions, self.config):
+            error = Errors.INVALID_REQUEST
+        else:
+            error = self._group_error(req.group_id)
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
             error = Errors.GROUP_ID_NOT_FOUND
@@ -150,6 +191,10 @@ class OffsetsMixin:
     # -- Describe / List / Delete groups (spec §2.9–2.11) -----------------------------------------
 
     def _handle_describe(self, request_id, req) -> None:
+        if len(req.group_ids) > self.config.max_groups_per_request:
+            return self._reply(request_id, DescribeGroupsResponse([
+                DescribedGroup(Errors.INVALID_REQUEST, group_id, "", "", "", [], -1, "")
+                for group_id in req.group_ids]))
         described = []
         for group_id in req.group_ids:
             error = self._group_error(group_id, allow_empty=True)
@@ -184,6 +229,10 @@ class OffsetsMixin:
             for g in self._groups.values() if not wanted or g.state.value in wanted]))
 
     def _handle_delete_groups(self, request_id, req) -> None:
+        if len(req.group_ids) > self.config.max_groups_per_request:
+            return self._reply(request_id, DeleteGroupsResponse([
+                DeletableGroupResult(group_id, Errors.INVALID_REQUEST)
+                for group_id in req.group_ids]))
         results = []
         for group_id in dict.fromkeys(req.group_ids):
             error = self._group_error(group_id, allow_empty=True)
@@ -202,11 +251,26 @@ class OffsetsMixin:
 
     # -- retention (spec §6.2) ------------------------------------------------------------------
 
-    def _run_offset_cleanup(self, key, _payload) -> None:
+    def _run_offset_cleanup(self, key, sweep) -> None:
+        """One turn of a cleanup sweep: at most ``offsets_cleanup_max_offsets_per_turn`` offsets
+        examined (and at least one group), then the sweep resumes 1 ms later, so a runtime
+        serves requests between turns. ``sweep`` is None to start one (the group ids are fixed
+        then: a group created during the sweep waits for the next one), else ``(ids, next)``."""
+        ids, position = (list(self._groups), 0) if sweep is None else sweep
         now, retention_ms = self._now, self.config.offsets_retention_ms
-        for group in list(self._groups.values()):
+        budget = self.config.offsets_cleanup_max_offsets_per_turn
+        groups = self._groups
+        while position < len(ids) and budget > 0:
+            group = groups.get(ids[position])
+            position += 1
+            if group is None:
+                continue                       # gone since the sweep began
+            budget -= len(group.offsets) + 1
             self._cleanup_group(group, self._expired_offsets(group, now, retention_ms))
-        self._arm(key, self.config.offsets_retention_check_interval_ms)
+        if position < len(ids):
+            self._arm(key, 1, (ids, position))
+        else:
+            self._arm(key, self.config.offsets_retention_check_interval_ms)
 
     @staticmethod
     def _expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
@@ -242,7 +306,7 @@ class OffsetsMixin:
         if group.state is EMPTY and not group.offsets:
             group.transition_to(DEAD, self._now)
         if group.state is DEAD and self._groups.get(group_id) is group:
-            del self._groups[group_id]
+            self._drop_group(group_id)
             for member_id in group.pending_members:
                 self._timer.cancel(("pending", group_id, member_id))
             self._event("dead", group_id, f"generation {group.generation_id}")

@@ -82,3 +82,14 @@ def commit_partition_ok(p, config: CoordinatorConfig) -> bool:
 def topic_partition_exists(topic: str, partition: int) -> bool:
     """Without topic metadata, only names and numbers no Kafka topic can have are unknown."""
     return bool(topic) and partition >= 0
+
+
+def partitions_within_limits(partitions, config: CoordinatorConfig) -> bool:
+    """At most ``max_partitions_per_request`` entries, naming at most ``max_topics_per_request``
+    distinct topics. Checked first, so the rest of a request's handling is bounded."""
+    count = len(partitions)
+    if count > config.max_partitions_per_request:
+        return False
+    if count <= config.max_topics_per_request:
+        return True                            # cannot name more topics than it has entries
+    return len({p.topic for p in partitions}) <= config.max_topics_per_request

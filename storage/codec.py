@@ -6,7 +6,9 @@ A record travels as an *envelope*, the msgpack array ``[record_type, key, value]
 number comes from ``coordinator.records.RECORD_TYPES``, key and value are the msgpack encodings
 of the coordinator's Structs (maps keyed by field name, so fields can be appended with
 defaults), and a tombstone's value is nil. A reader that meets a type number it does not know
-skips that envelope with a warning; the record still occupies its log offset.
+skips that envelope with a warning; the record still occupies its log offset. The envelope
+and its encoding are the core's (``coordinator.record_size``), so the size every limit uses
+is the size stored here.
 
 Envelopes are grouped into *batches*. A batch is a fixed 38-byte little-endian header followed by
 its payload, the msgpack array of its envelopes::
@@ -37,6 +39,8 @@ from typing import NamedTuple, Union
 
 import msgspec
 
+from groupcoord.coordinator.record_size import encode_record as encode_core_record
+from groupcoord.coordinator.record_size import envelope
 from groupcoord.coordinator.records import RECORD_TYPE_OF, RECORD_TYPES, Record
 
 log = logging.getLogger("groupcoord.storage")
@@ -74,8 +78,9 @@ class RecordFormatError(ValueError):
 # -- envelopes --------------------------------------------------------------------------------------
 
 def envelope_of(record: Record) -> tuple:
-    """The envelope of one record as a (type, key, value) tuple, ready for msgspec to encode.
-    ValueError when the record is not a well-typed Record."""
+    """The envelope of one record as a (type, key, value) tuple, ready for msgspec to encode
+    (``coordinator.record_size.envelope``, checked). ValueError when the record is not a
+    well-typed Record."""
     if type(record) is not Record:
         raise ValueError(f"expected a Record, got {type(record).__name__}")
     key, value = record.key, record.value
@@ -85,7 +90,7 @@ def envelope_of(record: Record) -> tuple:
     if value is not None and type(value) is not _VALUE_TYPES[record_type]:
         raise ValueError(f"{type(key).__name__} needs a {_VALUE_TYPES[record_type].__name__} value "
                          f"or None, got {type(value).__name__}")
-    return (record_type, key, value)
+    return envelope(record)
 
 
 def envelopes_of(records: Sequence[Record]) -> list[tuple]:
@@ -100,13 +105,15 @@ def envelopes_of(records: Sequence[Record]) -> list[tuple]:
         spec = spec_of(type(key))
         if spec is None or (value is not None and type(value) is not spec[1]):
             return [envelope_of(r) for r in records]
-        add((spec[0], key, value))
+        add((spec[0], key, value))                    # record_size.envelope, inlined
     return envelopes
 
 
 def encode_record(record: Record) -> bytes:
-    """The envelope of one record, encoded. ValueError when the record is not well typed."""
-    return _encoder.encode(envelope_of(record))
+    """The envelope of one record, encoded (``coordinator.record_size.encode_record``, whose
+    length is the size every limit uses). ValueError when the record is not well typed."""
+    envelope_of(record)
+    return encode_core_record(record)
 
 
 def encode_payload(envelopes: list[tuple]) -> bytes:

@@ -39,6 +39,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
 
 from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
@@ -253,7 +254,7 @@ class PartitionLog:
         # Usual case: the whole append is smaller than one record may be, so no record is too
         # large and it fits one batch (max_batch_bytes > max_record_bytes): one encode call.
         single = len(payload) <= self.config.max_record_bytes
-        encoded = None if single else self._encode_each(records, envelopes)
+        encoded = None if single else self._encode_each(records)
         with self._io_lock:
             self._check_usable()
             if single:
@@ -310,9 +311,10 @@ class PartitionLog:
             self._state.apply_all(records)
         return end
 
-    def _encode_each(self, records: list[Record], envelopes: list[tuple]) -> list[bytes]:
+    def _encode_each(self, records: list[Record]) -> list[bytes]:
+        # The core's encoding, so "too large" here means what the Shard's limits mean.
         limit = self.config.max_record_bytes
-        encoded = [encode_payload(envelope) for envelope in envelopes]
+        encoded = [encode_record(record) for record in records]
         for index, data in enumerate(encoded):
             if len(data) > limit:
                 key = records[index].key

@@ -3,7 +3,8 @@
 It plays the part of the runtime: it numbers requests, keeps every reply (including the late
 ones a completing join phase releases), moves virtual time and fires timers, and after every
 Step checks the standing invariant of DESIGN.md principle 2: a fresh shard that replays all
-records written so far holds the same durable state as the live one.
+records written so far holds the same durable state as the live one; and that no record is
+larger than ``largest_record_bytes`` (what bootstrap sizes the log for).
 
 Defaults mirror Kafka's ``GroupCoordinatorTest``: min session 10 ms, max 600000 ms, group max
 size 4, initial rebalance delay 50 ms, members with session and rebalance timeouts of 500 ms,
@@ -22,6 +23,7 @@ from groupcoord.coordinator import (
     OffsetCommitRequestPartition, OffsetFetchRequest, SequentialIds, Shard, SyncGroupRequest,
     SyncGroupRequestAssignment, TopicPartition,
 )
+from groupcoord.coordinator.record_size import largest_record_bytes, record_bytes
 
 GROUP = "groupId"
 OTHER_GROUP = "otherGroup"
@@ -51,6 +53,7 @@ class Harness:
         self.dropped = set()
         self.events = []
         self.check_replay = check_replay
+        self.largest_record_bytes = largest_record_bytes(self.config)
         self._ids = itertools.count(1)
         self._absorb(self.shard.on_loaded(self.now))
 
@@ -85,6 +88,8 @@ class Harness:
 
     def _absorb(self, step) -> None:
         self.records.extend(step.records)
+        for record in step.records:          # what bootstrap sizes the log for (issue #9 item 3)
+            assert record_bytes(record) <= self.largest_record_bytes, record.key
         for request_id, response in step.replies:
             assert request_id not in self.replies, f"request {request_id} answered twice"
             self.replies[request_id] = response
@@ -168,9 +173,19 @@ def replayed_shard(shard: Shard, records) -> Shard:
     return fresh
 
 
+def scanned_state_counts(shard: Shard) -> dict[str, int]:
+    """Groups per state by a full scan: what ``group_state_counts`` must equal."""
+    counts: dict[str, int] = {}
+    for group in shard.groups():
+        counts[group.state.value] = counts.get(group.state.value, 0) + 1
+    return counts
+
+
 def assert_replay_equivalent(shard: Shard, records) -> None:
     fresh = replayed_shard(shard, records)
     assert fresh.durable_state() == shard.durable_state()
+    assert fresh.group_state_counts() == scanned_state_counts(fresh)
+    assert shard.group_state_counts() == scanned_state_counts(shard)
     for group in fresh.groups():
         if group.persisted is not None:      # a loaded group reproduces its record exactly
             assert group.metadata_value() == group.persisted

@@ -28,7 +28,7 @@ from groupcoord.coordinator import (
 )
 from groupcoord.coordinator.records import OffsetCommitKey
 
-from .harness import assert_replay_equivalent
+from .harness import assert_replay_equivalent, scanned_state_counts
 
 GROUPS = ("groupId", "group-0", "group-2")          # all on partition 0 of 2
 PARTITIONS = 6
@@ -262,6 +262,8 @@ class Simulation:
                 assert not syncing, self.context("parked sync outside CompletingRebalance")
             self.check_assignments(group)
         assert parked == shard.parked_requests, self.context("parked request count")
+        assert shard.group_state_counts() == scanned_state_counts(shard), \
+            self.context("groups-by-state counts differ from a scan")
         for (group_id, topic, partition), offset in self.acked.items():
             group = shard.group(group_id)
             held = group.offsets.get((topic, partition)) if group is not None else None
