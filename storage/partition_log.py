@@ -16,9 +16,9 @@ page cache) and its end published as the durable end (``durable_end``).
 Fencing: a lock can be lost while its holder still runs (an NFS lease that expired while the
 client stalled; someone deleting ``writer.lock``), and the next incarnation then bumps the epoch.
 So before each write (append, roll, skip record, snapshot, retention) and again before an append
-returns, the writer checks that ``epoch.json`` is still the very file it wrote (one ``stat``;
-it keeps that file open so its inode number cannot be reused). If not, it raises
-``LogFencedError`` and the log is failed: a replaced incarnation acknowledges nothing.
+returns, the writer checks that ``epoch.json`` is still the very file it wrote (it keeps that
+file open: one ``fstat`` says whether it still has a name and was not rewritten). If not, it
+raises ``LogFencedError`` and the log is failed: a replaced incarnation acknowledges nothing.
 
 ``append(records)`` is the group-commit API: the runtime hands over the records of every request
 that arrived since its last append, and they cost ONE write and (policy "always") ONE fsync.
@@ -238,20 +238,18 @@ class PartitionLog:
         return 0
 
     def _hold_epoch_file(self) -> None:
-        # Held open so the inode number cannot be reused while we live: a different number at
-        # the path then always means another incarnation wrote epoch.json (_check_owner).
-        self._epoch_path = os.path.join(self.partition_dir, EPOCH_FILE)
-        self._epoch_fd = os.open(self._epoch_path, os.O_RDONLY)
-        stat = os.fstat(self._epoch_fd)
-        self._epoch_id = (stat.st_dev, stat.st_ino)
+        # The file we wrote stays open: another incarnation replaces it by a rename, which
+        # leaves ours without a name (st_nlink 0), and an fstat costs half a stat of the path.
+        self._epoch_fd = os.open(os.path.join(self.partition_dir, EPOCH_FILE), os.O_RDONLY)
+        self._epoch_mtime_ns = os.fstat(self._epoch_fd).st_mtime_ns
 
     def _check_owner(self) -> None:
         """Raise ``LogFencedError`` (and fail the log) if another incarnation has replaced this
         one, i.e. ``epoch.json`` is no longer the file this one wrote (module docstring)."""
         try:
-            stat = os.stat(self._epoch_path)
-            if (stat.st_dev, stat.st_ino) == self._epoch_id:
-                return
+            stat = os.fstat(self._epoch_fd)
+            if stat.st_nlink and stat.st_mtime_ns == self._epoch_mtime_ns:
+                return                          # still named, and not rewritten in place
             found = f"now holds epoch {_read_epoch(self.partition_dir)}"
         except (OSError, CorruptLogError) as exc:
             found = f"cannot be read ({exc})"

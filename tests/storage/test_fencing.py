@@ -20,6 +20,7 @@ from groupcoord.storage import (
     load,
     open_partition_log,
     read_log,
+    write_export_watermark,
 )
 from groupcoord.storage.codec import encode_record, frame_batch
 
@@ -145,4 +146,22 @@ def test_a_lost_epoch_file_does_not_make_new_batches_look_older(tmp_path):
     readonly = Shard(0, 1)
     load(path, readonly)
     assert readonly.durable_state() == state_of(records_between(0, 30))
+
+
+def test_a_lost_epoch_file_is_recovered_from_older_segments_when_the_last_is_empty(tmp_path):
+    path = str(tmp_path)
+    for start in (0, 10):
+        with open_partition_log(path) as log:
+            log.append(records_between(start, start + 10))
+    write_export_watermark(path, 25)              # the next open rolls to an empty segment
+    with open_partition_log(path) as log:
+        loaded_state(log)
+        assert log.end_offset == 25
+    assert list_segments(path)[-1].size_bytes == 0
+    os.remove(os.path.join(path, "epoch.json"))
+    with open_partition_log(path) as log:
+        assert log.epoch == 3                     # above epoch 2, the newest in the log
+        loaded_state(log)
+        log.append(records_between(25, 30))
+    assert [e.offset for e in read_log(path)] == list(range(20)) + list(range(25, 30))
 
