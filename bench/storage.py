@@ -81,7 +81,8 @@ def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int],
             log.close()
             os.close(raw_fd)
         records = size * rounds[size]
-        rows.append({"policy": policy, "batch_records": size, "appends": rounds[size], "bytes": written,
+        rows.append({"policy": policy, "batch_records": size, "appends": rounds[size],
+                     "bytes": written,
                      "log_records_per_s": records / log_s, "raw_records_per_s": records / raw_s,
                      "log_ms_per_append": log_s / rounds[size] * 1000,
                      "raw_ms_per_append": raw_s / rounds[size] * 1000,
