@@ -149,9 +149,12 @@ def _read_epoch(partition_dir: str) -> int:
     return epoch
 
 
+def _epoch_bytes(epoch: int) -> bytes:
+    return json.dumps({"epoch": epoch}).encode()
+
+
 def _write_epoch(partition_dir: str, epoch: int) -> int:
-    path = os.path.join(partition_dir, EPOCH_FILE)
-    write_atomically(path, [json.dumps({"epoch": epoch}).encode()])
+    write_atomically(os.path.join(partition_dir, EPOCH_FILE), [_epoch_bytes(epoch)])
     return epoch
 
 
@@ -242,17 +245,26 @@ class PartitionLog:
         # leaves ours without a name (st_nlink 0), and an fstat costs half a stat of the path.
         self._epoch_fd = os.open(os.path.join(self.partition_dir, EPOCH_FILE), os.O_RDONLY)
         self._epoch_mtime_ns = os.fstat(self._epoch_fd).st_mtime_ns
+        if os.pread(self._epoch_fd, 64, 0) != _epoch_bytes(self.epoch):
+            self._fence()                       # replaced since we wrote it: fenced already
 
     def _check_owner(self) -> None:
         """Raise ``LogFencedError`` (and fail the log) if another incarnation has replaced this
         one, i.e. ``epoch.json`` is no longer the file this one wrote (module docstring)."""
         try:
             stat = os.fstat(self._epoch_fd)
-            if stat.st_nlink and stat.st_mtime_ns == self._epoch_mtime_ns:
-                return                          # still named, and not rewritten in place
-            found = f"now holds epoch {_read_epoch(self.partition_dir)}"
-        except (OSError, CorruptLogError) as exc:
-            found = f"cannot be read ({exc})"
+        except OSError as exc:                  # e.g. ESTALE: removed on an NFS server
+            self._fence(f"cannot be checked ({exc})")
+        if stat.st_nlink and stat.st_mtime_ns == self._epoch_mtime_ns:
+            return                              # still named, and not rewritten in place
+        self._fence()
+
+    def _fence(self, found: str | None = None) -> None:
+        if found is None:
+            try:
+                found = f"now holds epoch {_read_epoch(self.partition_dir)}"
+            except (OSError, CorruptLogError) as exc:
+                found = f"cannot be read ({exc})"
         error = LogFencedError(f"{self.partition_dir}: this incarnation (epoch {self.epoch}) was "
                                f"replaced: {EPOCH_FILE} {found}; it writes and acknowledges "
                                "nothing more")

@@ -9,7 +9,13 @@ import pytest
 
 from groupcoord.coordinator import Shard
 from groupcoord.spark_export import source
-from groupcoord.storage import CorruptLogError, LogConfig, list_segments, open_partition_log
+from groupcoord.storage import (
+    CorruptLogError,
+    LogConfig,
+    list_segments,
+    open_partition_log,
+    write_export_watermark,
+)
 from tests.storage.helpers import records_between
 
 SMALL = dict(segment_bytes=4096, max_record_bytes=1024, max_batch_bytes=2048,
@@ -55,3 +61,17 @@ def test_the_source_refuses_a_missing_segment_in_the_middle(tmp_path):
         _exported_offsets(path)
     above = _exported_offsets(path, segments[2].base_offset)    # nothing missing up there
     assert above == list(range(segments[2].base_offset, end))
+
+
+def test_the_source_reads_across_a_recorded_skip(tmp_path):
+    # The writer continued above the watermark after a crash: the hole is recorded, so the
+    # split before it is accepted and the source reads both sides.
+    path = str(tmp_path / "partition-0")
+    with open_partition_log(path, LogConfig(**SMALL)) as log:
+        log.append(records_between(0, 30))
+    write_export_watermark(path, 35)
+    with open_partition_log(path, LogConfig(**SMALL)) as log:
+        log.load_into(Shard(0, 1))
+        log.append(records_between(35, 50))
+    assert _exported_offsets(path, 20) == list(range(20, 30)) + list(range(35, 50))
+
