@@ -47,12 +47,14 @@ def commit(group: int, topic: int, partition: int, offset: int) -> Record:
 
 # -- append ------------------------------------------------------------------------------------------
 
-def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int]) -> list[dict]:
+def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int],
+                 policy: str = "always") -> list[dict]:
+    """Log appends against raw writes of the same bytes (fsynced, as the log, under "always")."""
     rows = []
     for size in sizes:
-        path = os.path.join(workdir, f"append-{size}")
-        raw_path = os.path.join(workdir, f"raw-{size}.bin")
-        log = open_partition_log(path, LogConfig(fsync_policy="always", segment_bytes=1 << 30))
+        path = os.path.join(workdir, f"append-{policy}-{size}")
+        raw_path = os.path.join(workdir, f"raw-{policy}-{size}.bin")
+        log = open_partition_log(path, LogConfig(fsync_policy=policy, segment_bytes=1 << 30))
         segment = list_segments(path)[-1].path
         raw_fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         log_s = raw_s = 0.0
@@ -71,14 +73,16 @@ def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int]) -> list
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(raw_fd, view):]
-                os.fsync(raw_fd)
+                if policy == "always":
+                    os.fsync(raw_fd)
                 raw_s += time.perf_counter() - started
                 written += len(chunk)
         finally:
             log.close()
             os.close(raw_fd)
         records = size * rounds[size]
-        rows.append({"batch_records": size, "appends": rounds[size], "bytes": written,
+        rows.append({"policy": policy, "batch_records": size, "appends": rounds[size],
+                     "bytes": written,
                      "log_records_per_s": records / log_s, "raw_records_per_s": records / raw_s,
                      "log_ms_per_append": log_s / rounds[size] * 1000,
                      "raw_ms_per_append": raw_s / rounds[size] * 1000,
@@ -86,6 +90,26 @@ def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int]) -> list
         shutil.rmtree(path)
         os.remove(raw_path)
     return rows
+
+
+def bench_owner_checks(workdir: str, calls: int = 20_000) -> dict:
+    """What fencing and the durable end add to each append: two ownership checks (a ``stat`` of
+    epoch.json, before the write and before returning) and, under "always", one publication of
+    the durable end (a 20-byte ``pwrite``). Timed alone, in microseconds per call."""
+    path = os.path.join(workdir, "owner-checks")
+    with open_partition_log(path) as log:
+        started = time.perf_counter()
+        for _ in range(calls):
+            log._check_owner()
+        check_us = (time.perf_counter() - started) / calls * 1e6
+        started = time.perf_counter()
+        for _ in range(calls):
+            log._publish_durable_end(0)
+        publish_us = (time.perf_counter() - started) / calls * 1e6
+    shutil.rmtree(path)
+    return {"check_owner_us": check_us, "publish_durable_end_us": publish_us,
+            "per_append_always_us": 2 * check_us + publish_us,
+            "per_append_other_policies_us": 2 * check_us}
 
 
 # -- load --------------------------------------------------------------------------------------------
@@ -178,6 +202,8 @@ def bench_replay(path: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100x smaller partition, fewer appends")
+    parser.add_argument("--append-only", action="store_true",
+                        help="only the append rows (nothing is written to bench/results)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir on /tmp)")
     args = parser.parse_args()
     scale = 100 if args.quick else 1
@@ -185,14 +211,27 @@ def main() -> None:
     live = groups * topics * partitions
     workdir = tempfile.mkdtemp(prefix="groupcoord-bench-", dir=args.dir)
     try:
-        print("append: fsync always, log vs raw os.write+os.fsync of the same bytes")
         rounds = {1: 300, 10: 300, 100: 200, 1000: 60} if not args.quick else {1: 50, 10: 50, 100: 30, 1000: 10}
-        append_rows = bench_append(workdir, [1, 10, 100, 1000], rounds)
-        print(f"{'batch':>6} {'log rec/s':>12} {'raw rec/s':>12} {'log ms':>8} {'raw ms':>8} {'ratio':>6}")
-        for row in append_rows:
-            print(f"{row['batch_records']:>6} {row['log_records_per_s']:>12,.0f} "
-                  f"{row['raw_records_per_s']:>12,.0f} {row['log_ms_per_append']:>8.2f} "
-                  f"{row['raw_ms_per_append']:>8.2f} {row['ratio']:>6.2f}")
+        append_rows = []
+        for policy in ("always", "never"):
+            # "never" shows the log's own CPU cost per append (no fsync to hide it).
+            print(f"append: fsync {policy}, log vs raw os.write of the same bytes"
+                  + (" + os.fsync" if policy == "always" else ""))
+            rows = bench_append(workdir, [1, 10, 100, 1000], rounds, policy)
+            print(f"{'batch':>6} {'log rec/s':>12} {'raw rec/s':>12} {'log ms':>8} {'raw ms':>8} "
+                  f"{'ratio':>6}")
+            for row in rows:
+                print(f"{row['batch_records']:>6} {row['log_records_per_s']:>12,.0f} "
+                      f"{row['raw_records_per_s']:>12,.0f} {row['log_ms_per_append']:>8.3f} "
+                      f"{row['raw_ms_per_append']:>8.3f} {row['ratio']:>6.2f}")
+            append_rows += rows
+        owner = bench_owner_checks(workdir)
+        print(f"per append: ownership check {owner['check_owner_us']:.2f} us (x2), durable-end "
+              f"publish {owner['publish_durable_end_us']:.2f} us ('always' only): "
+              f"{owner['per_append_always_us']:.2f} us with 'always', "
+              f"{owner['per_append_other_policies_us']:.2f} us otherwise")
+        if args.append_only:
+            return
 
         print(f"\nload: {groups:,} groups, {live:,} live offsets (building partitions...)")
         builds, loads = {}, {}
@@ -224,6 +263,7 @@ def main() -> None:
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
             "quick": args.quick,
             "append": append_rows,
+            "append_overhead": owner,
             "load": {"groups": groups, "live_offsets": live, "builds": builds,
                      "loads": loads, "load_10x_over_1x": ratio},
             "replay": replay,

@@ -12,7 +12,8 @@ Each round:
 3. per table, keeps the rows at or above that table's own watermark and commits them together
    with the new watermarks (``lake.commit_append`` / ``lake.commit_latest``). A table that
    another export moved first raises ``Raced`` and is simply re-planned next round.
-Rounds repeat until every partition is read to its end. Tables are independent, so a crash
+Rounds repeat until every partition is read to its durable end (what its writer has published as
+fsynced; see ``source``). Tables are independent, so a crash
 between two tables' commits only leaves the later table behind, and the next run catches it up.
 
 Finally the lowest watermark of the three tables is written beside each partition's log

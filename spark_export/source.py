@@ -1,15 +1,18 @@
 """Spark source ``groupcoord_log``: reads partition logs in parallel, one input split per segment.
 
 The driver plans the splits (``plan_splits``): for each log partition, the segments that hold
-offsets at or above the partition's start offset, at most ``max_segments`` of them. The plan
-travels to the reader as a JSON option; each Spark task reads its one segment from its start
-offset through ``groupcoord.storage.read_log`` (read-only; it stops cleanly at a torn tail and
-skips unknown record types) and yields Arrow record batches in ``schema.SOURCE_SCHEMA``.
-Nothing here writes, and nothing talks to an actor, so an export never slows the coordinator.
+offsets at or above the partition's start offset and below its durable end (what the writer
+has published as fsynced: ``groupcoord.storage.durable_end_offset``; bytes still in the page
+cache could vanish in a machine crash after being exported), at most ``max_segments`` of them.
+The plan travels to the reader as a JSON option; each Spark task reads its one segment from its
+start offset to that end through ``groupcoord.storage.read_log`` (read-only; it stops cleanly at
+a torn tail, skips unknown record types, and refuses, like every reader of the log, a hole
+between its segment and the next that the writer did not record as skipped) and yields Arrow
+record batches in ``schema.SOURCE_SCHEMA``. Nothing here writes, and nothing talks to an actor,
+so an export never slows the coordinator.
 
-A split over the last (open) segment has no upper bound: what it reads depends on when it
-runs. The exporter therefore materialises the source once per round (``localCheckpoint``) so
-every table of the round sees the same rows.
+Every split is bounded, but the exporter still materialises the source once per round
+(``localCheckpoint``) so every table of the round reads the log once and sees the same rows.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from groupcoord.coordinator.consumer_protocol import decode_assignment, subscribed_topics
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupcoord.storage import durable_end_offset, list_segments, read_log
 
 from . import schema
 
@@ -37,6 +41,7 @@ class Split(msgspec.Struct, frozen=True):
     partition_dir: str
     segment_path: str
     from_offset: int
+    to_offset: int              # exclusive: the durable end when the plan was made
 
 
 def partition_dirs(log_dir: str) -> dict[int, str]:
@@ -53,19 +58,22 @@ def partition_dirs(log_dir: str) -> dict[int, str]:
 
 def plan_splits(log_partition: int, partition_dir: str, start_offset: int,
                 max_segments: int) -> tuple[list[Split], int | None]:
-    """Splits for one partition from ``start_offset``; also the offset where the plan stops
-    short (the next unplanned segment's base offset), or None when it reaches the log's end."""
-    from groupcoord.storage import list_segments
+    """Splits for one partition from ``start_offset`` to its durable end; also the offset where
+    the plan stops short (the next unplanned segment's base offset), or None when it reaches
+    the durable end."""
+    durable_end = durable_end_offset(partition_dir)      # read first: segments only grow past it
     segments = sorted(list_segments(partition_dir), key=lambda s: s.base_offset)
     splits: list[Split] = []
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if next_base is not None and next_base <= start_offset:
             continue                       # wholly below the watermark
+        if seg.base_offset >= durable_end:
+            break                          # nothing in it is known to be on disk yet
         if len(splits) == max_segments:
             return splits, seg.base_offset
         splits.append(Split(log_partition, partition_dir, str(seg.path),
-                            max(start_offset, seg.base_offset)))
+                            max(start_offset, seg.base_offset), durable_end))
     return splits, None
 
 
@@ -108,11 +116,10 @@ def read_split(split: Split):
     """Arrow batches of the split's entries (runs in a Spark Python worker). A segment that
     retention deleted after planning fails the task, so the round commits nothing and the next
     run reports the gap instead of skipping it."""
-    import pyarrow as pa
-    from groupcoord.storage import read_log
+    import pyarrow as pa  # noqa: PLC0415 - only Spark's Python workers need it
     rows = _Columns(split.log_partition)
     for entry in read_log(split.partition_dir, from_offset=split.from_offset,
-                          segment=split.segment_path):
+                          segment=split.segment_path, to_offset=split.to_offset):
         rows.add(entry.offset, entry.record)
         if rows.count >= BATCH_ROWS:
             yield rows.batch(pa)

@@ -6,8 +6,10 @@ On disk, ``<log_dir>/partition-<n>/`` holds:
   (``codec``); read them with ``list_segments`` / ``read_log`` (read-only, lock-free, safe while
   a writer appends) or decode with ``decode_records``.
 * ``snapshot-<offset:020d>.snap``: the compacted state below ``offset`` (``snapshot``).
-* ``writer.lock`` (flock'd by the one live writer), ``epoch.json`` (incarnation counter) and
-  optionally ``export-watermark.json`` written by the exporter (``watermark``).
+* ``writer.lock`` (flock'd by the one live writer), ``epoch.json`` (incarnation counter),
+  ``durable-end`` (how far lock-free readers may read: ``durable_end_offset``), optionally
+  ``skipped-offsets.json`` (offsets the writer durably skipped after a crash: ``skips``) and
+  ``export-watermark.json`` written by the exporter (``watermark``).
 
 Writers use ``open_partition_log(dir, LogConfig(...))`` -> ``PartitionLog`` (``load_into``,
 ``append``, ``maybe_snapshot``, ``close``); ``load(dir, shard)`` loads without writing.
@@ -17,10 +19,13 @@ import os
 
 from .codec import HEADER_BYTES, BatchHeader, RecordFormatError, decode_records, encode_record
 from .config import (
-    CorruptLogError, LogClosedError, LogConfig, LogLockedError, RecordTooLargeError, StorageError,
+    CorruptLogError, LogClosedError, LogConfig, LogFencedError, LogLockedError, RecordTooLargeError,
+    StorageError,
 )
+from .durable_end import DURABLE_END_FILE, durable_end_offset, read_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition
 from .partition_log import PartitionLog, open_partition_log
+from .skips import SKIPS_FILE, read_skipped_ranges
 from .segments import LogEntry, SegmentInfo, TruncationReport, list_segments, log_start_offset, read_log
 from .watermark import WATERMARK_FILE, read_export_watermark, write_export_watermark
 
@@ -37,10 +42,11 @@ def load(log_dir: str, shard, progress=None) -> LoadSummary:
 
 
 __all__ = [
-    "HEADER_BYTES", "WATERMARK_FILE", "BatchHeader", "CorruptLogError", "LoadProgress",
-    "LoadSummary", "LogClosedError", "LogConfig", "LogEntry", "LogLockedError", "PartitionLog",
-    "RecordFormatError", "RecordTooLargeError", "SegmentInfo", "StorageError", "TruncationReport",
-    "decode_records", "encode_record", "list_segments", "load", "log_start_offset",
-    "open_partition_log", "partition_dir", "read_export_watermark", "read_log",
-    "write_export_watermark",
+    "DURABLE_END_FILE", "HEADER_BYTES", "SKIPS_FILE", "WATERMARK_FILE", "BatchHeader",
+    "CorruptLogError", "LoadProgress", "LoadSummary", "LogClosedError", "LogConfig", "LogEntry",
+    "LogFencedError", "LogLockedError", "PartitionLog", "RecordFormatError", "RecordTooLargeError",
+    "SegmentInfo", "StorageError", "TruncationReport", "decode_records", "durable_end_offset",
+    "encode_record", "list_segments", "load", "log_start_offset", "open_partition_log",
+    "partition_dir", "read_durable_end", "read_export_watermark", "read_log",
+    "read_skipped_ranges", "write_export_watermark",
 ]

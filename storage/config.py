@@ -24,6 +24,12 @@ class LogLockedError(StorageError):
     """Another live process holds the partition directory's writer lock."""
 
 
+class LogFencedError(StorageError):
+    """This incarnation was replaced: another one opened the log (``epoch.json`` no longer holds
+    our epoch), e.g. after our lock was lost. Nothing more may be written or acknowledged; the
+    log is failed."""
+
+
 class LogClosedError(StorageError):
     """The log was closed, or failed (a write or fsync error) and must be reopened."""
 

@@ -9,7 +9,9 @@ Theory of operation
    the log still starts at offset 0 (otherwise: ``CorruptLogError``). A snapshot is decoded
    completely before the first ``restore`` call, so a bad one never half-loads a shard.
 3. Restore every snapshot group in bulk, then replay each record at offset >= the snapshot
-   offset, checking that segments continue each other where records are needed.
+   offset, checking that segments continue each other where records are needed (a hole is
+   accepted only where the writer recorded a skip: ``segments.check_segment_follows``) and
+   that batch epochs never decrease (``segments.check_epoch_order``).
 
 The cyclic garbage collector is paused while loading: a load allocates millions of small
 objects that all stay alive, and the collector's repeated passes over them would cost more than
@@ -35,8 +37,8 @@ import msgspec
 
 from .config import CorruptLogError
 from .segments import (
-    SegmentInfo, SegmentScan, TruncationReport, decode_batch, list_segments, read_segment_bytes,
-    scan_segment,
+    SegmentInfo, SegmentScan, TruncationReport, check_epoch_order, check_segment_follows,
+    decode_batch, list_segments, read_segment_bytes, scan_segment,
 )
 from .snapshot import CompactState, SnapshotDamaged, SnapshotImage, list_snapshots, offsets_of, read_snapshot
 
@@ -170,7 +172,8 @@ def load_partition(partition_dir: str, shard, state: CompactState | None = None,
             last = segments[-1]
             last_scan = scan_segment(last_buf, last.path, last.base_offset, True, start)
         replay_started = time.perf_counter()
-        used, skipped = _replay_tail(segments, last_buf, last_scan, start, shard, state, tracker)
+        used, skipped = _replay_tail(partition_dir, segments, last_buf, last_scan, start, shard,
+                                     state, tracker)
         replay_ms = (time.perf_counter() - replay_started) * 1000
         tracker.tick("done", force=True)
     summary = LoadSummary(
@@ -205,21 +208,21 @@ def _newest_usable_snapshot(partition_dir: str, log_start: int
     return None, damaged, unreadable
 
 
-def _replay_tail(segments: list[SegmentInfo], last_buf: bytes, last_scan: SegmentScan | None,
-                 start: int, shard, state: CompactState | None, tracker: _Tracker) -> tuple[int, int]:
-    used = skipped = 0
+def _replay_tail(partition_dir: str, segments: list[SegmentInfo], last_buf: bytes,
+                 last_scan: SegmentScan | None, start: int, shard, state: CompactState | None,
+                 tracker: _Tracker) -> tuple[int, int]:
+    used = skipped = epoch = 0
     expected: int | None = None            # where the next segment must begin
     replay, apply_all = shard.replay, (state.apply_all if state is not None else None)
     for i, info in enumerate(segments):
         is_last = i == len(segments) - 1
         if not is_last and segments[i + 1].base_offset <= start:
             continue                        # wholly below the snapshot
-        if info.base_offset > start and expected != info.base_offset:
-            raise CorruptLogError(info.path, 0, info.base_offset,
-                                  f"offsets {expected if expected is not None else start}.."
-                                  f"{info.base_offset - 1} are missing (gap before this segment)")
+        if expected is not None or info.base_offset > start:
+            check_segment_follows(partition_dir, expected if expected is not None else start, info)
         buf = last_buf if is_last else read_segment_bytes(info.path)
         scan = last_scan if is_last else scan_segment(buf, info.path, info.base_offset, False, start)
+        epoch = check_epoch_order(epoch, scan, info.path)
         used += 1
         tracker.bytes += len(buf)
         for pos, header in scan.batches:

@@ -2,12 +2,23 @@
 
 Theory of operation
 -------------------
-``open_partition_log(dir)`` creates the directory, takes ``writer.lock`` with ``fcntl.flock``
-(non-blocking: a second live writer gets ``LogLockedError``; the kernel drops the lock when the
-holder dies, so a restarted actor gets it back), bumps the incarnation epoch in ``epoch.json``
-(atomically, under the lock), removes leftover temporary files and recovers the last segment:
-every batch is CRC-checked and a torn tail is truncated (and fsynced) and reported in
-``truncated``; damage followed by later appends raises ``CorruptLogError`` (see ``segments``).
+``open_partition_log(dir)`` creates the directory (fsyncing the parent of each directory it
+creates), takes ``writer.lock`` with ``fcntl.flock`` (non-blocking: a second live writer gets
+``LogLockedError``; the kernel drops the lock when the holder dies, so a restarted actor gets it
+back), bumps the incarnation epoch in ``epoch.json`` (atomically, under the lock), removes
+leftover temporary files and recovers the last segment: every batch is CRC-checked and a torn
+tail is truncated and reported in ``truncated``; damage followed by later appends raises
+``CorruptLogError`` (see ``segments``). The epoch is also kept above every epoch already in the
+log (a lost ``epoch.json`` must not make new batches look older than old ones). The last
+segment is then fsynced (a crashed predecessor may have left acknowledged bytes only in the
+page cache) and its end published as the durable end (``durable_end``).
+
+Fencing: a lock can be lost while its holder still runs (an NFS lease that expired while the
+client stalled; someone deleting ``writer.lock``), and the next incarnation then bumps the epoch.
+So before each write (append, roll, skip record, snapshot, retention) and again before an append
+returns, the writer checks that ``epoch.json`` is still the very file it wrote (it keeps that
+file open: one ``fstat`` says whether it still has a name and was not rewritten). If not, it
+raises ``LogFencedError`` and the log is failed: a replaced incarnation acknowledges nothing.
 
 ``append(records)`` is the group-commit API: the runtime hands over the records of every request
 that arrived since its last append, and they cost ONE write and (policy "always") ONE fsync.
@@ -16,7 +27,13 @@ or a malformed record raises before a byte is written. The active segment rolls 
 new file, fsync the directory) before an append that would take it past ``segment_bytes``, so
 an append never spans two segments. A failed write or fsync fails the log for good (after a
 failed fsync the kernel may have dropped the dirty pages, so retrying could lie): the owner must
-reopen, which truncates whatever half-append is left.
+reopen, which truncates whatever half-append is left. Each fsync of the active segment is
+followed by publishing the durable end (a 20-byte ``pwrite``).
+
+``load_into`` never reuses an offset a snapshot or the exporter's watermark has passed: when the
+log ends below them (a machine crash took unsynced records), it records the offsets below the
+watermark as skipped (``skips``, durably, before anything goes past them) and rolls to a new
+segment above both.
 
 ``maybe_snapshot`` may run on its own thread, beside appends (building a snapshot of a million
 offsets takes ~0.3 s; appends must not wait that long). It never looks at the shard (the event
@@ -24,7 +41,9 @@ loop keeps mutating it): storage keeps its own ``CompactState`` fed by ``load_in
 appended records, folded in by whoever holds ``_fold_lock`` (a snapshot, or an append every
 100,000 records when no snapshot holds it). The one invariant: a snapshot's offset is the end of
 exactly the records folded into its state, so the end offset and the list of records not yet
-folded change together, under ``_state_lock``. After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
+folded change together, under ``_state_lock``. Before writing a snapshot the active segment is
+fsynced (whatever the policy), so the log never ends below a snapshot it holds records of.
+After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
 OLDEST kept one are deleted (never the active segment, and, with ``retain_until_exported``,
 never a segment holding offsets the exporter has not exported).
 """
@@ -43,9 +62,16 @@ from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
 
 from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
-from .config import CorruptLogError, LogClosedError, LogConfig, LogLockedError, RecordTooLargeError, StorageError
+from .config import (
+    CorruptLogError, LogClosedError, LogConfig, LogFencedError, LogLockedError, RecordTooLargeError,
+    StorageError,
+)
+from .durable_end import DURABLE_END_FILE, encode_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
-from .segments import TruncationReport, list_segments, segment_path
+from .segments import (
+    TruncationReport, list_segments, read_segment_bytes, scan_segment, segment_path,
+)
+from .skips import record_skip
 from .snapshot import (
     DAMAGED_SUFFIX, CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot,
 )
@@ -66,10 +92,10 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
         config = LogConfig()
     elif not isinstance(config, LogConfig):
         raise ValueError(f"config must be a LogConfig, got {type(config).__name__}")
-    os.makedirs(partition_dir, exist_ok=True)
+    _make_dirs_durably(partition_dir)
     lock_fd = _take_lock(partition_dir)
     try:
-        epoch = _bump_epoch(partition_dir)
+        epoch = _write_epoch(partition_dir, _read_epoch(partition_dir) + 1)
         for name in os.listdir(partition_dir):
             # A write_atomically of ours that never reached its rename; the exporter's
             # watermark writes run without the lock and may be in flight right now.
@@ -79,6 +105,18 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
     except BaseException:
         os.close(lock_fd)
         raise
+
+
+def _make_dirs_durably(path: str) -> None:
+    """``os.makedirs``, then fsync the parent of each directory it created (top-down), so the
+    new names survive a machine crash."""
+    missing, current = [], os.path.abspath(path)
+    while not os.path.isdir(current) and os.path.dirname(current) != current:
+        missing.append(current)
+        current = os.path.dirname(current)
+    os.makedirs(path, exist_ok=True)
+    for created in reversed(missing):
+        fsync_dir(os.path.dirname(created))
 
 
 def _take_lock(partition_dir: str) -> int:
@@ -96,20 +134,28 @@ def _take_lock(partition_dir: str) -> int:
     return fd
 
 
-def _bump_epoch(partition_dir: str) -> int:
+def _read_epoch(partition_dir: str) -> int:
+    """The epoch in ``epoch.json`` (0 when there is none)."""
     path = os.path.join(partition_dir, EPOCH_FILE)
     try:
         with open(path, "rb") as f:
-            previous = json.loads(f.read())["epoch"]
+            epoch = json.loads(f.read())["epoch"]
     except FileNotFoundError:
-        previous = 0
+        return 0
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(path, 0, -1, f"unreadable epoch file ({exc!r}); "
-                              "fix or remove it only if no other incarnation can be alive") from None
-    if type(previous) is not int or previous < 0:
-        raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {previous!r}")
-    epoch = previous + 1
-    write_atomically(path, [json.dumps({"epoch": epoch}).encode()])
+        raise CorruptLogError(path, 0, -1, f"unreadable epoch file ({exc!r}); fix or remove it "
+                              "only if no other incarnation can be alive") from None
+    if type(epoch) is not int or epoch < 0:
+        raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {epoch!r}")
+    return epoch
+
+
+def _epoch_bytes(epoch: int) -> bytes:
+    return json.dumps({"epoch": epoch}).encode()
+
+
+def _write_epoch(partition_dir: str, epoch: int) -> int:
+    write_atomically(os.path.join(partition_dir, EPOCH_FILE), [_epoch_bytes(epoch)])
     return epoch
 
 
@@ -146,8 +192,20 @@ class PartitionLog:
         self._failed: BaseException | None = None
         self._closed = False
         self._dirty = False                     # written but not yet fsynced
-        self.truncated: TruncationReport | None = self._recover()
-        self._fd = self._open_segment(self._segment_base)
+        self._fd = self._epoch_fd = self._end_fd = -1
+        try:
+            self.truncated: TruncationReport | None = self._recover()
+            newest = self._newest_epoch_in_log()
+            if newest >= epoch:                 # epoch.json was lost or reset: stay above the log
+                self.epoch = _write_epoch(partition_dir, newest + 1)
+            self._hold_epoch_file()
+            self._fd = self._open_segment(self._segment_base)
+            os.fsync(self._fd)                  # what a crashed predecessor left in the page cache
+            self._open_durable_end()
+            self._publish_durable_end(self._next_offset)
+        except BaseException:
+            self._close_fds()                   # open_partition_log closes the lock
+            raise
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if config.fsync_policy == "interval":
@@ -171,6 +229,68 @@ class PartitionLog:
         return self._next_offset
 
     # -- opening -------------------------------------------------------------------------------
+
+    def _newest_epoch_in_log(self) -> int:
+        """The epoch of the newest batch in the log (0 for an empty log)."""
+        if self._recovered is not None and self._recovered.scan.batches:
+            return self._recovered.scan.batches[-1][1].epoch
+        for info in reversed(list_segments(self.partition_dir)[:-1]):   # the last one is empty
+            scan = scan_segment(read_segment_bytes(info.path), info.path, info.base_offset,
+                                False, verify_from_offset=1 << 62)   # headers only, no CRCs
+            if scan.batches:
+                return scan.batches[-1][1].epoch
+        return 0
+
+    def _hold_epoch_file(self) -> None:
+        # The file we wrote stays open: another incarnation replaces it by a rename, which
+        # leaves ours without a name (st_nlink 0), and an fstat costs half a stat of the path.
+        self._epoch_fd = os.open(os.path.join(self.partition_dir, EPOCH_FILE), os.O_RDONLY)
+        self._epoch_mtime_ns = os.fstat(self._epoch_fd).st_mtime_ns
+        if os.pread(self._epoch_fd, 64, 0) != _epoch_bytes(self.epoch):
+            self._fence()                       # replaced since we wrote it: fenced already
+
+    def _check_owner(self) -> None:
+        """Raise ``LogFencedError`` (and fail the log) if another incarnation has replaced this
+        one, i.e. ``epoch.json`` is no longer the file this one wrote (module docstring)."""
+        try:
+            stat = os.fstat(self._epoch_fd)
+        except OSError as exc:                  # e.g. ESTALE: removed on an NFS server
+            self._fence(f"cannot be checked ({exc})")
+        if stat.st_nlink and stat.st_mtime_ns == self._epoch_mtime_ns:
+            return                              # still named, and not rewritten in place
+        self._fence()
+
+    def _fence(self, found: str | None = None) -> None:
+        if found is None:
+            try:
+                found = f"now holds epoch {_read_epoch(self.partition_dir)}"
+            except (OSError, CorruptLogError) as exc:
+                found = f"cannot be read ({exc})"
+        error = LogFencedError(f"{self.partition_dir}: this incarnation (epoch {self.epoch}) was "
+                               f"replaced: {EPOCH_FILE} {found}; it writes and acknowledges "
+                               "nothing more")
+        self._failed = error
+        log.critical("%s", error)
+        raise error
+
+    def _open_durable_end(self) -> None:
+        path = os.path.join(self.partition_dir, DURABLE_END_FILE)
+        created = not os.path.exists(path)
+        self._end_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        if created:
+            fsync_dir(self.partition_dir)
+
+    def _publish_durable_end(self, end_offset: int) -> None:
+        """Tell lock-free readers that offsets below ``end_offset`` are on disk (call right after
+        the fsync that made them so; see ``durable_end``)."""
+        os.pwrite(self._end_fd, encode_durable_end(end_offset, self.epoch), 0)
+
+    def _close_fds(self) -> None:
+        for name in ("_fd", "_epoch_fd", "_end_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                os.close(fd)
 
     def _recover(self) -> TruncationReport | None:
         segments = list_segments(self.partition_dir)
@@ -220,13 +340,21 @@ class PartitionLog:
         # "interval"/"never"; or records the lake exporter read between a write and its fsync
         # (it reads without the lock). Reusing those offsets would give new records positions
         # the snapshot or the exporter's watermark has already passed, and they would be lost.
-        seen = max(summary.snapshot_offset, read_export_watermark(self.partition_dir) or 0)
+        watermark = read_export_watermark(self.partition_dir) or 0
+        seen = max(summary.snapshot_offset, watermark)
+        if seen > self._next_offset or summary.damaged_snapshot_paths:
+            self._check_owner()
         if seen > self._next_offset:
             log.warning("%s: log ends at %d, below offset %d already covered by a snapshot or "
                         "the export watermark; continuing from there", self.partition_dir,
                         self._next_offset, seen)
             with self._io_lock:
                 try:
+                    # The offsets below the watermark hold no record any more: say so durably
+                    # before a segment goes past them, so every later load accepts the hole.
+                    # Offsets only a snapshot holds are not skipped: they are in that snapshot.
+                    if watermark > self._next_offset:
+                        record_skip(self.partition_dir, self._next_offset, watermark)
                     self._roll(seen)
                 except OSError as exc:
                     self._failed = exc
@@ -237,6 +365,8 @@ class PartitionLog:
             # back to, and the segments below it, leaving nothing to rebuild from.
             os.replace(path, path + DAMAGED_SUFFIX)
             log.warning("%s: set aside damaged snapshot %s", self.partition_dir, path)
+        if summary.damaged_snapshot_paths:
+            fsync_dir(self.partition_dir)       # the set-aside must survive a crash too
         self._state_loaded = True
         self._records_since_snapshot = summary.records
         self._bytes_since_snapshot = 0
@@ -257,6 +387,7 @@ class PartitionLog:
         encoded = None if single else self._encode_each(records)
         with self._io_lock:
             self._check_usable()
+            self._check_owner()
             if single:
                 parts = list(frame_parts(payload, len(records), self._next_offset, self._next_offset,
                                          self.epoch, True))
@@ -267,10 +398,14 @@ class PartitionLog:
                 if self._size and self._size + size > self.config.segment_bytes:
                     self._roll(self._next_offset)
                 _write_all(self._fd, parts)
-                if self.config.fsync_policy == "always":
+                synced = self.config.fsync_policy == "always"
+                if synced:
                     os.fsync(self._fd)
                 else:
                     self._dirty = True
+                self._check_owner()             # replaced while writing: acknowledge nothing
+                if synced:
+                    self._publish_durable_end(self._next_offset + len(records))
             except OSError as exc:
                 self._failed = exc
                 log.critical("%s: append failed, the log must be reopened: %r", self.partition_dir, exc)
@@ -341,6 +476,7 @@ class PartitionLog:
         """Seal the active segment (fsync, whatever the policy) and start one at ``new_base``."""
         if self._size == 0 and new_base == self._segment_base:
             return
+        self._check_owner()
         os.fsync(self._fd)
         # -1 until the new segment is open: if opening it fails, close() must not close the
         # old number again (by then it may belong to another file of this process).
@@ -348,6 +484,7 @@ class PartitionLog:
         os.close(fd)
         self._fd = self._open_segment(new_base)
         self._segment_base, self._next_offset, self._size, self._dirty = new_base, new_base, 0, False
+        self._publish_durable_end(new_base)
 
     def _flush_periodically(self) -> None:
         interval_s = self.config.fsync_interval_ms / 1000
@@ -358,6 +495,7 @@ class PartitionLog:
                 try:
                     os.fsync(self._fd)
                     self._dirty = False
+                    self._publish_durable_end(self._next_offset)
                 except OSError as exc:
                     self._failed = exc
                     log.critical("%s: background fsync failed: %r", self.partition_dir, exc)
@@ -403,13 +541,30 @@ class PartitionLog:
         with self._fold_lock:
             offset = self._fold_locked(snapshot=True)
             raws, offset_count = self._state.compact()
+        self._sync_active_segment()
         path = write_snapshot(self.partition_dir, offset, raws, offset_count)
         log.info("%s: snapshot at offset %d (%d groups, %d offsets)", self.partition_dir,
                  offset, len(raws), offset_count)
         self._apply_retention()
         return path
 
+    def _sync_active_segment(self) -> None:
+        """fsync what was written so far, whatever the policy: a snapshot must never be ahead of
+        the log on disk (the log would end below it after a crash); also checks ownership."""
+        with self._io_lock:
+            self._check_usable()
+            self._check_owner()
+            if self._dirty:
+                try:
+                    os.fsync(self._fd)
+                    self._dirty = False
+                    self._publish_durable_end(self._next_offset)
+                except OSError as exc:
+                    self._failed = exc
+                    raise
+
     def _apply_retention(self) -> None:
+        self._check_owner()
         snapshots = list_snapshots(self.partition_dir)
         keep = self.config.keep_snapshots
         for _, path in snapshots[:-keep]:
@@ -445,12 +600,12 @@ class PartitionLog:
             try:
                 if self._failed is None:
                     os.fsync(self._fd)
+                    self._publish_durable_end(self._next_offset)
             except OSError as exc:
                 error = exc
             finally:
                 try:
-                    if self._fd >= 0:
-                        os.close(self._fd)
+                    self._close_fds()
                 finally:
                     os.close(self._lock_fd)     # released whatever happened above
         if error is not None:

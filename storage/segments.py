@@ -20,6 +20,14 @@ the previous one ends. Only the newest ("last") segment is ever written; a segme
   missing was never acknowledged, so its intact leading batches are part of the tail too
   (an append is all or nothing, whether it was cut inside a batch or between two).
 
+Across segments, ``check_segment_follows`` is the one rule every reader (``read_log``, the
+loader, the exporter's source) applies: a segment begins exactly where the previous one ends,
+unless the hole between them is a range the writer recorded as skipped (``skips``); any other
+hole or overlap is a ``CorruptLogError`` naming the missing offsets. Batch epochs never
+decrease along the log (each incarnation writes after its predecessors): a batch of an older
+epoch after a newer one was written by a replaced incarnation (a "zombie" that had lost its
+lock), and readers refuse it (``check_epoch_order``) rather than guess which writer to trust.
+
 The writer truncates a torn tail on open (``partition_log``); readers (``read_log``, the exporter,
 the read-only loader) just stop there. None of this takes the writer lock.
 """
@@ -39,6 +47,7 @@ from .codec import (
     decode_records, read_header,
 )
 from .config import CorruptLogError, StorageError
+from .skips import covers, read_skipped_ranges
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 
@@ -120,6 +129,9 @@ def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
         verify = peek is None or peek.end_offset > verify_from_offset
         header, problem = batch_problem(buf, pos, expected, verify_crc=verify)
         if problem is None:
+            if batches and header.epoch < batches[-1][1].epoch:
+                raise CorruptLogError(path, pos, header.base_offset,
+                                      _epoch_problem(header.epoch, batches[-1][1].epoch))
             batches.append((pos, header))
             pos += HEADER_BYTES + header.length
             expected = header.end_offset
@@ -162,6 +174,37 @@ def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int 
     return None
 
 
+def _epoch_problem(epoch: int, previous: int) -> str:
+    return (f"a batch of epoch {epoch} follows one of epoch {previous}: written by a replaced "
+            "incarnation that had lost the writer lock")
+
+
+def check_epoch_order(previous_epoch: int, scan: SegmentScan, path: str) -> int:
+    """Refuse a segment whose first batch is older than the segments before it (their newest
+    epoch is ``previous_epoch``); returns the newest epoch up to this segment's end."""
+    if not scan.batches:
+        return previous_epoch
+    pos, first = scan.batches[0]
+    if first.epoch < previous_epoch:
+        raise CorruptLogError(path, pos, first.base_offset,
+                              _epoch_problem(first.epoch, previous_epoch))
+    return scan.batches[-1][1].epoch            # non-decreasing within a segment (scan_segment)
+
+
+def check_segment_follows(partition_dir: str, previous_end: int, info: SegmentInfo) -> None:
+    """Refuse a segment that does not begin where the data before it ends (``previous_end``),
+    unless the hole between them is recorded as skipped (module docstring)."""
+    base = info.base_offset
+    if base == previous_end:
+        return
+    if base < previous_end:
+        raise CorruptLogError(info.path, 0, base, f"the segment begins at offset {base}, but the "
+                              f"one before it ends at {previous_end} (segments overlap)")
+    if not covers(read_skipped_ranges(partition_dir), previous_end, base):
+        raise CorruptLogError(info.path, 0, base, f"offsets {previous_end}..{base - 1} are "
+                              "missing (gap before this segment)")
+
+
 def decode_batch(buf: bytes, pos: int, header: BatchHeader, path: str) -> list[Record | None]:
     """The records of a valid batch (None for skipped unknown types); CorruptLogError when a
     CRC-valid payload does not decode, since skipping it would lose acknowledged data."""
@@ -176,35 +219,56 @@ def decode_batch(buf: bytes, pos: int, header: BatchHeader, path: str) -> list[R
     return records
 
 
-def read_log(partition_dir: str, from_offset: int = 0,
-             segment: SegmentInfo | str | None = None) -> Iterator[LogEntry]:
-    """Every record at offset >= ``from_offset``, in offset order, read-only and lock-free.
+def read_log(partition_dir: str, from_offset: int = 0, segment: SegmentInfo | str | None = None,
+             to_offset: int | None = None) -> Iterator[LogEntry]:
+    """Every record at offset >= ``from_offset`` (and < ``to_offset``, when given), in offset
+    order, read-only and lock-free.
 
     Safe while a writer appends: stops cleanly at a torn or incomplete tail of the last segment.
     Records of unknown types are skipped (their offsets are simply absent). ``segment`` (a
     SegmentInfo or a segment path) restricts reading to that one segment, e.g. one Spark input
-    split per segment. Damage that is not a torn tail raises ``CorruptLogError``.
+    split per segment; the segment must still end where the next one begins. A hole between
+    segments that is not a recorded skip, a batch of an older epoch after a newer one, or damage
+    that is not a torn tail raises ``CorruptLogError`` (module docstring).
     """
     if type(from_offset) is not int or from_offset < 0:
         raise ValueError(f"from_offset must be an int >= 0, got {from_offset!r}")
+    if to_offset is not None and (type(to_offset) is not int or to_offset < 0):
+        raise ValueError(f"to_offset must be an int >= 0 or None, got {to_offset!r}")
     segments = list_segments(partition_dir)
     chosen = range(len(segments))
     if segment is not None:
         wanted = segment.path if isinstance(segment, SegmentInfo) else segment
-        chosen = [i for i, s in enumerate(segments) if os.path.abspath(s.path) == os.path.abspath(wanted)]
+        chosen = [i for i, s in enumerate(segments)
+                  if os.path.abspath(s.path) == os.path.abspath(wanted)]
         if not chosen:
             raise ValueError(f"no segment {wanted!r} in {partition_dir}")
+    previous_end: int | None = None
+    epoch = 0
     for i in chosen:
         info = segments[i]
-        if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
+        following = segments[i + 1] if i + 1 < len(segments) else None
+        if following is not None and following.base_offset <= from_offset:
             continue                            # wholly below from_offset
+        if to_offset is not None and info.base_offset >= to_offset:
+            break                               # wholly above to_offset
+        if previous_end is not None:
+            check_segment_follows(partition_dir, previous_end, info)
         buf = read_segment_bytes(info.path)
-        scan = scan_segment(buf, info.path, info.base_offset, i == len(segments) - 1, from_offset)
+        scan = scan_segment(buf, info.path, info.base_offset, following is None, from_offset)
+        epoch = check_epoch_order(epoch, scan, info.path)
+        if segment is not None and following is not None:
+            check_segment_follows(partition_dir, scan.next_offset, following)
+        previous_end = scan.next_offset
         for pos, header in scan.batches:
             if header.end_offset <= from_offset:
                 continue
+            if to_offset is not None and header.base_offset >= to_offset:
+                break
             records = decode_batch(buf, pos, header, info.path)
             for index, record in enumerate(records):
                 offset = header.base_offset + index
+                if to_offset is not None and offset >= to_offset:
+                    break
                 if record is not None and offset >= from_offset:
                     yield LogEntry(offset, record)

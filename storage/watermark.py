@@ -1,7 +1,8 @@
 """The exporter's watermark: ``<partition_dir>/export-watermark.json``, ``{"next_offset": N, ...}``.
 
 Offsets below N are exported. The exporter writes it atomically; the writer only reads it, to
-keep segments the exporter still needs when ``LogConfig.retain_until_exported`` is set. An
+keep segments the exporter still needs when ``LogConfig.retain_until_exported`` is set, and on
+open, never to reuse an offset below it (``skips``). An
 exporter that dies mid-write may leave a small ``export-watermark.json.<pid>-<thread>.tmp``
 behind; the writer never removes those, since it cannot tell them from a write in progress.
 """

@@ -46,8 +46,10 @@ class CoordinatorRun:
     def __init__(self, log_dir: str, **log_config) -> None:
         from groupcoord.storage import LogConfig, open_partition_log
         self.dir = os.path.join(log_dir, "partition-0")
+        # fsync "always" (the default): the exporter reads up to the published durable end,
+        # which that policy moves with every append.
         self.log = open_partition_log(self.dir, LogConfig(
-            **{"segment_bytes": SEGMENT_BYTES, "fsync_policy": "never", **log_config}))
+            **{"segment_bytes": SEGMENT_BYTES, **log_config}))
         self.h = Harness(check_replay=False, group_max_size=10)
         # The writer snapshots (and so compacts) only with the state loaded, as in a partition.
         self.log.load_into(Shard(partition=0, num_partitions=2, config=self.h.config))

@@ -364,3 +364,23 @@ def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(spark, coo
     assert len(err.strip().splitlines()) == 1
     assert not os.path.exists(lake.table_path(lake_dir, OFFSET_COMMITS)) or \
         lake.read_arrow(lake_dir, OFFSET_COMMITS).num_rows == 0
+
+
+def test_a_missing_segment_fails_the_export_instead_of_vanishing(spark, coordinator_run, tmp_path,
+                                                                 capsys):
+    # The source plans one split per segment, so a segment missing in the middle used to
+    # vanish from the lake without a word. Its neighbour's split now refuses the hole.
+    from groupcoord.spark_export.cli import export_main
+    from groupcoord.storage import list_segments
+    run = coordinator_run
+    run.play(rounds=20)
+    segments = list_segments(run.dir)
+    os.remove(segments[2].path)
+    lake_dir = str(tmp_path / "lake")
+    code = export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "CorruptLogError" in err and (
+        f"offsets {segments[2].base_offset}..{segments[3].base_offset - 1} are missing") in err
+    assert not os.path.exists(lake.table_path(lake_dir, OFFSET_COMMITS)) or \
+        lake.read_arrow(lake_dir, OFFSET_COMMITS).num_rows == 0

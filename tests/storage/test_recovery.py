@@ -220,13 +220,24 @@ def test_damage_to_acknowledged_data_is_a_clear_error(tmp_path, seed):
             assert a.read() == b.read()
 
 
-def test_a_missing_segment_in_the_middle_is_a_gap_error(tmp_path):
+def test_every_reader_refuses_a_missing_segment_in_the_middle(tmp_path):
+    # read_log used to skip it (580 of 600 offsets, jumping from 19 to 40) while load refused.
     path = str(tmp_path)
     _build(path, 60, random.Random(3))
     segments = list_segments(path)
     os.remove(segments[1].path)
-    with pytest.raises(CorruptLogError, match="missing"):
+    hole = rf"offsets {segments[1].base_offset}\.\.{segments[2].base_offset - 1} are missing"
+    with pytest.raises(CorruptLogError, match=hole):
         load(path, Shard(0, 1))
+    with pytest.raises(CorruptLogError, match=hole):
+        list(read_log(path))
+    with pytest.raises(CorruptLogError, match=hole):      # one split: the segment before it
+        list(read_log(path, segment=segments[0]))
+    with open_partition_log(path) as log, pytest.raises(CorruptLogError, match=hole):
+        log.load_into(Shard(0, 1))
+    # Reading from above the hole is fine: nothing there is missing.
+    tail = list(read_log(path, from_offset=segments[2].base_offset))
+    assert tail and tail[0].offset == segments[2].base_offset
 
 
 def test_a_damaged_epoch_file_is_a_clear_error(tmp_path):

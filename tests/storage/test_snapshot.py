@@ -264,6 +264,58 @@ def test_offsets_the_exporter_has_passed_are_never_reused(tmp_path):
     assert offsets == list(range(100)) + list(range(105, 110))
 
 
+def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
+    # After a machine crash the log ends at 100 below the exporter's watermark 105, so the
+    # writer goes on at 105. That hole must be a durable, accepted fact: for every later open,
+    # for the read-only readers, and for a fallback to an older snapshot below it.
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=0, keep_snapshots=2, **TINY)
+    with open_partition_log(path, config) as log:
+        log.load_into(Shard(0, 1))
+        log.append(records_between(0, 60))
+        log.snapshot()                                  # @60: below the coming hole
+        log.append(records_between(60, 100))
+    write_export_watermark(path, 105)                   # it saw 5 records the crash took
+    acked = records_between(0, 100)
+    kept = list(range(100))
+    with open_partition_log(path, config) as log:       # reopen after the crash
+        assert loaded_state(log)[0] == state_of(acked)
+        assert log.end_offset == 105
+        log.append(records_between(105, 130))
+        log.snapshot()                                  # @130: above it
+        log.append(records_between(130, 150))
+    acked += records_between(105, 150)
+    kept += list(range(105, 150))
+
+    def check(expect_snapshot):
+        with open_partition_log(path, config) as log:
+            state, summary = loaded_state(log)
+            assert state == state_of(acked) and summary.snapshot_offset == expect_snapshot
+            assert log.end_offset == kept[-1] + 1
+        readonly = Shard(0, 1)
+        load(path, readonly)
+        assert readonly.durable_state() == state_of(acked)
+        entries = list(read_log(path, from_offset=log_start_offset(path)))
+        assert [e.offset for e in entries] == [o for o in kept if o >= log_start_offset(path)]
+
+    check(130)                                          # reopen: used to fail ("missing")
+    check(130)                                          # and again
+    (_, older), (_, newest) = list_snapshots(path)
+    with open(newest, "r+b") as f:                      # the newest snapshot is damaged:
+        f.truncate(10)
+    check(60)                                           # @60 + the log, across the hole
+    with open_partition_log(path, config) as log:       # retention past the hole
+        loaded_state(log)
+        for _ in range(3):
+            start = log.end_offset
+            log.append(records_between(start, start + 200))
+            log.snapshot()
+        acked += records_between(150, log.end_offset)
+        kept += list(range(150, log.end_offset))
+    assert log_start_offset(path) > 105 and not os.path.exists(older)
+    check(list_snapshots(path)[-1][0])
+
+
 def _image_state(image) -> dict:
     from groupcoord.storage.snapshot import offsets_of
     shard = Shard(0, 1)
