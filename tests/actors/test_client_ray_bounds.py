@@ -47,14 +47,17 @@ def test_calls_to_a_stuck_partition_actor_end_at_their_deadline(ray_session):
         partition = StuckPartition.remote()
         router = StubRouter.remote(partition)
         try:
-            channel = CoordinatorChannel(router, "g", timeout_ms=500)
+            # Both actors up first, so that each call's discovery gets through in its time.
+            assert await router.lookup_count.remote() == await partition.call_count.remote() == 0
+            channel = CoordinatorChannel(router, "g", timeout_ms=2_000)
             with pytest.raises(CoordinatorUnavailable):
                 await asyncio.wait_for(channel.call(HeartbeatRequest("g", 1, "m")), 60)
             with pytest.raises(CoordinatorUnavailable):
                 await asyncio.wait_for(channel.call(HeartbeatRequest("g", 1, "m")), 60)
-            # each call found the partition afresh: the stuck handle was forgotten
-            assert await router.lookup_count.remote() == 2
+            # each call reached the partition and got stuck there; the stuck handle was
+            # forgotten, so the second call found the partition afresh
             assert await partition.call_count.remote() == 2
+            assert channel.discoveries == await router.lookup_count.remote() == 2
             admin = AdminClient(router, timeout_ms=500)
             with pytest.raises(CoordinatorUnavailable):
                 await asyncio.wait_for(admin.describe_groups(["g"]), 60)
