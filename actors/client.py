@@ -81,6 +81,7 @@ CALL_SLACK_MS = 5_000               # over the rebalance timeout, for a parked j
 CLOSE_TIMEOUT_MS = 30_000           # Kafka's default for close()
 LEAVE_TIMEOUT_MS = 5_000            # past it, the session timeout removes the member instead
 METADATA_MAX_AGE_MS = 300_000       # Kafka's metadata.max.age.ms default
+REASON_MAX_CHARS = 255              # Kafka's JoinGroupRequest.maybeTruncateReason
 
 
 class GroupMemberError(RuntimeError):
@@ -313,7 +314,7 @@ class GroupMember:
             self.session_timeout_ms, self.rebalance_timeout_ms,
             group_instance_id=self.group_instance_id, client_id=self.client_id,
             client_host=self.client_host, require_known_member_id=True,
-            reason=self._rejoin_reason)
+            reason=None if self._rejoin_reason is None else self._rejoin_reason[:REASON_MAX_CHARS])
         self._rejoin_reason = None
         try:
             response = await self._call_parked(request)

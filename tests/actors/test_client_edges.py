@@ -25,6 +25,7 @@ from groupcoord.coordinator import (
     CoordinatorConfig,
     Errors,
     HeartbeatRequest,
+    JoinGroupRequest,
     LeaveGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
@@ -53,17 +54,19 @@ class _Remote:
 class StuckRouter:
     """The router and one partition in this process, where the partition can get stuck: while
     ``stuck(request)`` is true a call never answers, as on an actor whose event loop or disk
-    hangs. ``seen`` counts the requests that reached the partition, by type name."""
+    hangs. ``requests`` are those that reached the partition, ``seen`` counts them by type."""
 
     def __init__(self, runtime: PartitionRuntime) -> None:
         self.stuck: Callable[[Any], bool] = lambda request: False
         self.seen: dict[str, int] = {}
+        self.requests: list = []
         self.hung: list = []
         self.list_groups_hangs = False
 
         async def handle(request):
             kind = type(request).__name__
             self.seen[kind] = self.seen.get(kind, 0) + 1
+            self.requests.append(request)
             if self.stuck(request):
                 self.hung.append(request)
                 await asyncio.Event().wait()          # never set: this call never answers
@@ -430,6 +433,9 @@ def test_the_leader_rejoins_when_a_topic_grows():
         await wait_until(lambda: b.assignment == {("u", 0), ("u", 1)} and b.stable,
                          OUTER_S, "the new partition of u assigned")
         assert b.generation_id > generation
+        reasons = [r.reason for r in router.requests
+                   if isinstance(r, JoinGroupRequest) and r.member_id == a.member_id]
+        assert any("u: 1 -> 2" in (reason or "") for reason in reasons), reasons
         counts["t"] = 3
         await wait_until(lambda: a.assignment == {("t", 0), ("t", 1), ("t", 2)} and a.stable,
                          OUTER_S, "the new partition of t assigned")
