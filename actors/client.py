@@ -179,6 +179,8 @@ class GroupMember:
         ``CoordinatorUnavailable`` (such a commit may or may not have landed). A static member
         never sends LeaveGroup (as in Kafka): its session timeout removes it, and a restart
         within it takes its place without a rebalance."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"the close timeout_ms must be an int >= 0, got {timeout_ms!r}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         if self._async_commits:

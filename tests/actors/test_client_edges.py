@@ -281,6 +281,10 @@ def test_close_gives_up_on_pending_async_commits_at_its_timeout():
         router.hang(OffsetCommitRequest)
         results: list = []
         m.commit_async({("t", 0): 10}, callback=results.append)
+        for bad in (-1, 1.5, None):
+            with pytest.raises(ValueError, match="timeout"):
+                await m.close(timeout_ms=bad)
+        assert m.stable and not results                  # a refused close changed nothing
         await asyncio.wait_for(m.close(timeout_ms=300), OUTER_S)
         assert len(results) == 1 and isinstance(results[0], CoordinatorUnavailable), results
         router.unhang()
@@ -443,3 +447,9 @@ def test_the_leader_rejoins_when_a_topic_grows():
         await b.close()
         await runtime.close()
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("age", [-1, 1.5, None, True])
+def test_a_bad_metadata_max_age_is_refused(age):
+    with pytest.raises(ValueError, match="metadata_max_age_ms"):
+        GroupMember(object(), "g", ["t"], **MEMBER, metadata_max_age_ms=age)
