@@ -2,7 +2,10 @@
 
 Every operation goes to the coordinator of its group through a ``CoordinatorChannel`` (so it
 rides out failovers like a member does); ``list_groups`` asks the router, which asks every
-partition. Results are plain frozen Structs, ready for tables and ``--json``.
+partition. Each call to a coordinator or the router ends within ``timeout_ms``
+(``CoordinatorUnavailable``, or ``AdminError`` REQUEST_TIMED_OUT for ``list_groups``), even
+when one never answers. Partitions and offsets are checked before anything is sent
+(offsets.py). Results are plain frozen Structs, ready for tables and ``--json``.
 
 Offset resets follow ``kafka-consumer-groups --reset-offsets``: only a group without active
 members (Empty, or unknown) may be reset; the new offsets are committed as a non-member
@@ -20,12 +23,19 @@ import msgspec
 from ray.exceptions import RayActorError
 
 from groupcoord.coordinator import (
-    DeleteGroupsRequest, DescribeGroupsRequest, Errors, OffsetCommitRequest,
-    OffsetCommitRequestPartition, OffsetDeleteRequest, OffsetFetchRequest, TopicPartition,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    Errors,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    TopicPartition,
 )
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
 from .channel import CoordinatorChannel
+from .offsets import checked_offset, checked_partitions
 
 MAX_GROUPS_PER_CALL = 10_000
 ADMIN_TIMEOUT_MS = 30_000
@@ -100,17 +110,22 @@ class AdminClient:
         partition is loading or the router is restarting."""
         if isinstance(states, str):
             raise ValueError(f"give a list of states, not the string {states!r}")
-        deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
         while True:
             try:
-                response = await self.router.list_groups.remote(list(states))
+                response = await asyncio.wait_for(self.router.list_groups.remote(list(states)),
+                                                  max(deadline - loop.time(), 0))
+            except TimeoutError:                 # the router, or a partition it asks, is stuck
+                raise AdminError(Errors.REQUEST_TIMED_OUT,
+                                 f"no answer to ListGroups within {self.timeout_ms} ms") from None
             except RayActorError as exc:         # the router is restarting: Ray brings it back
                 error, why = Errors.COORDINATOR_NOT_AVAILABLE, f"router unavailable ({exc!r})"
             else:
                 if response.error == Errors.NONE:
                     return response.groups
                 error, why = response.error, "ListGroups did not complete"
-            if asyncio.get_running_loop().time() > deadline:
+            if loop.time() > deadline:
                 raise AdminError(error, why)
             await asyncio.sleep(0.1)
 
@@ -154,12 +169,13 @@ class AdminClient:
         async def one(group_id: str) -> Errors:
             response = await self._channel(group_id).call(DeleteGroupsRequest([group_id]))
             return response.results[0].error
-        return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids))))
+        return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids)), strict=True))
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None = None,
                             ) -> dict[tuple[str, int], int]:
-        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        checked = checked_partitions(partitions)
+        tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
         response = await self._channel(group_id).call(OffsetFetchRequest(group_id, tps))
         if response.error != Errors.NONE:
             raise AdminError(response.error, f"OffsetFetch for {group_id!r}")
@@ -169,7 +185,9 @@ class AdminClient:
                              ) -> dict[tuple[str, int], Errors]:
         """KIP-496 OffsetDelete: partitions the group still subscribes to are refused
         (GROUP_SUBSCRIBED_TO_TOPIC)."""
-        tps = [TopicPartition(t, p) for t, p in partitions]
+        if partitions is None:
+            raise ValueError("name the partitions whose offsets to delete")
+        tps = [TopicPartition(t, p) for t, p in checked_partitions(partitions)]
         response = await self._channel(group_id).call(OffsetDeleteRequest(group_id, tps))
         if response.error != Errors.NONE:
             raise AdminError(response.error, f"OffsetDelete for {group_id!r}")
@@ -187,22 +205,20 @@ class AdminClient:
         chosen = [x is not None for x in (to_offset, to_earliest, to_latest)]
         if sum(chosen) != 1:
             raise ValueError("give exactly one of to_offset, to_earliest, to_latest")
-        if to_offset is not None and (type(to_offset) is not int or to_offset < 0):
-            raise ValueError(f"to_offset must be an int >= 0, got {to_offset!r}")
+        if to_offset is not None:
+            checked_offset(to_offset, "to_offset")
+        chosen_partitions = checked_partitions(partitions)
         (described,) = await self.describe_groups([group_id])
         if described.state not in RESETTABLE_STATES:
             raise AdminError(Errors.NON_EMPTY_GROUP,
                              f"group {group_id!r} is {described.state}; stop its members first")
-        targets = (sorted(set(partitions)) if partitions is not None
+        targets = (sorted(set(chosen_partitions)) if chosen_partitions is not None
                    else sorted(await self.fetch_offsets(group_id)))
         offsets_of = to_earliest or to_latest
         new: dict[tuple[str, int], int] = {}
-        for topic, partition in targets:
-            value = to_offset if offsets_of is None else offsets_of(topic, partition)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"offset for {topic}-{partition} must be an int >= 0, "
-                                 f"got {value!r}")
-            new[(topic, partition)] = value
+        for tp in targets:
+            value = to_offset if offsets_of is None else offsets_of(*tp)
+            new[tp] = checked_offset(value, f"{tp[0]}-{tp[1]}")
         if not new:
             return {}
         response = await self._channel(group_id).call(OffsetCommitRequest(

@@ -7,6 +7,10 @@ decodes its own assignment. Assignors are objects with Kafka's shape (``name``,
 ``subscription_user_data(owned, generation_id)``); names are resolved through
 ``groupcoord.coordinator.assignors.get_assignor``.
 
+The leader remembers the partition count of every topic the group subscribed to when it
+assigned (``assigned_counts``); ``counts_changed`` re-reads them, for Kafka's metadata-change
+rule (client.py rejoins when one changed).
+
 The member's rebalance protocol is Kafka's rule (ConsumerCoordinator): the highest protocol that
 every configured assignor supports, so a list mixing eager and cooperative assignors is eager.
 """
@@ -17,8 +21,13 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupcoord.coordinator.assignors import get_assignor
 from groupcoord.coordinator.consumer_protocol import (
-    Assignment, Subscription, decode_assignment, decode_subscription, encode_assignment,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
     encode_subscription,
 )
 
@@ -29,7 +38,6 @@ MAX_TOPICS = 10_000
 def resolve_assignor(spec: Any):
     """An assignor object from a name or an object that already has the assignor's shape."""
     if isinstance(spec, str):
-        from groupcoord.coordinator.assignors import get_assignor
         return get_assignor(spec)
     for attribute in ("name", "supported_protocols", "assign"):
         if not hasattr(spec, attribute):
@@ -82,6 +90,7 @@ class AssignmentPlan:
         ranks = [max((_protocol_rank(p) for p in a.supported_protocols), default=0)
                  for a in self.assignors]
         self.cooperative = min(ranks) == 1
+        self.assigned_counts: dict[str, int] | None = None   # the leader's, at its last assign
 
     def partition_count(self, topic: str) -> int:
         source = self._topic_partitions
@@ -101,19 +110,44 @@ class AssignmentPlan:
             result.append((assignor.name, encode_subscription(subscription)))
         return result
 
-    def assign(self, protocol_name: str, members) -> dict[str, bytes]:
-        """The leader's work: members are JoinGroupResponseMembers; returns member -> bytes."""
-        assignor = next((a for a in self.assignors if a.name == protocol_name), None)
-        if assignor is None:
-            raise ValueError(f"the group chose protocol {protocol_name!r}, not one of ours")
+    def counts_changed(self) -> str | None:
+        """What changed in the remembered partition counts (``"t: 2 -> 3"``), or None."""
+        if self.assigned_counts is None:
+            return None
+        changes = [f"{topic}: {count} -> {now}" for topic, count in self.assigned_counts.items()
+                   if (now := self.partition_count(topic)) != count]
+        return ", ".join(changes) or None
+
+    def forget_counts(self) -> None:
+        self.assigned_counts = None
+
+    def remember_counts(self, members) -> None:
+        """Read and remember the partition count of every topic ``members`` subscribe to."""
+        self._remember_counts(self._subscriptions(members))
+
+    def _remember_counts(self, subscriptions: dict[str, Subscription]) -> dict[str, int]:
+        topics = {t for s in subscriptions.values() for t in s.topics}
+        self.assigned_counts = {t: self.partition_count(t) for t in sorted(topics)}
+        return self.assigned_counts
+
+    @staticmethod
+    def _subscriptions(members) -> dict[str, Subscription]:
         subscriptions: dict[str, Subscription] = {}
         for member in members:
             try:
                 subscriptions[member.member_id] = decode_subscription(member.metadata)
             except ValueError:        # a member we cannot read gets nothing, as in Kafka's tools
                 subscriptions[member.member_id] = Subscription(())
-        topics = {t for s in subscriptions.values() for t in s.topics}
-        partitions_per_topic = {t: n for t in sorted(topics) if (n := self.partition_count(t))}
+        return subscriptions
+
+    def assign(self, protocol_name: str, members) -> dict[str, bytes]:
+        """The leader's work: members are JoinGroupResponseMembers; returns member -> bytes."""
+        assignor = next((a for a in self.assignors if a.name == protocol_name), None)
+        if assignor is None:
+            raise ValueError(f"the group chose protocol {protocol_name!r}, not one of ours")
+        subscriptions = self._subscriptions(members)
+        counts = self._remember_counts(subscriptions)
+        partitions_per_topic = {t: n for t, n in counts.items() if n}
         plan = assignor.assign(partitions_per_topic, subscriptions)
         return {member_id: encode_assignment(plan.get(member_id, Assignment(())))
                 for member_id in subscriptions}

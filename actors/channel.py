@@ -9,8 +9,12 @@ client treats its coordinator:
 * anything else is the answer, handed to the caller.
 
 Backoff doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms``, and a call gives up
-with ``CoordinatorUnavailable`` after ``timeout_ms``. A ``ValueError`` from an actor (a request
-it refused as ill-typed) is raised to the caller unchanged and never retried.
+with ``CoordinatorUnavailable`` at its deadline (``timeout_ms`` after it started). Every attempt,
+discovery included, is bounded by the time left (and by ``attempt_timeout_s`` where given): an
+attempt still unanswered then is abandoned and the coordinator's handle forgotten, so a stuck
+partition cannot hold a call past its deadline, and the next call asks the router afresh. A
+``ValueError`` from an actor (a request it refused as ill-typed) is raised to the caller
+unchanged and never retried.
 
 Retrying a call whose first attempt died with its actor is safe for the group protocol: every
 request is idempotent or guarded by a generation (a commit writes the same value twice at most).
@@ -19,7 +23,6 @@ request is idempotent or guarded by a generation (a commit writes the same value
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -62,17 +65,22 @@ class CoordinatorChannel:
 
     async def call(self, request, *, attempt_timeout_s: float | None = None,
                    timeout_ms: int | None = None) -> Any:
-        """Send ``request`` to the group's coordinator until it gives a final answer."""
-        deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
+        """Send ``request`` to the group's coordinator until it gives a final answer; raise
+        ``CoordinatorUnavailable`` if none came by the deadline (``timeout_ms``, default the
+        channel's)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout_ms or self.timeout_ms) / 1000
         backoff_s = self.retry_backoff_ms / 1000
         last: object = None
         while True:
+            left_s = deadline - loop.time()
+            if attempt_timeout_s is not None:
+                left_s = min(left_s, attempt_timeout_s)
             try:
-                handle = await self._coordinator()
-                ref = handle.handle.remote(request)
-                response = await (asyncio.wait_for(ref, attempt_timeout_s)
-                                  if attempt_timeout_s else ref)
-            except (RayActorError, GetTimeoutError, asyncio.TimeoutError) as exc:
+                # A hung attempt is cancelled here; what it sent may still run on the actor
+                # (a commit is then unacknowledged, and retried or reported as unavailable).
+                response = await asyncio.wait_for(self._attempt(request), max(left_s, 0))
+            except (RayActorError, GetTimeoutError, TimeoutError) as exc:
                 last = exc
                 self.forget()
             else:
@@ -82,9 +90,13 @@ class CoordinatorChannel:
                 last = error
                 if error in REDISCOVER:
                     self.forget()
-            if time.monotonic() + backoff_s > deadline:
+            if loop.time() + backoff_s >= deadline:
                 raise CoordinatorUnavailable(
                     f"group {self.group_id!r}: no coordinator answered in time (last: {last!r})")
             self.retries += 1
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.retry_backoff_max_ms / 1000)
+
+    async def _attempt(self, request) -> Any:
+        handle = await self._coordinator()
+        return await handle.handle.remote(request)

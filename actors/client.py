@@ -5,6 +5,22 @@ leader, syncs, heartbeats in a background task, commits and fetches offsets, cal
 listener, and rejoins on its own after rebalances and coordinator failovers.
 ``SyncGroupMember`` is the same behind blocking methods (its own event loop in a thread).
 
+Every call to the coordinator is bounded (see channel.py): a heartbeat by the session timeout, a
+JoinGroup or SyncGroup by the rebalance timeout plus a slack (and at least
+``request_timeout_ms``), commits and fetches by ``request_timeout_ms``, the LeaveGroup of
+``close`` by what is left of the close timeout. Offsets and partitions are checked before
+anything is sent (offsets.py): a bad one is a ``ValueError`` and nothing is committed.
+
+``close(timeout_ms)`` is Kafka's ``close(Duration)``: it first waits (heartbeating meanwhile) for
+the ``commit_async`` calls still pending, then gives its partitions up through the listener and
+leaves. As in Kafka's onLeavePrepare, they are *lost* rather than revoked when the member is in
+the middle of a rebalance or no longer has a generation: the group may be handing them on.
+
+Kafka's metadata-change rule: the leader remembers the partition count of every topic a member
+subscribed to when it assigned, re-reads them from ``topic_partitions`` every
+``metadata_max_age_ms`` (at heartbeat granularity) and rejoins, with the change as the JoinGroup
+reason, when one changed, so that new partitions get owners.
+
 Error handling follows Kafka's Java consumer (AbstractCoordinator / ConsumerCoordinator):
 
 ========================  ======================================================================
@@ -38,20 +54,34 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from groupcoord.coordinator import (
-    Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
-    MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest,
-    SyncGroupRequest, SyncGroupRequestAssignment, TopicPartition,
+    Errors,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    LeaveGroupRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+    TopicPartition,
 )
 
 from .assignment import AssignmentPlan, Partitions, RebalanceListener, call_listener
 from .channel import CoordinatorChannel, CoordinatorUnavailable
+from .offsets import checked_metadata, checked_offsets, checked_partitions
 
 log = logging.getLogger("groupcoord.client")
 
 LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
 PROTOCOL_TYPE = "consumer"
 HISTORY_MAX = 1_000                 # (generation, assignment) pairs kept for inspection
-CALL_SLACK_S = 5.0                  # over the rebalance timeout, for a parked join or sync
+CALL_SLACK_MS = 5_000               # over the rebalance timeout, for a parked join or sync
+CLOSE_TIMEOUT_MS = 30_000           # Kafka's default for close()
+LEAVE_TIMEOUT_MS = 5_000            # past it, the session timeout removes the member instead
+METADATA_MAX_AGE_MS = 300_000       # Kafka's metadata.max.age.ms default
+REASON_MAX_CHARS = 255              # Kafka's JoinGroupRequest.maybeTruncateReason
 
 
 class GroupMemberError(RuntimeError):
@@ -72,13 +102,17 @@ class GroupMember:
                  client_id: str = "groupcoord-consumer", client_host: str = "",
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000,
                  heartbeat_interval_ms: int = 3_000, listener: RebalanceListener | None = None,
-                 retry_backoff_ms: int = 50, request_timeout_ms: int = 60_000) -> None:
+                 retry_backoff_ms: int = 50, request_timeout_ms: int = 60_000,
+                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ValueError("group_id must be a non-empty str")
         if not 0 < heartbeat_interval_ms < session_timeout_ms:
             raise ValueError("need 0 < heartbeat_interval_ms < session_timeout_ms")
         if rebalance_timeout_ms < 1:
             raise ValueError("rebalance_timeout_ms must be >= 1")
+        if type(metadata_max_age_ms) is not int or metadata_max_age_ms < 0:
+            raise ValueError(f"metadata_max_age_ms must be an int >= 0, "
+                             f"got {metadata_max_age_ms!r}")
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -86,6 +120,7 @@ class GroupMember:
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
         self.plan = AssignmentPlan(topics, topic_partitions, assignors)
         self.listener = listener or RebalanceListener()
         self.channel = CoordinatorChannel(router, group_id, retry_backoff_ms=retry_backoff_ms,
@@ -98,6 +133,8 @@ class GroupMember:
         self.history: deque[tuple[int, Partitions]] = deque(maxlen=HISTORY_MAX)
         self.rebalances = 0
         self._needs_join = True
+        self._rejoin_reason: str | None = None      # sent with the next JoinGroup (KIP-800)
+        self._metadata_due_s = 0.0                   # loop time of the next count check
         # Kafka's PreparingRebalance/CompletingRebalance: from the JoinGroup being sent until the
         # sync is applied. Only then are commits refused: a rejoin that was merely requested
         # still commits with the current generation (e.g. from on_partitions_revoked).
@@ -107,6 +144,7 @@ class GroupMember:
         # actors and failover retries do not keep a caller's order, and an older offset landing
         # after a newer acknowledged one would undo it.
         self._commit_lock = asyncio.Lock()
+        self._async_commits: set[asyncio.Task] = set()    # close() waits for these
         self._fatal: GroupMemberError | None = None
         self._task: asyncio.Task | None = None
 
@@ -133,23 +171,43 @@ class GroupMember:
             raise self._fatal
         return self.assignment
 
-    async def close(self, leave: bool = True) -> None:
-        """Stop heartbeating, revoke what we own, and (dynamic members) leave the group at once.
+    async def close(self, leave: bool = True, timeout_ms: int = CLOSE_TIMEOUT_MS) -> None:
+        """Wait for pending ``commit_async`` calls, stop heartbeating, give up what we own, and
+        (dynamic members) leave the group at once; all within ``timeout_ms``.
 
-        A static member never sends LeaveGroup (as in Kafka): its session timeout removes it, and
-        a restart within it takes its place without a rebalance."""
+        Async commits still pending at the timeout are cancelled: their callbacks get
+        ``CoordinatorUnavailable`` (such a commit may or may not have landed). A static member
+        never sends LeaveGroup (as in Kafka): its session timeout removes it, and a restart
+        within it takes its place without a rebalance."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"the close timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        if self._async_commits:
+            # The member keeps heartbeating meanwhile, so the commits keep their generation.
+            _, late = await asyncio.wait(set(self._async_commits),
+                                         timeout=max(deadline - loop.time(), 0))
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         if self.assignment:
-            revoked, self.assignment = self.assignment, frozenset()
-            await call_listener(self.listener.on_partitions_revoked, revoked)
-        if leave and self.member_id and self.group_instance_id is None:
+            dropped, self.assignment = self.assignment, frozenset()
+            # Kafka's onLeavePrepare: without a generation, or in the middle of a rebalance,
+            # the partitions may already be someone else's.
+            if self._joining or self.generation_id < 0 or not self.member_id:
+                await call_listener(self.listener.on_partitions_lost, dropped)
+            else:
+                await call_listener(self.listener.on_partitions_revoked, dropped)
+        leave_ms = min(LEAVE_TIMEOUT_MS, int((deadline - loop.time()) * 1000))
+        if leave and self.member_id and self.group_instance_id is None and leave_ms > 0:
             try:
                 await self.channel.call(LeaveGroupRequest(
                     self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]),
-                    timeout_ms=5_000)
+                    timeout_ms=leave_ms)
             except CoordinatorUnavailable:
                 pass                      # the session timeout will remove us instead
         self.generation_id = -1           # a closed member commits nothing more
@@ -164,6 +222,8 @@ class GroupMember:
                     await self._join_and_sync()
                     continue
                 await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+                if not self._needs_join:
+                    self._check_metadata()
                 if not self._needs_join:
                     await self._heartbeat()
         except GroupMemberError as exc:
@@ -201,8 +261,26 @@ class GroupMember:
     def _request_rejoin(self, why: str) -> None:
         if not self._needs_join:
             log.info("member %s of %s rejoins: %s", self.member_id, self.group_id, why)
+            self._rejoin_reason = why
         self._needs_join = True
         self._assigned.clear()
+
+    def _check_metadata(self) -> None:
+        """Kafka's metadata-change rule, for the leader, every ``metadata_max_age_ms``."""
+        now_s = asyncio.get_running_loop().time()
+        if now_s < self._metadata_due_s:
+            return
+        self._metadata_due_s = now_s + self.metadata_max_age_ms / 1000
+        if not self.is_leader:
+            return
+        try:
+            change = self.plan.counts_changed()
+        except Exception as exc:         # as a failed metadata refresh: try again next time
+            log.warning("member %s of %s could not read partition counts: %r",
+                        self.member_id, self.group_id, exc)
+            return
+        if change:
+            self._request_rejoin(f"partition counts changed since the assignment: {change}")
 
     async def _lose_partitions(self, error: Errors) -> None:
         """Kafka's resetGenerationOnResponseError: our generation is gone, and with it the
@@ -237,10 +315,11 @@ class GroupMember:
              for name, metadata in self.plan.protocols(self.assignment, self.generation_id)],
             self.session_timeout_ms, self.rebalance_timeout_ms,
             group_instance_id=self.group_instance_id, client_id=self.client_id,
-            client_host=self.client_host, require_known_member_id=True)
+            client_host=self.client_host, require_known_member_id=True,
+            reason=None if self._rejoin_reason is None else self._rejoin_reason[:REASON_MAX_CHARS])
+        self._rejoin_reason = None
         try:
-            response = await self.channel.call(
-                request, attempt_timeout_s=self.rebalance_timeout_ms / 1000 + CALL_SLACK_S)
+            response = await self._call_parked(request)
         except CoordinatorUnavailable:
             return None
         error = response.error
@@ -258,16 +337,25 @@ class GroupMember:
             raise GroupMemberError(error, f"JoinGroup to {self.group_id!r} failed")
         return None
 
+    async def _call_parked(self, request):
+        """A JoinGroup or SyncGroup, which the coordinator may park for a rebalance timeout."""
+        parked_ms = self.rebalance_timeout_ms + CALL_SLACK_MS
+        return await self.channel.call(request, attempt_timeout_s=parked_ms / 1000,
+                                       timeout_ms=max(self.channel.timeout_ms, parked_ms))
+
     async def _sync(self, join):
         assignments = []
-        if join.member_id == join.leader and not join.skip_assignment:
+        if join.member_id != join.leader:
+            self.plan.forget_counts()            # only the leader watches partition counts
+        elif join.skip_assignment:
+            self.plan.remember_counts(join.members)
+        else:
             plan = self.plan.assign(join.protocol_name, join.members)
             assignments = [SyncGroupRequestAssignment(m, a) for m, a in plan.items()]
         try:
-            response = await self.channel.call(SyncGroupRequest(
+            response = await self._call_parked(SyncGroupRequest(
                 self.group_id, join.generation_id, self.member_id, assignments,
-                self.group_instance_id, PROTOCOL_TYPE, join.protocol_name),
-                attempt_timeout_s=self.rebalance_timeout_ms / 1000 + CALL_SLACK_S)
+                self.group_instance_id, PROTOCOL_TYPE, join.protocol_name))
         except CoordinatorUnavailable:
             return None
         error = response.error
@@ -318,8 +406,12 @@ class GroupMember:
         """Commit synchronously; returns once the offsets are durable. A member's commits (sync
         and async) go out one at a time, in the order they were made.
 
-        Raises ``CommitFailedError`` when the member is rebalancing or left its generation, and
+        Raises ``ValueError`` for a bad offset or partition (nothing is sent),
+        ``CommitFailedError`` when the member is rebalancing or left its generation, and
         ``GroupMemberError`` for other refusals (e.g. OFFSET_METADATA_TOO_LARGE)."""
+        await self._commit(checked_offsets(offsets), checked_metadata(metadata))
+
+    async def _commit(self, offsets: dict[tuple[str, int], int], metadata: str) -> None:
         if not offsets:
             return
         async with self._commit_lock:
@@ -351,24 +443,37 @@ class GroupMember:
     def commit_async(self, offsets: Mapping[tuple[str, int], int],
                      callback: Callable[[BaseException | None], Any] | None = None,
                      metadata: str = "") -> asyncio.Task:
-        """Commit in the background; ``callback(None)`` or ``callback(exception)`` afterwards."""
+        """Commit in the background; ``callback(None)`` or ``callback(exception)`` afterwards.
+        A bad offset or partition raises ``ValueError`` here, and nothing is sent."""
+        checked, metadata = checked_offsets(offsets), checked_metadata(metadata)
+
+        def report(outcome: BaseException | None) -> None:
+            if callback is not None:
+                callback(outcome)
+            elif outcome is not None:
+                log.warning("async commit failed: %s", outcome)
+
         async def run() -> None:
             try:
-                await self.commit(offsets, metadata)
+                await self._commit(checked, metadata)
+            except asyncio.CancelledError:
+                report(CoordinatorUnavailable("the commit was abandoned (the member closed) "
+                                              "before it was acknowledged"))
+                raise
             except Exception as exc:             # every failure reaches the callback, as in Kafka
-                if callback is None:
-                    log.warning("async commit failed: %s", exc)
-                else:
-                    callback(exc)
+                report(exc)
                 return
-            if callback is not None:
-                callback(None)
-        return asyncio.get_running_loop().create_task(run())
+            report(None)
+        task = asyncio.get_running_loop().create_task(run())
+        self._async_commits.add(task)
+        task.add_done_callback(self._async_commits.discard)
+        return task
 
     async def committed(self, partitions: Iterable[tuple[str, int]] | None = None,
                         ) -> dict[tuple[str, int], int]:
         """Committed offsets (-1 where none), like ``KafkaConsumer.committed``; all when None."""
-        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        checked = checked_partitions(partitions)
+        tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
         response = await self.channel.call(OffsetFetchRequest(self.group_id, tps))
         if response.error != Errors.NONE:
             raise GroupMemberError(response.error, "OffsetFetch failed")
@@ -405,6 +510,10 @@ class SyncGroupMember:
         self._run(self.member.commit(offsets, metadata))
 
     def commit_async(self, offsets, callback=None, metadata: str = "") -> None:
+        """As ``GroupMember.commit_async``; a bad offset raises ``ValueError`` in the caller's
+        thread. ``callback`` runs on the member's thread."""
+        checked_offsets(offsets)
+        checked_metadata(metadata)
         self._loop.call_soon_threadsafe(self.member.commit_async, offsets, callback, metadata)
 
     def committed(self, partitions=None) -> dict:
@@ -418,9 +527,9 @@ class SyncGroupMember:
     def stable(self) -> bool:
         return self.member.stable
 
-    def close(self, leave: bool = True) -> None:
+    def close(self, leave: bool = True, timeout_ms: int = CLOSE_TIMEOUT_MS) -> None:
         try:
-            self._run(self.member.close(leave))
+            self._run(self.member.close(leave, timeout_ms))
         finally:
             self._shutdown()
 

@@ -6,13 +6,23 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from msgspec.structs import replace
 
 from groupcoord.actors import (
-    AdminClient, CommitFailedError, GroupMember, GroupMemberError, RebalanceListener,
+    AdminClient,
+    CommitFailedError,
+    GroupMember,
+    GroupMemberError,
+    RebalanceListener,
 )
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, LeaveGroupRequest, MemberIdentity, OffsetCommitRequest,
+    CoordinatorConfig,
+    Errors,
+    LeaveGroupRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
     OffsetCommitRequestPartition,
+    SyncGroupRequest,
 )
 
 from .inproc import InProcRouter, serving_runtime
@@ -45,14 +55,22 @@ def test_listener_failure_stops_the_member_visibly():
 
 def test_async_commit_callback_gets_every_failure():
     # Before: only GroupMemberError/CoordinatorUnavailable reached the callback; a request the
-    # coordinator refused as ill-typed (ValueError) left the callback uncalled.
+    # coordinator refused as ill-typed (ValueError) left the callback uncalled. (An offset the
+    # client itself can tell is bad never gets that far: commit_async raises ValueError.)
+    def tamper(request, response):
+        if isinstance(request, OffsetCommitRequest):
+            raise ValueError("invalid OffsetCommitRequest")      # as the actor's validate()
+        return response
+
     async def scenario():
         runtime = await serving_runtime(CONFIG)
-        m = GroupMember(InProcRouter(runtime), "g", ["t"], **MEMBER)
+        m = GroupMember(InProcRouter(runtime, tamper=tamper), "g", ["t"], **MEMBER)
         m.start()
         await m.wait_assigned(10)
+        with pytest.raises(ValueError):
+            m.commit_async({("t", 0): "not-an-offset"})
         results: list = []
-        task = m.commit_async({("t", 0): "not-an-offset"}, callback=results.append)
+        task = m.commit_async({("t", 0): 5}, callback=results.append)
         await asyncio.gather(task, return_exceptions=True)
         assert len(results) == 1 and isinstance(results[0], ValueError), results
         await m.close()
@@ -210,10 +228,6 @@ def test_cooperative_member_hears_of_every_rebalance_even_when_nothing_is_added(
 def test_sync_answer_naming_another_protocol_is_fatal():
     # KIP-559: the member checks the protocol a SyncGroup answer names against the one its
     # join chose; a mismatch means the answer is not about its generation.
-    from msgspec.structs import replace
-
-    from groupcoord.coordinator import SyncGroupRequest
-
     def tamper(request, response):
         if isinstance(request, SyncGroupRequest):
             return replace(response, protocol_name="roundrobin")
@@ -235,8 +249,6 @@ def test_sync_answer_naming_another_protocol_is_fatal():
 def test_an_unexpected_error_stops_the_member(kind):
     # Kafka's consumer raises on an error its handler does not name, rather than retrying it
     # forever; UNSUPPORTED_FOR_MESSAGE_FORMAT is one no group call of ours can be answered with.
-    from msgspec.structs import replace
-
     def tamper(request, response):
         if type(request).__name__ == kind:
             return replace(response, error=Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT)
