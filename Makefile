@@ -3,8 +3,13 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# Apache Kafka's broker and Java tools for tests/kafka/: the jars tools/kafka/pom.xml names,
+# copied here by Maven (~/.m2 is its download cache); fetched again only when the pom changes.
+KAFKA_POM   := tools/kafka/pom.xml
+KAFKA_LIBS  := build/kafka-libs
+KAFKA_STAMP := $(KAFKA_LIBS)/.fetched-$(shell cksum $(KAFKA_POM) | cut -d' ' -f1)
 
-.PHONY: setup demo test test-core bench clean
+.PHONY: setup kafka-libs demo test test-core bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -13,12 +18,19 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(KAFKA_STAMP): $(KAFKA_POM)
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f $(KAFKA_POM) dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	touch $(KAFKA_STAMP)
+
+kafka-libs: $(KAFKA_STAMP)
+
+setup: $(STAMP) $(KAFKA_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/groupcoord demo
 
-test: $(STAMP)
+test: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python -m pytest -q
 
 test-core: $(STAMP)

@@ -1,0 +1,235 @@
+"""Apache Kafka's own broker and Java tools, run from the jars that `make kafka-libs` copies into
+build/kafka-libs/ (tools/kafka/pom.xml pins the one Kafka version).
+
+`KafkaBroker` formats a KRaft storage directory and runs one combined broker+controller JVM on
+127.0.0.1 with free ports; `stop()` sends SIGTERM, then SIGKILL. `run_tool` runs a tool's main
+class to completion within a timeout; `JavaProcess` runs one in the background (a console
+consumer that must stay in its group while the test looks at it). Every JVM starts under
+`setpriv --pdeathsig KILL`, so it dies with the process that started it even when pytest is
+killed before its fixtures can stop anything: no orphaned JVMs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LIBS_DIR = REPO_ROOT / "build" / "kafka-libs"
+LOG4J_DIR = REPO_ROOT / "tools" / "kafka"
+
+BROKER_MAIN = "kafka.Kafka"
+STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+CONSUMER_GROUPS_MAIN = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+CONSOLE_CONSUMER_MAIN = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+
+# 2 cores shared by many processes: small heaps, the serial collector and C1 only (the tests run
+# seconds, not hours, so peak JIT throughput is not worth the compile threads' CPU).
+JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+BROKER_HEAP = ["-Xms128m", "-Xmx512m"]
+TOOL_HEAP = ["-Xms32m", "-Xmx256m"]
+
+BROKER_READY_TIMEOUT_S = 120.0
+BROKER_STOP_TIMEOUT_S = 30.0
+FORMAT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one finished Java tool run returned."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def libs_classpath() -> str:
+    """The classpath of every Kafka jar; a clear error if `make kafka-libs` has not run."""
+    if not any(LIBS_DIR.glob("kafka-tools-*.jar")):
+        raise RuntimeError(f"Kafka jars missing in {LIBS_DIR}: run `make kafka-libs` first")
+    return str(LIBS_DIR / "*")
+
+
+def java_command(main_class: str, args: list[str], *, heap: list[str],
+                 log4j_config: str = "log4j2-tools.xml") -> list[str]:
+    """The command line running `main_class` from the Kafka jars, tied to its parent's life."""
+    return ["setpriv", "--pdeathsig", "KILL", "java", *heap, *JVM_FLAGS,
+            f"-Dlog4j2.configurationFile={LOG4J_DIR / log4j_config}",
+            "-cp", libs_classpath(), main_class, *args]
+
+
+def run_tool(main_class: str, args: list[str], timeout_s: float) -> ToolResult:
+    """Run a Kafka tool to completion; on timeout it is killed and TimeoutExpired raised."""
+    done = subprocess.run(java_command(main_class, args, heap=TOOL_HEAP), capture_output=True,
+                          text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
+    return ToolResult(done.returncode, done.stdout, done.stderr)
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float) -> int:
+    """SIGTERM (a JVM runs its shutdown hooks: a consumer leaves its group), then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout_s)
+    return proc.returncode
+
+
+class JavaProcess:
+    """A Kafka tool running in the background, its output going to files in `work_dir`."""
+
+    def __init__(self, main_class: str, args: list[str], work_dir: Path) -> None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.stdout_path = work_dir / "stdout"
+        self.stderr_path = work_dir / "stderr"
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(java_command(main_class, args, heap=TOOL_HEAP),
+                                         stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def wait(self, timeout_s: float) -> int:
+        """Wait for it to exit by itself; TimeoutExpired if it has not within `timeout_s`."""
+        return self.proc.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        return stop_process(self.proc, timeout_s)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports the kernel just handed out (held together, so distinct)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def broker_properties(node_id: int, broker_port: int, controller_port: int,
+                      log_dir: Path) -> dict[str, str]:
+    """A single combined-mode node for tests: loopback only, replication factor 1 everywhere and
+    no initial rebalance delay. Kafka 4.3 enables both group protocols, classic and KIP-848's
+    consumer, by default; `group.coordinator.rebalance.protocols` is deprecated there (setting it
+    logs a warning and disables the protocols it leaves out), so it is not set."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": f"{node_id}@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(log_dir),
+        "auto.create.topics.enable": "false",
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        # Kafka's default of 50 offsets partitions makes the first group request slow to serve.
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # KIP-848 members rebalance through heartbeats: the default 5 s interval is slow.
+        "group.consumer.min.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": "500",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        # The log cleaner (the offsets topic is compacted) allocates this buffer: 128 MiB default.
+        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+    }
+
+
+def kafka_uuid() -> str:
+    """A random Kafka Uuid in Kafka's text form (URL-safe base64 without padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class KafkaBroker:
+    """One real Apache Kafka node (KRaft, combined broker+controller) in `work_dir`."""
+
+    def __init__(self, work_dir: Path, node_id: int = 1) -> None:
+        self.work_dir = work_dir
+        self.node_id = node_id
+        self.broker_port, self.controller_port = free_ports(2)
+        self.bootstrap = f"127.0.0.1:{self.broker_port}"
+        self.log_path = work_dir / "broker.log"
+        self.config_path = work_dir / "server.properties"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """Format the storage, start the JVM and return once it answers Metadata listing
+        itself; raises (with the log's tail) if it exits or is not ready in time."""
+        props = broker_properties(self.node_id, self.broker_port, self.controller_port,
+                                  self.work_dir / "data")
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        formatted = run_tool(STORAGE_TOOL_MAIN, ["format", "--cluster-id", kafka_uuid(),
+                                                 "--config", str(self.config_path)],
+                             FORMAT_TIMEOUT_S)
+        if formatted.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({formatted.returncode}):\n"
+                               f"{formatted.stdout}{formatted.stderr}")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                java_command(BROKER_MAIN, [str(self.config_path)], heap=BROKER_HEAP,
+                             log4j_config="log4j2-broker.xml"),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.work_dir)
+        try:
+            self._wait_ready(BROKER_READY_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        admin = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Kafka broker exited with {self.proc.returncode}:\n"
+                                   f"{self.log_tail()}")
+            if admin is None and _accepts(self.broker_port):
+                # librdkafka logs at level 3 for every refused connection: keep it quiet here.
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+            if admin is not None:
+                with contextlib.suppress(Exception):
+                    if self.node_id in admin.list_topics(timeout=2).brokers:
+                        return
+            time.sleep(0.2)
+        raise RuntimeError(f"Kafka broker not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, BROKER_STOP_TIMEOUT_S)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+

@@ -1,0 +1,84 @@
+"""Real Python Kafka clients in a consumer group, against each coordinator under test.
+
+The bootstrap address comes from the `bootstrap` fixture (tests/kafka/conftest.py), which is
+parametrised over the coordinators: today only a real Apache Kafka broker; groupcoord's Kafka
+listener will be a second param, and then every scenario here runs against both unchanged.
+
+One scenario, for each client and each assignor it has: a member subscribes and gets every
+partition; a second joins and the group rebalances to two disjoint halves; both commit; one
+reads back every committed offset; the second leaves and the first gets everything back; the
+first leaves and the group is Empty with its offsets kept.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import ConsumerGroupState
+
+from tests.kafka.admin import committed_offsets, create_topic, describe_group, unique_name
+from tests.kafka.members import wait_until
+
+PARTITIONS = 4
+ALL = frozenset(range(PARTITIONS))
+REBALANCE_TIMEOUT_S = 60.0
+
+CASES = [
+    ("confluent-kafka", "range"),
+    ("confluent-kafka", "roundrobin"),
+    ("confluent-kafka", "cooperative-sticky"),
+    ("kafka-python", "range"),
+    ("kafka-python", "roundrobin"),
+    ("kafka-python", "cooperative-sticky"),
+    # aiokafka has no cooperative assignor.
+    ("aiokafka", "range"),
+    ("aiokafka", "roundrobin"),
+]
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def wait_for_group(bootstrap: str, group: str, state: ConsumerGroupState, members: int) -> None:
+    def reached() -> bool:
+        description = describe_group(bootstrap, group)
+        return description.state == state and len(description.members) == members
+    wait_until(reached, REBALANCE_TIMEOUT_S, f"group {group} {state.name} with {members}",
+               lambda: describe_group(bootstrap, group))
+
+
+@pytest.mark.parametrize(("client", "assignor"), CASES, ids=[f"{c}-{a}" for c, a in CASES])
+def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assignor):
+    topic = create_topic(bootstrap, PARTITIONS)
+    group = unique_name(f"{client}-{assignor}")
+
+    first = members(client, group, topic, assignor)
+    wait_until(lambda: first.assignment() == ALL, REBALANCE_TIMEOUT_S, "first member owns all",
+               lambda: first.assignments)
+    wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 1)
+    assert describe_group(bootstrap, group).partition_assignor == assignor
+
+    second = members(client, group, topic, assignor)
+
+    def split_in_halves() -> bool:
+        mine, theirs = first.assignment(), second.assignment()
+        return mine | theirs == ALL and len(mine) == len(theirs) == PARTITIONS // 2
+    wait_until(split_in_halves, REBALANCE_TIMEOUT_S, "two disjoint halves",
+               lambda: (first.assignments, second.assignments))
+    wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 2)
+    if assignor == "cooperative-sticky":
+        # Incremental rebalancing (KIP-429): the first member keeps partitions throughout.
+        owned = first.assignments[first.assignments.index(ALL):]
+        assert all(owned), first.assignments
+
+    expected = {p: 100 + p for p in ALL}
+    first.commit({p: expected[p] for p in first.assignment()})
+    second.commit({p: expected[p] for p in second.assignment()})
+    assert first.committed(set(ALL)) == expected
+
+    second.close()
+    wait_until(lambda: first.assignment() == ALL, REBALANCE_TIMEOUT_S,
+               "first member owns all again", lambda: first.assignments)
+    wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 1)
+
+    first.close()
+    wait_for_group(bootstrap, group, ConsumerGroupState.EMPTY, 0)
+    assert committed_offsets(bootstrap, group, topic) == expected
