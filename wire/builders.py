@@ -15,7 +15,6 @@ so consumers do not spin.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,7 +25,8 @@ from .connection import WireRequest
 from .translate import build
 
 GROUP_KEY_TYPE = 0
-ZERO_TOPIC_ID = uuid.UUID(int=0)
+# kio writes None as the zero ("unknown") uuid and reads the zero uuid back as None.
+ZERO_TOPIC_ID = None
 # Kafka's "authorized operations not provided" (no ACLs here).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 EARLIEST_TIMESTAMP = -2
@@ -89,10 +89,12 @@ def metadata_response(request: WireRequest, *, brokers: Sequence[Node], leader_i
     def topic(name: str | None):
         count = partitions.get(name) if name is not None else None
         if count is None:
-            # A topic asked by id only (v10+) cannot be known: ids here are all zero.
+            # A topic asked by id only (v10+) cannot be known: ids here are all zero. Its name
+            # is null in the answer, which only v12+ can say ("" before).
             error = (ErrorCode.unknown_topic_or_partition if name is not None
                      else ErrorCode.unknown_topic_id)
-            return build(topic_cls, error_code=error, name=name, topic_id=ZERO_TOPIC_ID,
+            return build(topic_cls, error_code=error, topic_id=ZERO_TOPIC_ID,
+                         name=name if name is not None or version >= 12 else "",
                          is_internal=False, partitions=(),
                          topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=ZERO_TOPIC_ID,

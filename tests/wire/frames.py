@@ -9,6 +9,9 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int32, read_unsigned_varint
 
+from groupcoord.wire import apis
+from groupcoord.wire.translate import build
+
 
 def request_frame(body, *, correlation_id: int = 7, client_id: str | None = "test-client",
                   api_version: int | None = None) -> bytes:
@@ -38,3 +41,18 @@ def split_response(frame: bytes, response_cls: type, *, header_version: int):
     body, n = entity_reader(response_cls)(frame, at)
     assert at + n == len(frame)
     return correlation_id, body
+
+
+def build_nested(cls, values: dict):
+    """kio entity ``cls`` from plain values; dicts in lists become the nested entity named in
+    ``values["_<field>"]``."""
+    out = {}
+    for name, value in values.items():
+        if name.startswith("_"):
+            continue
+        nested = values.get("_" + name)
+        if nested is not None:
+            nested_cls = apis.nested_class(cls, nested)
+            value = tuple(build_nested(nested_cls, v) for v in value)
+        out[name] = value
+    return build(cls, **out)

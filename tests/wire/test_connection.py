@@ -205,3 +205,23 @@ def test_buffer_limit_closes_a_connection_that_keeps_sending_while_held():
 def test_bad_limits_are_refused(kwargs):
     with pytest.raises(ValueError):
         Connection(**kwargs)
+
+
+# -- kio's limits, and that they end in a clean close ----------------------------------------
+
+def test_an_unknown_tagged_field_in_a_body_closes_the_connection():
+    # Kafka would skip tag 5; kio 0.6.5 raises KeyError on it, which must not escape.
+    frame = sized(b"\x00\x0c" b"\x00\x04" b"\x00\x00\x00\x01" b"\x00\x01x" b"\x00"
+                  b"\x02g" b"\x00\x00\x00\x01" b"\x02m" b"\x00"
+                  b"\x01" b"\x05\x03abc")
+    conn = Connection()
+    (error,) = conn.receive_data(frame)
+    assert isinstance(error, ProtocolError) and "Unknown tagged field tag: 5" in error.reason
+
+
+def test_a_retention_time_beyond_what_python_can_hold_closes_the_connection():
+    # OffsetCommit v2: group "", generation -1, member "", retention 2**62 ms, no topics.
+    body = b"\x00\x00" b"\xff\xff\xff\xff" b"\x00\x00" + struct.pack(">q", 2**62) + b"\x00" * 4
+    frame = sized(b"\x00\x08" b"\x00\x02" b"\x00\x00\x00\x01" b"\x00\x00" + body)
+    (error,) = Connection().receive_data(frame)
+    assert isinstance(error, ProtocolError) and "overflow" in error.reason
