@@ -7,11 +7,17 @@ messages to and from the core's; ``builders`` answers FindCoordinator, Metadata,
 Fetch from what the listener knows. No sockets, no clock, no event loop: the listeners in
 ``actors/`` do the I/O.
 
-The codec is kio (pinned 0.6.5, Apache-2.0, Aiven): message classes generated from Kafka's own
-JSON schemas (Kafka 4.x: flexible versions, tagged fields, KIP-896's removals), decoding in native
-code (about 1 µs for a JoinGroup v9), encoding in Python (about 30 µs). Two limits shape this
-layer: kio raises on a tagged field its schemas do not define (Kafka would skip it), which closes
-the connection; and it has no OffsetCommit v0-1 / OffsetFetch v0, which Kafka 4 dropped too.
+The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
+from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
+APIs above (KIP-896's removals excepted). Decoding is native code (a Heartbeat ~1 µs, a JoinGroup
+~10 µs, an OffsetCommit of 50 partitions ~40 µs), encoding is Python (a Heartbeat answer ~20 µs,
+an OffsetCommit answer for 50 partitions ~0.4-0.7 ms), measured on a loaded 2-core machine.
+Its limits, each ending in a clean close here: a tagged field its schemas do not define raises
+(Kafka would skip it), durations beyond
+``datetime.timedelta`` do not decode. Its writers import asyncio for a type annotation, and it
+imports hypothesis when installed; nothing here uses either. The alternatives in Python,
+kafka-python's and aiokafka's protocol modules, are hand-written structs rather than generated
+from Kafka's schemas.
 """
 
 from .apis import SUPPORTED_VERSIONS, ApiKey, api_versions_response
