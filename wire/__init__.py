@@ -13,11 +13,10 @@ APIs above (KIP-896's removals excepted). Decoding is native code (a Heartbeat ~
 ~10 µs, an OffsetCommit of 50 partitions ~40 µs), encoding is Python (a Heartbeat answer ~20 µs,
 an OffsetCommit answer for 50 partitions ~0.4-0.7 ms), measured on a loaded 2-core machine.
 Its limits, each ending in a clean close here: a tagged field its schemas do not define raises
-(Kafka would skip it), durations beyond
-``datetime.timedelta`` do not decode. Its writers import asyncio for a type annotation, and it
-imports hypothesis when installed; nothing here uses either. The alternatives in Python,
-kafka-python's and aiokafka's protocol modules, are hand-written structs rather than generated
-from Kafka's schemas.
+(Kafka would skip it), durations beyond ``datetime.timedelta`` do not decode. Its writers import
+asyncio for a type annotation, and it imports hypothesis when installed; nothing here uses
+either. The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
+hand-written structs rather than generated from Kafka's schemas.
 """
 
 from .apis import SUPPORTED_VERSIONS, ApiKey, api_versions_response
@@ -30,6 +29,7 @@ from .builders import (
 )
 from .connection import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
 from .translate import (
+    error_response,
     offset_fetch_from_core,
     offset_fetch_to_core,
     request_to_core,
@@ -38,7 +38,7 @@ from .translate import (
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES", "SUPPORTED_VERSIONS", "ApiKey", "Connection", "Node",
-    "ProtocolError", "WireRequest", "api_versions_response", "fetch_response",
+    "ProtocolError", "WireRequest", "api_versions_response", "error_response", "fetch_response",
     "find_coordinator_response", "list_offsets_response", "metadata_response",
     "offset_fetch_from_core", "offset_fetch_to_core", "request_to_core", "response_from_core",
 ]

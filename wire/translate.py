@@ -4,7 +4,8 @@
 ``response_from_core`` turns the core's answer into kio's response at the request's version.
 OffsetFetch has its own pair, because from v8 one request asks about many groups, which may live
 on different partitions: ``offset_fetch_to_core`` gives one core request per group and
-``offset_fetch_from_core`` assembles their answers.
+``offset_fetch_from_core`` assembles their answers. ``error_response`` answers any of them with
+one error, for requests the listener cannot hand to the core.
 
 Version rules applied here, each Kafka's:
 - JoinGroup v0 has no rebalance timeout: the session timeout stands in for it. Only v4+ clients
@@ -209,6 +210,43 @@ def response_from_core(request: WireRequest, response):
                     part_cls(partition_index=p.partition, error_code=_code(p.error))
                     for p in parts)) for topic, parts in by_topic.items()))
     raise ValueError(f"api key {request.api_key} has no core response")
+
+
+def error_response(request: WireRequest, error: Errors):
+    """kio's response to a group request (OffsetFetch included) that the core never saw, with
+    ``error`` wherever a client of that version reads it: for a listener whose partition is
+    loading (COORDINATOR_LOAD_IN_PROGRESS), gone (NOT_COORDINATOR) or over a limit."""
+    body = request.body
+    match request.api_key:
+        case ApiKey.OFFSET_FETCH:
+            return offset_fetch_from_core(request, [
+                core.OffsetFetchResponse(error, []) for _ in offset_fetch_to_core(request)])
+        case ApiKey.JOIN_GROUP:
+            answer = core.JoinGroupResponse(error, -1, None, None, "", False, body.member_id, [])
+        case ApiKey.SYNC_GROUP:
+            answer = core.SyncGroupResponse(error, None, None, b"")
+        case ApiKey.HEARTBEAT:
+            answer = core.HeartbeatResponse(error)
+        case ApiKey.LEAVE_GROUP:
+            answer = core.LeaveGroupResponse(error, [])
+        case ApiKey.OFFSET_COMMIT:
+            answer = core.OffsetCommitResponse([
+                core.OffsetCommitResponsePartition(topic.name, p.partition_index, error)
+                for topic in body.topics for p in topic.partitions])
+        case ApiKey.DESCRIBE_GROUPS:
+            answer = core.DescribeGroupsResponse([
+                core.DescribedGroup(error, group_id, "", "", "", [], -1, "")
+                for group_id in body.groups])
+        case ApiKey.LIST_GROUPS:
+            answer = core.ListGroupsResponse(error, [])
+        case ApiKey.DELETE_GROUPS:
+            answer = core.DeleteGroupsResponse([
+                core.DeletableGroupResult(group_id, error) for group_id in body.groups_names])
+        case ApiKey.OFFSET_DELETE:
+            answer = core.OffsetDeleteResponse(error, [])
+        case _:
+            raise ValueError(f"api key {request.api_key} has no core response")
+    return response_from_core(request, answer)
 
 
 def _leave_group(cls: type, version: int, response: core.LeaveGroupResponse):

@@ -13,6 +13,7 @@ from groupcoord.wire import (
     ApiKey,
     Connection,
     apis,
+    error_response,
     offset_fetch_from_core,
     offset_fetch_to_core,
     request_to_core,
@@ -252,3 +253,56 @@ def test_non_core_apis_are_refused_by_request_to_core():
         request_to_core(request)
     with pytest.raises(ValueError, match="no core response"):
         response_from_core(request, None)
+
+
+ERROR_CASES = [
+    (ApiKey.JOIN_GROUP, 3, dict(group_id=GROUP, member_id="m", protocol_type="consumer",
+                                session_timeout=MS, rebalance_timeout=MS, protocols=()),
+     lambda r: (r.error_code, r.member_id, r.protocol_name)),
+    (ApiKey.JOIN_GROUP, 9, dict(group_id=GROUP, member_id="m", protocol_type="consumer",
+                                session_timeout=MS, rebalance_timeout=MS, protocols=(),
+                                group_instance_id=None, reason=None),
+     lambda r: (r.error_code, r.member_id, r.protocol_name)),
+    (ApiKey.SYNC_GROUP, 5, dict(group_id=GROUP, generation_id=1, member_id="m",
+                                group_instance_id=None, protocol_type=None, protocol_name=None,
+                                assignments=()),
+     lambda r: (r.error_code, r.assignment)),
+    (ApiKey.HEARTBEAT, 0, dict(group_id=GROUP, generation_id=1, member_id="m"),
+     lambda r: (r.error_code,)),
+    (ApiKey.LEAVE_GROUP, 1, dict(group_id=GROUP, member_id="m"), lambda r: (r.error_code,)),
+    (ApiKey.LEAVE_GROUP, 5, dict(group_id=GROUP, members=()), lambda r: (r.error_code,)),
+    (ApiKey.OFFSET_COMMIT, 8, dict(
+        group_id=GROUP, generation_id_or_member_epoch=1, member_id="m", group_instance_id=None,
+        _topics="OffsetCommitRequestTopic", topics=[dict(
+            name="t", _partitions="OffsetCommitRequestPartition", partitions=[dict(
+                partition_index=4, committed_offset=1, committed_leader_epoch=-1,
+                committed_metadata=None)])]),
+     lambda r: [(t.name, p.partition_index, p.error_code)
+                for t in r.topics for p in t.partitions]),
+    (ApiKey.OFFSET_FETCH, 1, dict(group_id=GROUP, _topics="OffsetFetchRequestTopic", topics=[
+        dict(name="t", partition_indexes=(4,))]),
+     lambda r: [(p.partition_index, p.error_code) for t in r.topics for p in t.partitions]),
+    (ApiKey.OFFSET_FETCH, 9, dict(require_stable=False, _groups="OffsetFetchRequestGroup",
+                                  groups=[dict(group_id="a", topics=None, member_id=None,
+                                               member_epoch=-1)]),
+     lambda r: [(g.group_id, g.error_code) for g in r.groups]),
+    (ApiKey.DESCRIBE_GROUPS, 2, dict(groups=("a", "b")),
+     lambda r: [(g.group_id, g.error_code) for g in r.groups]),
+    (ApiKey.LIST_GROUPS, 3, {}, lambda r: (r.error_code, r.groups)),
+    (ApiKey.DELETE_GROUPS, 1, dict(groups_names=("a",)),
+     lambda r: [(g.group_id, g.error_code) for g in r.results]),
+    (ApiKey.OFFSET_DELETE, 0, dict(group_id=GROUP, topics=()), lambda r: (r.error_code,)),
+]
+NC = ErrorCode.not_coordinator
+EXPECTED = [(NC, "m", ""), (NC, "m", None), (NC, b""), (NC,), (NC,), (NC,), [("t", 4, NC)],
+            [(4, NC)], [("a", NC)], [("a", NC), ("b", NC)], (NC, ()), [("a", NC)], (NC,)]
+
+
+@pytest.mark.parametrize("case, expected", list(zip(ERROR_CASES, EXPECTED, strict=True)),
+                         ids=[f"{c[0].name}-v{c[1]}" for c in ERROR_CASES])
+def test_error_response_puts_the_error_where_each_version_reads_it(case, expected):
+    key, version, values, read = case
+    client = Client(new_shard())
+    request = client.wire(key, version, **values)
+    assert read(client.answer(request, error_response(request, Errors.NOT_COORDINATOR))) == (
+        expected)
