@@ -11,8 +11,10 @@ Version rules applied here, each Kafka's:
 - JoinGroup v0 has no rebalance timeout: the session timeout stands in for it. Only v4+ clients
   understand MEMBER_ID_REQUIRED, so older ones join without a known member id. Before v7 the
   response's protocol name is not nullable ("" instead of null) and has no protocol type. Before
-  v9 a static leader that rejoins without a change gets no member list (it must not reassign;
-  v9 tells it so with skip_assignment instead, KIP-814).
+  v9 a static leader that rejoins a stable group is not told it leads: no member list and
+  another leader id, so it does not reassign (v9 says so with skip_assignment, KIP-814). Kafka
+  names the leader's previous member id there; the core's answer does not carry it, so the
+  leader field is empty, which clients read the same way (``leader != member_id``).
 - LeaveGroup v0-2 names one member; its error is the response's error.
 - OffsetCommit v2-4 carry a retention time (-1: the broker default); v6+ a leader epoch.
 - OffsetFetch v1 has no top-level error: a group error is repeated on every requested partition
@@ -161,7 +163,8 @@ def response_from_core(request: WireRequest, response):
     match request.api_key:
         case ApiKey.JOIN_GROUP:
             member_cls = apis.nested_class(cls, "JoinGroupResponseMember")
-            members = () if response.skip_assignment and version < 9 else tuple(
+            hide_leadership = response.skip_assignment and version < 9
+            members = () if hide_leadership else tuple(
                 build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
                       metadata=m.metadata) for m in response.members)
             return build(
@@ -169,7 +172,8 @@ def response_from_core(request: WireRequest, response):
                 protocol_type=response.protocol_type,
                 protocol_name=(response.protocol_name if version >= 7
                                else response.protocol_name or ""),
-                leader=response.leader, skip_assignment=response.skip_assignment,
+                leader="" if hide_leadership else response.leader,
+                skip_assignment=response.skip_assignment,
                 member_id=response.member_id, members=members)
         case ApiKey.SYNC_GROUP:
             return build(cls, error_code=_code(response.error),

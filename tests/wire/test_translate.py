@@ -207,11 +207,12 @@ def test_version_rules_applied_to_core_responses():
     static_rejoin = core.JoinGroupResponse(Errors.NONE, 3, "consumer", "range", "leader-1", True,
                                            "leader-1", shard_members)
     client = Client(new_shard())
-    for version, members in ((8, ()), (9, ("leader-1",))):
+    for version, members, leader in ((8, (), ""), (9, ("leader-1",), "leader-1")):
         request = join_request(client, version)
         answer = client.answer(request, response_from_core(request, static_rejoin))
-        # KIP-814: before v9 a static leader that must not reassign is sent no members.
+        # KIP-814: before v9 a static leader that must not reassign is not told it leads.
         assert tuple(m.member_id for m in answer.members) == members
+        assert (answer.leader, answer.member_id) == (leader, "leader-1")
 
     leave = core.LeaveGroupResponse(Errors.NONE, [
         core.LeaveGroupResponseMember("m", None, Errors.UNKNOWN_MEMBER_ID)])
@@ -306,3 +307,22 @@ def test_error_response_puts_the_error_where_each_version_reads_it(case, expecte
     request = client.wire(key, version, **values)
     assert read(client.answer(request, error_response(request, Errors.NOT_COORDINATOR))) == (
         expected)
+
+
+@pytest.mark.parametrize("version", [5, 8, 9])
+def test_a_static_leader_rejoining_a_stable_group_through_a_real_shard(version):
+    client = Client(new_shard())
+    joined = join(client, version, instance="static-1")
+    client.call(ApiKey.SYNC_GROUP, 3, group_id=GROUP, generation_id=joined.generation_id,
+                member_id=joined.member_id, group_instance_id="static-1",
+                assignments=[dict(member_id=joined.member_id, assignment=b"a")],
+                _assignments="SyncGroupRequestAssignment")
+    rejoined = join(client, version, instance="static-1")   # a restart: no member id
+    assert rejoined.error_code == ErrorCode.none
+    assert rejoined.member_id not in ("", joined.member_id)
+    assert rejoined.generation_id == joined.generation_id
+    if version >= 9:
+        assert rejoined.skip_assignment and rejoined.leader == rejoined.member_id
+        assert [m.member_id for m in rejoined.members] == [rejoined.member_id]
+    else:
+        assert rejoined.leader != rejoined.member_id and rejoined.members == ()
