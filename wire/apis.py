@@ -14,14 +14,19 @@ from Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
 from __future__ import annotations
 
 import datetime
+import re
 import sys
 from enum import IntEnum
 from functools import cache
+from typing import TYPE_CHECKING
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
+
+if TYPE_CHECKING:
+    from .connection import WireRequest
 
 
 class ApiKey(IntEnum):
@@ -114,26 +119,33 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if request_is_flexible(api_key, api_version) else 0
 
 
-def api_versions_response(api_version: int, *, unsupported: bool = False):
-    """The ApiVersions answer at ``api_version``.
+# Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN, for v3+ client software fields.
+_SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-    ``unsupported``: the client asked for an ApiVersions version above ours. Kafka then answers in
-    v0 with UNSUPPORTED_VERSION and only ApiVersions' own range, so the client retries at our
-    maximum (KIP-511; ``ApiVersionsRequest.getErrorResponse``).
+
+def api_versions_response(request: WireRequest):
+    """Kafka's answer to an ApiVersions request: every supported range, at the request's version.
+
+    Two errors, as Kafka's ``ApiVersionsRequest``: a version above ours is answered in v0 with
+    UNSUPPORTED_VERSION and only ApiVersions' own range, so the client retries at our maximum
+    (KIP-511); a v3+ request whose client software name or version is not of the form
+    ``[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?`` gets INVALID_REQUEST and no ranges.
     """
-    if unsupported:
-        cls = response_class(ApiKey.API_VERSIONS, 0)
-        item = _api_version_item(cls)
+    cls = response_class(ApiKey.API_VERSIONS, request.body_version)
+    timing = {} if request.body_version == 0 else {"throttle_time": ZERO_MS}
+    item = _api_version_item(cls)
+    if request.unsupported_api_versions:
         low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
         return cls(error_code=ErrorCode.unsupported_version, api_keys=(
-            item(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),))
-    cls = response_class(ApiKey.API_VERSIONS, api_version)
-    item = _api_version_item(cls)
-    keys = tuple(item(api_key=int(key), min_version=low, max_version=high)
-                 for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()))
-    if api_version == 0:
-        return cls(error_code=ErrorCode.none, api_keys=keys)
-    return cls(error_code=ErrorCode.none, api_keys=keys, throttle_time=ZERO_MS)
+            item(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),), **timing)
+    body = request.body
+    if request.body_version >= 3 and not (
+            _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_name)
+            and _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_version)):
+        return cls(error_code=ErrorCode.invalid_request, api_keys=(), **timing)
+    return cls(error_code=ErrorCode.none, api_keys=tuple(
+        item(api_key=int(key), min_version=low, max_version=high)
+        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())), **timing)
 
 
 def nested_class(cls: type, name: str) -> type:

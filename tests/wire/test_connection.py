@@ -8,8 +8,10 @@ import struct
 
 import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3Request
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsV3
 from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v0.response import HeartbeatResponse as HeartbeatResponseV0
 from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatV4
 from kio.schema.heartbeat.v4.response import HeartbeatResponse as HeartbeatResponseV4
 
@@ -46,7 +48,7 @@ def test_api_versions_v0_frame_by_hand_is_answered_with_every_supported_range():
     request = only_request(conn, frame)
     assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
         18, 0, 42, "abc")
-    out = conn.send_response(request, api_versions_response(0))
+    out = conn.send_response(request, api_versions_response(request))
     correlation_id, body = split_response(out, ApiVersionsV0, header_version=0)
     assert correlation_id == 42
     assert body.error_code == ErrorCode.none
@@ -63,7 +65,7 @@ def test_api_versions_v3_flexible_frame_by_hand_gets_a_v0_response_header():
     request = only_request(conn, frame)
     assert request.body.client_software_name == "librdkafka"
     assert request.body.client_software_version == "2.3.0"
-    out = conn.send_response(request, api_versions_response(3))
+    out = conn.send_response(request, api_versions_response(request))
     # KIP-511: the ApiVersions response header is v0 (no tagged fields) even for v3.
     correlation_id, body = split_response(out, ApiVersionsV3, header_version=0)
     assert correlation_id == 5 and body.error_code == ErrorCode.none
@@ -77,7 +79,7 @@ def test_api_versions_above_our_range_is_answered_in_v0_with_unsupported_version
     conn = Connection()
     request = only_request(conn, frame)
     assert request.unsupported_api_versions and request.body_version == 0
-    out = conn.send_response(request, api_versions_response(0, unsupported=True))
+    out = conn.send_response(request, api_versions_response(request))
     correlation_id, body = split_response(out, ApiVersionsV0, header_version=0)
     assert correlation_id == 0x63
     assert body.error_code == ErrorCode.unsupported_version
@@ -105,6 +107,23 @@ def test_flexible_join_group_frame_by_hand():
     assert body.rebalance_timeout.total_seconds() == 30
     assert [(p.name, p.metadata) for p in body.protocols] == [("range", b"\x00\x01")]
     assert body.reason == "rejoin"
+
+
+@pytest.mark.parametrize("name, version, error", [
+    ("apache-kafka-java", "3.7.0", ErrorCode.none),
+    ("librdkafka", "v2.3.0-RC1", ErrorCode.none),
+    ("", "1.0", ErrorCode.invalid_request),
+    ("my client", "1.0", ErrorCode.invalid_request),
+    ("client", "1.0-", ErrorCode.invalid_request),
+])
+def test_api_versions_v3_checks_client_software_fields_as_kafka_does(name, version, error):
+    conn = Connection()
+    request = only_request(conn, request_frame(ApiVersionsV3Request(
+        client_software_name=name, client_software_version=version)))
+    _, body = split_response(conn.send_response(request, api_versions_response(request)),
+                             ApiVersionsV3, header_version=0)
+    assert body.error_code == error
+    assert (body.api_keys != ()) == (error == ErrorCode.none)
 
 
 def test_unknown_header_tagged_fields_are_skipped():
@@ -180,7 +199,7 @@ def test_send_response_rejects_wrong_type_and_unknown_or_repeated_requests():
     request = only_request(conn, request_frame(HeartbeatV4(
         group_id="g", generation_id=1, member_id="m", group_instance_id=None)))
     with pytest.raises(ValueError, match="expected a"):
-        conn.send_response(request, api_versions_response(3))
+        conn.send_response(request, HeartbeatResponseV0(error_code=ErrorCode.none))
     answer = HeartbeatResponseV4(throttle_time=ZERO_MS, error_code=ErrorCode.none)
     assert conn.send_response(request, answer)
     with pytest.raises(ValueError, match="not awaiting"):
