@@ -49,8 +49,9 @@ def sample_answer(core_request):
                 core.OffsetCommitResponsePartition(o.topic, o.partition, E)
                 for o in core_request.offsets])
         case core.DescribeGroupsRequest():
-            return core.DescribeGroupsResponse([core.DescribedGroup(E, g, "Dead", "", "", [], -1, "")
-                                                for g in core_request.group_ids])
+            return core.DescribeGroupsResponse([
+                core.DescribedGroup(E, group_id, "Dead", "", "", [], -1, "")
+                for group_id in core_request.group_ids])
         case core.ListGroupsRequest():
             return core.ListGroupsResponse(E, [])
         case core.DeleteGroupsRequest():
