@@ -78,8 +78,8 @@ class Connection:
 
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  max_buffered_bytes: int | None = None, max_in_flight_requests: int = 1) -> None:
-        if max_frame_bytes < 8:  # the shortest header: key, version, correlation id
-            raise ValueError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
+        if max_frame_bytes < 10:  # the shortest header: key, version, correlation id, null id
+            raise ValueError(f"max_frame_bytes must be >= 10, got {max_frame_bytes}")
         if max_in_flight_requests < 1:
             raise ValueError(f"max_in_flight_requests must be >= 1, got {max_in_flight_requests}")
         if max_buffered_bytes is None:

@@ -219,7 +219,7 @@ def test_buffer_limit_closes_a_connection_that_keeps_sending_while_held():
     assert conn.buffered_bytes == 0
 
 
-@pytest.mark.parametrize("kwargs", [dict(max_frame_bytes=7), dict(max_in_flight_requests=0),
+@pytest.mark.parametrize("kwargs", [dict(max_frame_bytes=9), dict(max_in_flight_requests=0),
                                     dict(max_frame_bytes=100, max_buffered_bytes=100)])
 def test_bad_limits_are_refused(kwargs):
     with pytest.raises(ValueError):
