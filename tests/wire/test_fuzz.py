@@ -10,7 +10,14 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groupcoord.wire import SUPPORTED_VERSIONS, Connection, ProtocolError, WireRequest, apis
+from groupcoord.wire import (
+    SUPPORTED_VERSIONS,
+    Connection,
+    ProtocolError,
+    WireRequest,
+    apis,
+    request_to_core,
+)
 
 from .frames import request_frame
 
@@ -107,3 +114,23 @@ def test_memory_is_bounded_by_the_frame_limit_not_by_claimed_sizes():
     finally:
         tracemalloc.stop()
     assert peak < 1024 * 1024
+
+
+def test_decoded_memory_is_a_bounded_multiple_of_the_frame():
+    # The worst case found: JoinGroup v0 packed with empty protocols (6 bytes each on the wire,
+    # a Python object each once decoded, another once translated for the core).
+    frame_limit = 1024 * 1024
+    count = (frame_limit - 64) // 6
+    body = (b"\x00\x01g" + struct.pack(">i", 10_000) + b"\x00\x00" + b"\x00\x01c"
+            + struct.pack(">i", count) + b"\x00\x00\x00\x00\x00\x00" * count)
+    payload = struct.pack(">hhih", 11, 0, 1, -1) + body
+    conn = Connection(max_frame_bytes=frame_limit)
+    tracemalloc.start()
+    try:
+        (request,) = conn.receive_data(struct.pack(">i", len(payload)) + payload)
+        core_request = request_to_core(request)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(core_request.protocols) == count
+    assert peak < 25 * frame_limit
