@@ -1,0 +1,58 @@
+"""Client-side framing for the wire tests, written with kio's own writers (independent of the
+``Connection`` parser under test)."""
+
+import io
+import struct
+
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_int32, read_unsigned_varint
+
+from groupcoord.wire import apis
+from groupcoord.wire.translate import build
+
+
+def request_frame(body, *, correlation_id: int = 7, client_id: str | None = "test-client",
+                  api_version: int | None = None) -> bytes:
+    """A whole request frame (size, header, body) for the kio request entity ``body``."""
+    version = body.__version__ if api_version is None else api_version
+    header_cls = RequestHeaderV2 if body.__flexible__ else RequestHeaderV1
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(buffer, header_cls(
+        request_api_key=body.__api_key__, request_api_version=version,
+        correlation_id=correlation_id, client_id=client_id))
+    entity_writer(type(body))(buffer, body)
+    payload = buffer.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def split_response(frame: bytes, response_cls: type, *, header_version: int):
+    """(correlation id, decoded body) of a response frame; checks the size prefix and that the
+    body decodes exactly to the frame's end."""
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    correlation_id, at = read_int32(frame, 4)
+    at += 4
+    if header_version == 1:
+        tags, n = read_unsigned_varint(frame, at)
+        assert tags == 0
+        at += n
+    body, n = entity_reader(response_cls)(frame, at)
+    assert at + n == len(frame)
+    return correlation_id, body
+
+
+def build_nested(cls, values: dict):
+    """kio entity ``cls`` from plain values; dicts in lists become the nested entity named in
+    ``values["_<field>"]``."""
+    out = {}
+    for name, value in values.items():
+        if name.startswith("_"):
+            continue
+        nested = values.get("_" + name)
+        if nested is not None:
+            nested_cls = apis.nested_class(cls, nested)
+            value = tuple(build_nested(nested_cls, v) for v in value)
+        out[name] = value
+    return build(cls, **out)

@@ -1,0 +1,44 @@
+"""Every supported (api key, version): a request written by kio's encoder comes out of
+``Connection.receive_data`` equal, and a response from ``send_response`` decodes equal with kio's
+decoder, under the header version Kafka prescribes."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, WireRequest, apis
+
+from .frames import request_frame, split_response
+
+PAIRS = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+         for version in range(low, high + 1)]
+SETTINGS = settings(max_examples=6, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def test_every_pair_is_covered():
+    assert len(PAIRS) == sum(high - low + 1 for low, high in SUPPORTED_VERSIONS.values())
+    assert {key for key, _ in PAIRS} == set(ApiKey)
+
+
+@pytest.mark.parametrize("key, version", PAIRS, ids=[f"{k.name}-v{v}" for k, v in PAIRS])
+@SETTINGS
+@given(data=st.data())
+def test_request_and_response_round_trip(key, version, data):
+    request_body = data.draw(st.from_type(apis.request_class(key, version)))
+    correlation_id = data.draw(st.integers(-(2**31), 2**31 - 1))
+    client_id = data.draw(st.none() | st.text(max_size=20))
+    conn = Connection()
+    (request,) = conn.receive_data(request_frame(request_body, correlation_id=correlation_id,
+                                                 client_id=client_id))
+    assert isinstance(request, WireRequest), request
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
+        key, version, correlation_id, client_id)
+    assert request.body == request_body
+
+    response_cls = apis.response_class(key, version)
+    response_body = data.draw(st.from_type(response_cls))
+    frame = conn.send_response(request, response_body)
+    header_version = 1 if request_body.__flexible__ and key != ApiKey.API_VERSIONS else 0
+    assert (correlation_id, response_body) == split_response(frame, response_cls,
+                                                             header_version=header_version)

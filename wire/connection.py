@@ -1,0 +1,230 @@
+"""One client connection's protocol state, without sockets (h11-style).
+
+A listener feeds every byte it reads to ``receive_data`` and gets back the requests that became
+complete, or a ``ProtocolError`` after which it closes the connection; it writes whatever
+``send_response`` returns. Nothing here reads a clock or touches a socket.
+
+Framing is Kafka's: an int32 size, then that many bytes holding the request header (v1: api key,
+version, correlation id, nullable client id; v2 for flexible versions adds tagged fields) and the
+body. Like a Kafka broker, the connection closes on anything it cannot answer: a negative size,
+a frame over ``max_frame_bytes`` (Kafka's ``socket.request.max.bytes``), an unknown api key, a
+version outside ``SUPPORTED_VERSIONS`` (Kafka's ``InvalidRequestException`` path), a body that
+does not decode or leaves bytes over. The one exception is ApiVersions at a version above ours:
+it is answered in v0 with UNSUPPORTED_VERSION (KIP-511), see ``apis.api_versions_response``.
+
+Bounds. Like a broker, which mutes a connection while a request is being handled, a connection
+releases at most ``max_in_flight_requests`` requests that have not been answered; while that many
+are out, ``wants_data`` is False and the listener stops reading (TCP pushes back on the client).
+Bytes not yet parsed are held up to ``max_buffered_bytes``: at most one partial frame while
+requests are being released, plus what one read delivered while they are not. Responses leave in
+request order whatever order they are produced in (Kafka clients match them by order).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from kio.serial.readers import (
+    read_int16,
+    read_int32,
+    read_nullable_legacy_string,
+    read_unsigned_varint,
+)
+
+from . import apis
+
+MIB = 1024 * 1024
+# The core's largest request-sized limits are 8 MiB (a group's metadata record, one OffsetCommit),
+# so 10 MiB admits every request the core could accept. Kafka's default is 100 MiB; decoded
+# Python objects take up to ~9x a frame's bytes (~19x once translated for the core: a JoinGroup
+# packed with empty protocols, test_fuzz.py), hence a tighter default here. Listeners bound
+# their connections: one connection in flight holds at most about 20x max_frame_bytes.
+DEFAULT_MAX_FRAME_BYTES = 10 * MIB
+# The most one read should deliver (asyncio reads at most 256 KiB at a time).
+MAX_READ_BYTES = 1 * MIB
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    """A decoded request. ``body`` is kio's request entity for (api_key, body_version).
+
+    ``body_version`` differs from ``api_version`` only for an ApiVersions request above our range:
+    Kafka treats it as an (empty) v0 request and answers in v0.
+    """
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: object
+    body_version: int
+    frame_bytes: int
+    sequence: int = field(repr=False, compare=False, default=0)
+
+    @property
+    def unsupported_api_versions(self) -> bool:
+        return self.body_version != self.api_version
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolError:
+    """The connection must be closed; ``reason`` is for the log."""
+    reason: str
+
+
+class Connection:
+    """The protocol state of one client connection (see the module docstring)."""
+
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 max_buffered_bytes: int | None = None, max_in_flight_requests: int = 1) -> None:
+        if max_frame_bytes < 10:  # the shortest header: key, version, correlation id, null id
+            raise ValueError(f"max_frame_bytes must be >= 10, got {max_frame_bytes}")
+        if max_in_flight_requests < 1:
+            raise ValueError(f"max_in_flight_requests must be >= 1, got {max_in_flight_requests}")
+        if max_buffered_bytes is None:
+            max_buffered_bytes = max_frame_bytes + _SIZE.size + MAX_READ_BYTES
+        if max_buffered_bytes < max_frame_bytes + _SIZE.size:
+            raise ValueError("max_buffered_bytes must hold one whole frame and its size, got "
+                             f"{max_buffered_bytes} for max_frame_bytes={max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.max_in_flight_requests = max_in_flight_requests
+        self._buffer = bytearray()
+        self._in_flight: deque[WireRequest] = deque()   # released, unanswered, in request order
+        self._answered: dict[int, bytes] = {}           # sequence -> frame, waiting for its turn
+        self._next_sequence = 0
+        self.error: ProtocolError | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def wants_data(self) -> bool:
+        """False while the listener should not read: closed, or the in-flight limit reached."""
+        return not self.closed and len(self._in_flight) < self.max_in_flight_requests
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes) -> list[WireRequest | ProtocolError]:
+        """Take bytes read from the client; return the requests now complete (in order), ending
+        with a ``ProtocolError`` if the connection must close. Call with ``b""`` after answering
+        to release requests that were held back by the in-flight limit. After an error, every
+        call returns ``[]``."""
+        if self.closed:
+            return []
+        if len(self._buffer) + len(data) > self.max_buffered_bytes:
+            return [self._fail(f"more than {self.max_buffered_bytes} bytes buffered "
+                               "(the listener must stop reading while wants_data is False)")]
+        self._buffer += data
+        out: list[WireRequest | ProtocolError] = []
+        while len(self._in_flight) < self.max_in_flight_requests:
+            if len(self._buffer) < _SIZE.size:
+                break
+            (size,) = _SIZE.unpack_from(self._buffer)
+            if size < 0 or size > self.max_frame_bytes:
+                out.append(self._fail(f"frame size {size} outside 0..{self.max_frame_bytes}"))
+                break
+            if len(self._buffer) < _SIZE.size + size:
+                break
+            frame = bytes(self._buffer[_SIZE.size:_SIZE.size + size])
+            del self._buffer[:_SIZE.size + size]
+            parsed = self._parse(frame)
+            out.append(parsed)
+            if isinstance(parsed, ProtocolError):
+                break
+            self._in_flight.append(parsed)
+        return out
+
+    def send_response(self, request: WireRequest, response: object) -> bytes:
+        """Encode ``response`` (kio's response entity for the request's key and body version)
+        and return the bytes to write now: this response and any later ones it was holding up,
+        or ``b""`` while an earlier request is still unanswered. ``ValueError`` for a request
+        that is not awaiting an answer here or a response of the wrong type."""
+        if self.closed:
+            return b""
+        if (not any(r is request for r in self._in_flight)
+                or request.sequence in self._answered):
+            raise ValueError(f"request {request.correlation_id} is not awaiting a response")
+        expected = apis.response_class(request.api_key, request.body_version)
+        if type(response) is not expected:
+            raise ValueError(f"expected a {expected.__module__}.{expected.__name__}, "
+                             f"got {type(response).__name__}")
+        self._answered[request.sequence] = encode_response(request, response)
+        ready = []
+        while self._in_flight and self._in_flight[0].sequence in self._answered:
+            ready.append(self._answered.pop(self._in_flight.popleft().sequence))
+        return b"".join(ready)
+
+    def _fail(self, reason: str) -> ProtocolError:
+        self.error = ProtocolError(reason)
+        self._buffer = bytearray()
+        return self.error
+
+    def _parse(self, frame: bytes) -> WireRequest | ProtocolError:
+        try:
+            api_key, at = read_int16(frame, 0)
+            api_version, n = read_int16(frame, at)
+            at += n
+            correlation_id, n = read_int32(frame, at)
+            at += n
+            client_id, n = read_nullable_legacy_string(frame, at)
+            at += n
+        except Exception as exc:  # kio's readers name no exception contract
+            return self._fail(f"unreadable request header: {exc!r}")
+        unsupported_api_versions = (api_key == apis.ApiKey.API_VERSIONS
+                                    and not apis.is_supported(api_key, api_version))
+        if not unsupported_api_versions and not apis.is_supported(api_key, api_version):
+            return self._fail(f"api key {api_key} version {api_version} is not supported")
+        body_version = 0 if unsupported_api_versions else api_version
+        try:
+            if apis.request_is_flexible(api_key, api_version):
+                at = _skip_tagged_fields(frame, at)
+            if unsupported_api_versions:
+                # Kafka does not parse the body of an ApiVersions request it cannot read.
+                body = apis.request_class(api_key, 0)()
+            else:
+                body, n = apis.reader(apis.request_class(api_key, api_version))(frame, at)
+                at += n
+                if at != len(frame):
+                    return self._fail(f"{len(frame) - at} bytes after the request body")
+        except Exception as exc:  # kio raises KeyError, ValueError, its own
+            # DecodeError family...; bytes from a peer must never raise out of here.
+            return self._fail(f"undecodable api key {api_key} v{api_version}: {exc!r}")
+        request = WireRequest(api_key, api_version, correlation_id, client_id, body, body_version,
+                              len(frame), self._next_sequence)
+        self._next_sequence += 1
+        return request
+
+
+def _skip_tagged_fields(frame: bytes, at: int) -> int:
+    """Skip a tagged-field section (the request header's: none are defined, all are ignored)."""
+    count, n = read_unsigned_varint(frame, at)
+    at += n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(frame, at)
+        at += n
+        size, n = read_unsigned_varint(frame, at)
+        at += n + size
+        if at > len(frame):
+            raise ValueError("tagged field runs past the frame")
+    return at
+
+
+def encode_response(request: WireRequest, response: object) -> bytes:
+    """The whole response frame: size, response header (v0, or v1 with an empty tagged-field
+    section for flexible requests), body."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    buffer.write(_SIZE.pack(request.correlation_id))
+    if apis.response_header_version(request.api_key, request.body_version) == 1:
+        buffer.write(b"\0")
+    apis.writer(type(response))(buffer, response)
+    frame = buffer.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+    return bytes(frame)
