@@ -12,8 +12,10 @@ Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) an
   a request the core refuses (``ValueError``) closes the connection, as Kafka does; neither ever
   reaches the partition;
 * a connection idle for ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms);
-  beyond ``max_connections`` a new socket is closed at once. So memory per connection is bounded
-  by the connection's buffer (one frame plus one read) and the number of connections is bounded.
+  beyond ``max_connections`` a new socket is closed at once. Memory per connection is bounded by
+  the connection's buffer (one frame plus one read), and the bytes buffered by all connections
+  together by ``max_buffered_bytes``: a read that would pass it closes its connection (else a
+  thousand clients each holding a partial 10 MiB frame could hold 10 GiB).
 
 Only loopback addresses may be bound: authentication (SASL, TLS) and ACLs are not implemented
 yet, and an open listener would let anyone reset a group's offsets.
@@ -34,6 +36,7 @@ log = logging.getLogger("groupcoord.listener")
 
 DEFAULT_MAX_CONNECTIONS = 1_000
 DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000      # Kafka's connections.max.idle.ms
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024   # every connection's unparsed bytes together
 
 Respond = Callable[[WireRequest, str], Awaitable[object]]
 
@@ -59,7 +62,8 @@ class KafkaListener:
     def __init__(self, respond: Respond, *, host: str = "127.0.0.1", port: int = 0,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  connection_max_idle_ms: int = DEFAULT_CONNECTION_MAX_IDLE_MS,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES) -> None:
         check_loopback(host)
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {port}")
@@ -71,6 +75,8 @@ class KafkaListener:
         self.max_connections = max_connections
         self.connection_max_idle_ms = connection_max_idle_ms
         self.max_frame_bytes = max_frame_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.buffered_bytes = 0                   # unparsed bytes of every connection
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self.refused_connections = 0
@@ -116,6 +122,14 @@ class KafkaListener:
         connection = Connection(max_frame_bytes=self.max_frame_bytes)
         idle_s = self.connection_max_idle_ms / 1000
         released: deque[WireRequest | ProtocolError] = deque()
+        try:
+            await self._answer(connection, reader, writer, client_host, idle_s, released)
+        finally:
+            self.buffered_bytes -= connection.buffered_bytes
+
+    async def _answer(self, connection: Connection, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter, client_host: str, idle_s: float,
+                      released: deque[WireRequest | ProtocolError]) -> None:
         while True:
             while released:
                 item = released.popleft()
@@ -132,7 +146,7 @@ class KafkaListener:
                     return
                 writer.write(connection.send_response(item, response))
                 await writer.drain()
-                released.extend(connection.receive_data(b""))
+                released.extend(self._feed(connection, b""))
             if connection.closed:
                 return
             try:
@@ -141,4 +155,16 @@ class KafkaListener:
                 return                            # idle: Kafka closes it too
             if not data:
                 return
-            released.extend(connection.receive_data(data))
+            if self.buffered_bytes + len(data) > self.max_buffered_bytes:
+                self.protocol_errors += 1
+                log.warning("closing connection from %s: listeners hold %d unparsed bytes "
+                            "(max_buffered_bytes=%d)", client_host, self.buffered_bytes,
+                            self.max_buffered_bytes)
+                return
+            released.extend(self._feed(connection, data))
+
+    def _feed(self, connection: Connection, data: bytes) -> list[WireRequest | ProtocolError]:
+        before = connection.buffered_bytes
+        released = connection.receive_data(data)
+        self.buffered_bytes += connection.buffered_bytes - before
+        return released
