@@ -66,7 +66,8 @@ class KafkaGateway:
     speaks for; ``coordinator_for(group_id)`` the listener of the group's partition (None while
     it is not serving); ``brokers()`` the listeners Metadata names; ``topics()`` the topic
     catalog ({topic: partition count}). ``node`` is this listener, named as the leader of every
-    topic partition in its Metadata answers (all listeners answer Fetch and ListOffsets alike).
+    topic partition in its Metadata answers when it is among the brokers (all listeners answer
+    Fetch and ListOffsets alike).
     """
 
     def __init__(self, *, node: Node, route: Route, list_groups: ListAll, coordinator_for: Locate,
@@ -92,9 +93,10 @@ class KafkaGateway:
                 return api_versions_response(request.body_version,
                                              unsupported=request.unsupported_api_versions)
             case ApiKey.METADATA:
-                return metadata_response(request, brokers=self._brokers(),
-                                         leader_id=self.node.node_id, partitions=self._topics(),
-                                         cluster_id=self.cluster_id)
+                brokers = self._brokers()
+                return metadata_response(request, brokers=brokers,
+                                         leader_id=self._leader_id(brokers),
+                                         partitions=self._topics(), cluster_id=self.cluster_id)
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request)
             case ApiKey.LIST_OFFSETS:
@@ -115,6 +117,13 @@ class KafkaGateway:
                 return response_from_core(request, await self._delete(request))
         core_request = request_to_core(request, client_host=client_host)
         return response_from_core(request, await self._route(core_request.group_id, core_request))
+
+    def _leader_id(self, brokers: Sequence[Node]) -> int:
+        """This listener when Metadata names it, else the first broker it names: clients fetch
+        from the leader, so it must be a broker they know (the bootstrap listener is not)."""
+        if not brokers or any(b.node_id == self.node.node_id for b in brokers):
+            return self.node.node_id
+        return brokers[0].node_id
 
     async def _find_coordinator(self, request: WireRequest) -> object:
         body = request.body
