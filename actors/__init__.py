@@ -12,10 +12,11 @@ from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
 from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
 from .runtime import PartitionRuntime
+from .wire_service import WireConfig
 
 __all__ = [
     "AdminClient", "AdminError", "AssignmentPlan", "CommitFailedError", "CoordinatorChannel",
     "CoordinatorUnavailable", "DEFAULT_NAMESPACE", "Deployment", "GroupDescription",
     "GroupMember", "GroupMemberError", "PartitionRuntime", "RebalanceListener",
-    "SyncGroupMember", "connect", "start", "stop",
+    "SyncGroupMember", "WireConfig", "connect", "start", "stop",
 ]

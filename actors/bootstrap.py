@@ -21,6 +21,7 @@ from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
 
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
+from .wire_service import WireConfig
 
 DEFAULT_NAMESPACE = "groupcoord"
 DEFAULT_LOG_DIR = os.path.join(os.path.expanduser("~"), ".groupcoord", "logs")
@@ -32,6 +33,7 @@ class Deployment(msgspec.Struct, frozen=True):
     router: Any            # RouterActor handle
     num_partitions: int
     log_dir: str
+    kafka: str | None = None      # the Kafka bootstrap listener's host:port, when it has one
 
     def partitions(self) -> list:
         return ray.get(self.router.partitions.remote())
@@ -89,7 +91,7 @@ def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
 def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
           namespace: str = DEFAULT_NAMESPACE, config: CoordinatorConfig | None = None,
           log_config: Any = None, address: str | None = None,
-          num_cpus: int | None = None) -> Deployment:
+          num_cpus: int | None = None, wire: WireConfig | None = None) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
     ``log_dir`` must be reachable from every node Ray may restart a partition on: a local
@@ -110,14 +112,15 @@ def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
     router = RouterActor.options(
         name=ROUTER_NAME, namespace=namespace, lifetime="detached", max_restarts=-1,
         max_task_retries=0, get_if_exists=True, num_cpus=0,
-    ).remote(num_partitions, log_dir, namespace, config, log_config)
+    ).remote(num_partitions, log_dir, namespace, config, log_config, wire)
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")
     if described["num_partitions"] != num_partitions:
         raise ValueError(f"namespace {namespace!r} already runs {described['num_partitions']} "
                          f"partitions, not {num_partitions}")
-    return Deployment(namespace, router, num_partitions, described["log_dir"])
+    kafka = ray.get(router.kafka_address.remote())
+    return Deployment(namespace, router, num_partitions, described["log_dir"], kafka)
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = "auto") -> Deployment:
@@ -129,7 +132,8 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = "auto") ->
     except ValueError:
         raise LookupError(f"no groupcoord deployment in namespace {namespace!r}") from None
     described = ray.get(router.describe.remote())
-    return Deployment(namespace, router, described["num_partitions"], described["log_dir"])
+    return Deployment(namespace, router, described["num_partitions"], described["log_dir"],
+                      ray.get(router.kafka_address.remote()))
 
 
 def stop(deployment: Deployment) -> None:

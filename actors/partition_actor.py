@@ -23,6 +23,7 @@ from groupcoord.coordinator.messages import validate
 
 from .responses import error_response
 from .runtime import PartitionRuntime
+from .wire_service import PartitionListener, WireConfig
 
 log = logging.getLogger("groupcoord.partition")
 
@@ -40,7 +41,7 @@ def partition_dir(log_dir: str, partition: int) -> str:
 
 
 def open_log(directory: str, log_config: Any):
-    from groupcoord.storage import open_partition_log   # imported late: a missing storage
+    from groupcoord.storage import open_partition_log  # imported late: a missing storage
     return open_partition_log(directory, log_config)     # becomes a load error, not a dead actor
 
 
@@ -55,8 +56,10 @@ class PartitionActor:
     """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``."""
 
     def __init__(self, partition: int, num_partitions: int, log_dir: str,
-                 config: CoordinatorConfig, log_config: Any = None) -> None:
+                 config: CoordinatorConfig, log_config: Any = None,
+                 wire: WireConfig | None = None, router: Any = None) -> None:
         self._runtime: PartitionRuntime | None = None
+        self._wire: PartitionListener | None = None
         self._init_error: str | None = None
         try:
             from .metrics import RayMetrics
@@ -67,11 +70,23 @@ class PartitionActor:
                 open_log=lambda: open_log(directory, log_config),
                 metrics=self._metrics, on_fatal=_exit_for_restart)
             self._runtime.start()
+            if wire is not None:
+                self._wire = PartitionListener(partition, num_partitions, wire, self._runtime,
+                                               router)
+                self._wire_task = asyncio.get_running_loop().create_task(self._start_wire())
             if self._metrics is not None:
                 self._gauge_task = asyncio.get_running_loop().create_task(self._report_groups())
         except Exception as exc:
             log.critical("partition %r cannot start: %r", partition, exc)
             self._init_error = repr(exc)
+
+    async def _start_wire(self) -> None:
+        try:
+            await self._wire.start()
+        except Exception as exc:                  # a taken port: say so, keep serving Ray
+            log.critical("partition %d: Kafka listener cannot start: %r",
+                         self._runtime.partition, exc)
+            self._init_error = f"Kafka listener: {exc!r}"
 
     async def _report_groups(self) -> None:
         while True:
@@ -91,8 +106,12 @@ class PartitionActor:
                 "init_error": self._init_error}
         if self._runtime is None:
             return {**base, "state": "broken", "epoch": -1}
-        return {**self._runtime.info(), **base}
+        node = self._wire.node if self._wire is not None else None
+        kafka = None if node is None else f"{node.host}:{node.port}"
+        return {**self._runtime.info(), **base, "kafka": kafka}
 
     async def close(self) -> None:
+        if self._wire is not None:
+            await self._wire.close()
         if self._runtime is not None:
             await self._runtime.close()

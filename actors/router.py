@@ -20,7 +20,9 @@ import ray
 from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsResponse
 
+from .catalog import TopicCatalog
 from .partition_actor import PartitionActor, partition_actor_name
+from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
 
@@ -78,21 +80,35 @@ def merge_list_groups(responses: list) -> ListGroupsResponse:
 @ray.remote
 class RouterActor:
     """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
-    ``list_groups(states)``, ``describe()``, ``ping()``."""
+    ``list_groups(states)``, ``describe()``, ``ping()``; the topic catalog: ``topics()``,
+    ``create_topic``, ``alter_topic``, ``delete_topic``; for the Kafka listeners:
+    ``exchange(partition, node)`` and ``kafka_address()``."""
 
     def __init__(self, num_partitions: int, log_dir: str, namespace: str,
-                 config: CoordinatorConfig, log_config: Any = None) -> None:
+                 config: CoordinatorConfig, log_config: Any = None,
+                 wire: WireConfig | None = None) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.init_error: str | None = None
+        self._nodes: dict = {}                   # partition -> its listener's Node
+        self._bootstrap: BootstrapListener | None = None
         try:
+            myself = ray.get_runtime_context().current_actor     # partition listeners ask it
+
             def factory(n: int):
                 return PartitionActor.options(name=partition_actor_name(n),
                                               **partition_options(namespace, config)).remote(
-                    n, num_partitions, log_dir, config, log_config)
+                    n, num_partitions, log_dir, config, log_config, wire, myself)
 
+            self.catalog = TopicCatalog(log_dir)
             self._runtime = RouterRuntime(num_partitions, factory)
             for n in range(num_partitions):      # start loading every partition now
                 self._runtime.partition(n)
+            if wire is not None:
+                self._bootstrap = BootstrapListener(
+                    wire, num_partitions, self._runtime.partition, self.list_groups,
+                    self._nodes, self.catalog.topics)
+                self._bootstrap_started = asyncio.get_running_loop().create_task(
+                    self._bootstrap.start())
         except Exception as exc:                 # never raise from __init__: report instead
             log.critical("router cannot start: %r", exc)
             self.init_error = repr(exc)
@@ -117,6 +133,31 @@ class RouterActor:
 
     async def ping(self) -> None:
         return None
+
+    async def exchange(self, partition: int, node: Any) -> WireDirectory:
+        """A partition listener registers its address; it learns everyone's and the catalog."""
+        self._live().partition(partition)        # ValueError for a partition out of range
+        self._nodes[partition] = node
+        return WireDirectory(dict(self._nodes), self.catalog.topics(), self.catalog.version)
+
+    async def kafka_address(self) -> str | None:
+        """The bootstrap listener's host:port, once it listens (None without listeners)."""
+        if self._bootstrap is None:
+            return None
+        node = await self._bootstrap_started      # raises what its start raised
+        return f"{node.host}:{node.port}"
+
+    async def topics(self) -> dict[str, int]:
+        return self.catalog.topics()
+
+    async def create_topic(self, name: str, partitions: int) -> None:
+        self.catalog.create(name, partitions)
+
+    async def alter_topic(self, name: str, partitions: int) -> None:
+        self.catalog.alter(name, partitions)
+
+    async def delete_topic(self, name: str) -> None:
+        self.catalog.delete(name)
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(

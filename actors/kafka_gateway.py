@@ -1,0 +1,156 @@
+"""What a Kafka listener answers: decoded wire requests in, kio responses out.
+
+A listener is "a broker" to Kafka clients (DESIGN.md: listeners are coordinators). Two kinds
+share this class and differ only in the callables they are given:
+
+* a partition's listener routes every group request to its own ``PartitionRuntime``. It is the
+  coordinator of the groups that hash to its partition; for any other group the Shard itself
+  answers NOT_COORDINATOR and the client asks FindCoordinator again, exactly as with Kafka;
+* the bootstrap listener routes each group to the partition that owns it, and its ListGroups
+  covers every partition.
+
+Requests naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8+) are split into
+one core request per group, routed one by one (each partition answers for its own groups) and
+merged in the order asked. What the core has no message for is built by ``groupcoord.wire``'s
+builders from what the caller knows: the listeners' addresses, the topic catalog.
+
+Fetch is answered empty (groupcoord holds no records) after the request's ``max_wait``, capped
+at ``max_fetch_wait_ms``, so a subscribed consumer with nothing to read waits as it would on a
+broker instead of spinning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from groupcoord.coordinator import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    Errors,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from groupcoord.wire import (
+    ApiKey,
+    Node,
+    WireRequest,
+    api_versions_response,
+    fetch_response,
+    find_coordinator_response,
+    list_offsets_response,
+    metadata_response,
+    offset_fetch_from_core,
+    offset_fetch_to_core,
+    request_to_core,
+    response_from_core,
+)
+from groupcoord.wire.translate import millis
+
+# The longest an empty Fetch is held (Kafka's fetch.max.wait.ms default is 500 ms).
+DEFAULT_MAX_FETCH_WAIT_MS = 500
+
+Route = Callable[[str, Any], Awaitable[Any]]
+ListAll = Callable[[ListGroupsRequest], Awaitable[Sequence[ListGroupsResponse]]]
+Locate = Callable[[str], Awaitable[Node | None]]
+
+
+class KafkaGateway:
+    """Answers one decoded request at a time (``respond``); holds no per-connection state.
+
+    ``route(group_id, core_request)`` returns the core response of the partition owning the
+    group; ``list_groups(request)`` the ListGroups answers of every partition this listener
+    speaks for; ``coordinator_for(group_id)`` the listener of the group's partition (None while
+    it is not serving); ``brokers()`` the listeners Metadata names; ``topics()`` the topic
+    catalog ({topic: partition count}). ``node`` is this listener, named as the leader of every
+    topic partition in its Metadata answers when it is among the brokers (all listeners answer
+    Fetch and ListOffsets alike).
+    """
+
+    def __init__(self, *, node: Node, route: Route, list_groups: ListAll, coordinator_for: Locate,
+                 brokers: Callable[[], Sequence[Node]], topics: Callable[[], Mapping[str, int]],
+                 cluster_id: str, max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS) -> None:
+        if max_fetch_wait_ms < 0:
+            raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
+        self.node = node
+        self._route = route
+        self._list_groups = list_groups
+        self._coordinator_for = coordinator_for
+        self._brokers = brokers
+        self._topics = topics
+        self.cluster_id = cluster_id
+        self.max_fetch_wait_ms = max_fetch_wait_ms
+
+    async def respond(self, request: WireRequest, client_host: str = "") -> object:
+        """kio's response to ``request``. ``ValueError`` when the request is well-formed on the
+        wire but not acceptable to the core: the listener closes the connection, as a broker
+        does with a request it cannot parse."""
+        match request.api_key:
+            case ApiKey.API_VERSIONS:
+                return api_versions_response(request.body_version,
+                                             unsupported=request.unsupported_api_versions)
+            case ApiKey.METADATA:
+                brokers = self._brokers()
+                return metadata_response(request, brokers=brokers,
+                                         leader_id=self._leader_id(brokers),
+                                         partitions=self._topics(), cluster_id=self.cluster_id)
+            case ApiKey.FIND_COORDINATOR:
+                return await self._find_coordinator(request)
+            case ApiKey.LIST_OFFSETS:
+                return list_offsets_response(request, partitions=self._topics())
+            case ApiKey.FETCH:
+                wait_ms = min(millis(request.body.max_wait), self.max_fetch_wait_ms)
+                await asyncio.sleep(max(wait_ms, 0) / 1000)
+                return fetch_response(request, partitions=self._topics())
+            case ApiKey.OFFSET_FETCH:
+                asked = offset_fetch_to_core(request)
+                answers = [await self._route(one.group_id, one) for one in asked]
+                return offset_fetch_from_core(request, answers)
+            case ApiKey.LIST_GROUPS:
+                return response_from_core(request, await self._list_all(request))
+            case ApiKey.DESCRIBE_GROUPS:
+                return response_from_core(request, await self._describe(request))
+            case ApiKey.DELETE_GROUPS:
+                return response_from_core(request, await self._delete(request))
+        core_request = request_to_core(request, client_host=client_host)
+        return response_from_core(request, await self._route(core_request.group_id, core_request))
+
+    def _leader_id(self, brokers: Sequence[Node]) -> int:
+        """This listener when Metadata names it, else the first broker it names: clients fetch
+        from the leader, so it must be a broker they know (the bootstrap listener is not)."""
+        if not brokers or any(b.node_id == self.node.node_id for b in brokers):
+            return self.node.node_id
+        return brokers[0].node_id
+
+    async def _find_coordinator(self, request: WireRequest) -> object:
+        body = request.body
+        keys = list(body.coordinator_keys) if request.api_version >= 4 else [body.key]
+        found = {key: await self._coordinator_for(key) for key in dict.fromkeys(keys)}
+        return find_coordinator_response(request, found.get)
+
+    async def _list_all(self, request: WireRequest) -> ListGroupsResponse:
+        core_request = request_to_core(request)
+        answers = await self._list_groups(core_request)
+        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any of its partitions is loading,
+        # with the groups of the others: clients retry for the full list.
+        error = next((a.error for a in answers if a.error != Errors.NONE), Errors.NONE)
+        return ListGroupsResponse(error, [g for a in answers for g in a.groups])
+
+    async def _describe(self, request: WireRequest) -> DescribeGroupsResponse:
+        asked: DescribeGroupsRequest = request_to_core(request)
+        groups = []
+        for group_id in asked.group_ids:
+            answer = await self._route(group_id, DescribeGroupsRequest([group_id]))
+            groups.extend(answer.groups)
+        return DescribeGroupsResponse(groups)
+
+    async def _delete(self, request: WireRequest) -> DeleteGroupsResponse:
+        asked: DeleteGroupsRequest = request_to_core(request)
+        results = []
+        for group_id in dict.fromkeys(asked.group_ids):
+            answer = await self._route(group_id, DeleteGroupsRequest([group_id]))
+            results.extend(answer.results)
+        return DeleteGroupsResponse(results)

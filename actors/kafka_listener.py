@@ -1,0 +1,170 @@
+"""A Kafka listener: TCP connections driven through ``groupcoord.wire.Connection``.
+
+Theory of operation
+-------------------
+Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) and one task:
+
+* read at most ``MAX_READ_BYTES`` while the connection wants data, feed it to the connection,
+  and answer every request it releases, one at a time and in order: like a broker, which mutes
+  a connection while one of its requests is being handled, so a client's requests on one
+  connection are answered in the order sent (Kafka clients match answers by order);
+* a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
+  a request the core refuses (``ValueError``) closes the connection, as Kafka does; neither ever
+  reaches the partition;
+* a connection idle for ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms);
+  beyond ``max_connections`` a new socket is closed at once. Memory per connection is bounded by
+  the connection's buffer (one frame plus one read), and the bytes buffered by all connections
+  together by ``max_buffered_bytes``: a read that would pass it closes its connection (else a
+  thousand clients each holding a partial 10 MiB frame could hold 10 GiB).
+
+Only loopback addresses may be bound: authentication (SASL, TLS) and ACLs are not implemented
+yet, and an open listener would let anyone reset a group's offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
+from groupcoord.wire.connection import MAX_READ_BYTES
+
+log = logging.getLogger("groupcoord.listener")
+
+DEFAULT_MAX_CONNECTIONS = 1_000
+DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000      # Kafka's connections.max.idle.ms
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024   # every connection's unparsed bytes together
+
+Respond = Callable[[WireRequest, str], Awaitable[object]]
+
+
+def check_loopback(host: str) -> None:
+    """ValueError unless ``host`` is a loopback address or ``localhost``."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise ValueError(f"listener host must be an IP address or localhost, got {host!r}") \
+            from None
+    if not loopback:
+        raise ValueError(f"listener host {host} is not a loopback address: authentication "
+                         "(SASL/TLS) is not implemented yet, so only local listeners are allowed")
+
+
+class KafkaListener:
+    """One listening socket. ``await start()`` binds (port 0: any free port) and returns the
+    port; ``await close()`` stops accepting and closes every connection."""
+
+    def __init__(self, respond: Respond, *, host: str = "127.0.0.1", port: int = 0,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 connection_max_idle_ms: int = DEFAULT_CONNECTION_MAX_IDLE_MS,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES) -> None:
+        check_loopback(host)
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be in [0, 65535], got {port}")
+        if max_connections < 1 or connection_max_idle_ms < 1:
+            raise ValueError("max_connections and connection_max_idle_ms must be >= 1")
+        self._respond = respond
+        self.host = host
+        self.port = port
+        self.max_connections = max_connections
+        self.connection_max_idle_ms = connection_max_idle_ms
+        self.max_frame_bytes = max_frame_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.buffered_bytes = 0                   # unparsed bytes of every connection
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.refused_connections = 0
+        self.protocol_errors = 0
+
+    @property
+    def connections(self) -> int:
+        return len(self._tasks)
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) >= self.max_connections:
+            self.refused_connections += 1
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass                                  # the client went away
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        client_host = peer[0] if peer else ""
+        connection = Connection(max_frame_bytes=self.max_frame_bytes)
+        idle_s = self.connection_max_idle_ms / 1000
+        released: deque[WireRequest | ProtocolError] = deque()
+        try:
+            await self._answer(connection, reader, writer, client_host, idle_s, released)
+        finally:
+            self.buffered_bytes -= connection.buffered_bytes
+
+    async def _answer(self, connection: Connection, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter, client_host: str, idle_s: float,
+                      released: deque[WireRequest | ProtocolError]) -> None:
+        while True:
+            while released:
+                item = released.popleft()
+                if isinstance(item, ProtocolError):
+                    self.protocol_errors += 1
+                    log.info("closing connection from %s: %s", client_host, item.reason)
+                    return
+                try:
+                    response = await self._respond(item, client_host)
+                except ValueError as exc:
+                    self.protocol_errors += 1
+                    log.info("closing connection from %s: refused api %d v%d: %s",
+                             client_host, item.api_key, item.api_version, exc)
+                    return
+                writer.write(connection.send_response(item, response))
+                await writer.drain()
+                released.extend(self._feed(connection, b""))
+            if connection.closed:
+                return
+            try:
+                data = await asyncio.wait_for(reader.read(MAX_READ_BYTES), idle_s)
+            except TimeoutError:
+                return                            # idle: Kafka closes it too
+            if not data:
+                return
+            if self.buffered_bytes + len(data) > self.max_buffered_bytes:
+                self.protocol_errors += 1
+                log.warning("closing connection from %s: listeners hold %d unparsed bytes "
+                            "(max_buffered_bytes=%d)", client_host, self.buffered_bytes,
+                            self.max_buffered_bytes)
+                return
+            released.extend(self._feed(connection, data))
+
+    def _feed(self, connection: Connection, data: bytes) -> list[WireRequest | ProtocolError]:
+        before = connection.buffered_bytes
+        released = connection.receive_data(data)
+        self.buffered_bytes += connection.buffered_bytes - before
+        return released

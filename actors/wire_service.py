@@ -1,0 +1,172 @@
+"""Kafka listeners in the Ray actors: one per partition, one bootstrap listener in the router.
+
+Theory of operation
+-------------------
+* **Partition listeners are coordinators.** Partition ``n``'s actor listens on
+  ``WireConfig.partition_port(n)`` and is Kafka broker ``n`` to clients. Every group request it
+  receives goes to its own ``PartitionRuntime``: groups of other partitions get NOT_COORDINATOR
+  from the Shard, and the client asks FindCoordinator again, as it would with Kafka.
+* **The router knows where everyone is.** Every ``metadata_refresh_ms`` each partition listener
+  calls ``router.exchange(n, node)``: it registers its address and gets back the addresses of
+  all partitions and the topic catalog. So a partition restarted on another port or node is
+  found again within one refresh, and a restarted router relearns every address the same way.
+  Until its partition has registered, a group's FindCoordinator answers
+  COORDINATOR_NOT_AVAILABLE, which clients retry.
+* **The bootstrap listener** (``WireConfig.bootstrap_port``, in the router) is what users put in
+  ``bootstrap.servers``. It answers Metadata with the partition listeners as the brokers (not
+  itself: an admin client that lists groups on every broker would see groups twice),
+  FindCoordinator, and any group request, which it forwards to the group's partition actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+from ray.exceptions import RayActorError
+
+from groupcoord.coordinator import Errors, partition_for
+from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
+
+from .kafka_gateway import KafkaGateway
+from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_loopback
+from .responses import error_response
+
+log = logging.getLogger("groupcoord.listener")
+
+
+class WireConfig(msgspec.Struct, frozen=True):
+    """Where the Kafka listeners listen. ``bootstrap_port`` 0: any free port. ``partition_ports``
+    0: each partition listener takes any free port; else partition n listens on
+    ``partition_ports + n`` (stable addresses across restarts on the same node)."""
+    host: str = "127.0.0.1"
+    bootstrap_port: int = 9092
+    partition_ports: int = 0
+    metadata_refresh_ms: int = 1_000
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+
+    def __post_init__(self) -> None:
+        check_loopback(self.host)
+        for name in ("bootstrap_port", "partition_ports"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value <= 65535:
+                raise ValueError(f"WireConfig.{name} must be an int in [0, 65535], got {value!r}")
+        refresh_ms = self.metadata_refresh_ms
+        if type(refresh_ms) is not int or not 10 <= refresh_ms <= 60_000:
+            raise ValueError("WireConfig.metadata_refresh_ms must be an int in [10, 60000]")
+
+    def partition_port(self, partition: int) -> int:
+        return self.partition_ports + partition if self.partition_ports else 0
+
+    def listener(self, respond: Any, port: int) -> KafkaListener:
+        return KafkaListener(respond, host=self.host, port=port,
+                             max_connections=self.max_connections,
+                             max_frame_bytes=self.max_frame_bytes)
+
+
+class WireDirectory(msgspec.Struct):
+    """What the router tells listeners: every partition's listener and the topic catalog."""
+    nodes: dict[int, Node]
+    topics: dict[str, int]
+    catalog_version: int
+
+
+class PartitionListener:
+    """The Kafka listener of one partition actor (see the module docstring)."""
+
+    def __init__(self, partition: int, num_partitions: int, config: WireConfig, runtime: Any,
+                 router: Any) -> None:
+        self.partition, self.num_partitions, self.config = partition, num_partitions, config
+        self._runtime = runtime
+        self._router = router
+        self.directory = WireDirectory({}, {}, -1)
+        self.node: Node | None = None
+        self._listener: KafkaListener | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> Node:
+        gateway = KafkaGateway(
+            node=Node(self.partition, self.config.host, 0), route=self._route,
+            list_groups=self._list_groups, coordinator_for=self._coordinator_for,
+            brokers=self._brokers, topics=lambda: self.directory.topics,
+            cluster_id=f"groupcoord-{self.num_partitions}")
+        self._listener = self.config.listener(gateway.respond,
+                                              self.config.partition_port(self.partition))
+        port = await self._listener.start()
+        self.node = gateway.node = Node(self.partition, self.config.host, port)
+        self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
+        return self.node
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._listener is not None:
+            await self._listener.close()
+
+    async def _route(self, group_id: str, request: Any) -> Any:
+        return await self._runtime.handle(request)
+
+    async def _list_groups(self, request: Any) -> list:
+        return [await self._runtime.handle(request)]
+
+    async def _coordinator_for(self, group_id: str) -> Node | None:
+        return self.directory.nodes.get(partition_for(group_id, self.num_partitions))
+
+    def _brokers(self) -> Sequence[Node]:
+        nodes = dict(self.directory.nodes)
+        nodes[self.partition] = self.node
+        return [nodes[n] for n in sorted(nodes)]
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            try:
+                self.directory = await self._router.exchange.remote(self.partition, self.node)
+            except Exception as exc:              # the router is restarting: keep what we know
+                log.info("partition %d: no listener directory from the router (%r)",
+                         self.partition, exc)
+            await asyncio.sleep(self.config.metadata_refresh_ms / 1000)
+
+
+class BootstrapListener:
+    """The router's listener: forwards each group to its partition actor."""
+
+    def __init__(self, config: WireConfig, num_partitions: int, partition_handle: Any,
+                 list_groups: Any, nodes: Mapping[int, Node],
+                 topics: Callable[[], Mapping[str, int]]) -> None:
+        self.config, self.num_partitions = config, num_partitions
+        self._partition_handle = partition_handle
+        self._list_groups = list_groups
+        self._nodes = nodes
+        self._listener: KafkaListener | None = None
+        self.gateway = KafkaGateway(
+            node=Node(-1, config.host, 0), route=self._route, list_groups=self._list_all,
+            coordinator_for=self._coordinator_for,
+            brokers=lambda: [self._nodes[n] for n in sorted(self._nodes)], topics=topics,
+            cluster_id=f"groupcoord-{num_partitions}")
+
+    async def start(self) -> Node:
+        self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
+        port = await self._listener.start()
+        self.gateway.node = Node(-1, self.config.host, port)
+        return self.gateway.node
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+
+    async def _route(self, group_id: str, request: Any) -> Any:
+        handle = self._partition_handle(partition_for(group_id, self.num_partitions))
+        try:
+            return await handle.handle.remote(request)
+        except RayActorError:                     # restarting: the client retries
+            return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
+
+    async def _list_all(self, request: Any) -> list:
+        return [await self._list_groups(list(request.states_filter))]
+
+    async def _coordinator_for(self, group_id: str) -> Node | None:
+        return self._nodes.get(partition_for(group_id, self.num_partitions))

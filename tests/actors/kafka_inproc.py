@@ -1,0 +1,73 @@
+"""One partition served to real Kafka clients, in this process and without Ray.
+
+``WirePartition`` runs a real ``PartitionRuntime`` (over a real ``PartitionLog`` in a temporary
+directory) and a ``KafkaListener`` on 127.0.0.1 in an event loop on its own thread, so blocking
+Kafka clients (librdkafka, kafka-python) can run in the test's thread. With one partition, the
+partition's listener is also the bootstrap listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from groupcoord.actors.kafka_gateway import KafkaGateway
+from groupcoord.actors.kafka_listener import KafkaListener
+from groupcoord.actors.runtime import PartitionRuntime
+from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.storage import LogConfig, open_partition_log
+from groupcoord.wire import Node
+
+START_TIMEOUT_S = 30
+
+
+class WirePartition:
+    def __init__(self, log_dir: str, topics: dict[str, int],
+                 config: CoordinatorConfig | None = None) -> None:
+        self.topics = topics
+        self.config = config or CoordinatorConfig(group_initial_rebalance_delay_ms=0)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._log_dir = log_dir
+        self.runtime: PartitionRuntime | None = None
+        self.listener: KafkaListener | None = None
+
+    def start(self) -> str:
+        self._thread.start()
+        port = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(START_TIMEOUT_S)
+        return f"127.0.0.1:{port}"
+
+    async def _start(self) -> int:
+        self.runtime = PartitionRuntime(
+            0, 1, self.config,
+            open_log=lambda: open_partition_log(self._log_dir, LogConfig(fsync_policy="never")))
+        self.runtime.start()
+        while self.runtime.state != "serving":
+            await asyncio.sleep(0.01)
+        node = Node(0, "127.0.0.1", 0)
+        runtime = self.runtime
+
+        async def route(group_id, request):
+            return await runtime.handle(request)
+
+        async def list_groups(request):
+            return [await runtime.handle(request)]
+
+        async def coordinator_for(group_id):
+            return gateway.node
+
+        gateway = KafkaGateway(node=node, route=route, list_groups=list_groups,
+                               coordinator_for=coordinator_for, brokers=lambda: [gateway.node],
+                               topics=lambda: self.topics, cluster_id="groupcoord-test")
+        self.listener = KafkaListener(gateway.respond)
+        port = await self.listener.start()
+        gateway.node = Node(0, "127.0.0.1", port)
+        return port
+
+    def stop(self) -> None:
+        async def _stop():
+            await self.listener.close()
+            await self.runtime.close()
+        asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(START_TIMEOUT_S)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(START_TIMEOUT_S)

@@ -1,0 +1,113 @@
+"""Unmodified Kafka clients coordinate through one groupcoord partition's listener (no Ray).
+
+librdkafka (confluent-kafka) and kafka-python consumers subscribe, get partitions, commit, read
+their commits back and leave; a second member triggers a rebalance that splits the partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AIOTopicPartition
+from confluent_kafka import Consumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KPTopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from .kafka_inproc import WirePartition
+
+TOPICS = {"events": 4}
+POLL_LIMIT = 200            # polls of 0.1 s: the most a test waits for an assignment
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory):
+    served = WirePartition(str(tmp_path_factory.mktemp("wire-log")), TOPICS)
+    address = served.start()
+    yield address
+    served.stop()
+
+
+def _rdkafka(bootstrap: str, group: str, strategy: str = "range") -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "enable.auto.commit": False, "partition.assignment.strategy": strategy,
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                     "topic.metadata.refresh.interval.ms": 1000})
+
+
+def _poll_until(consumers, done) -> None:
+    for _ in range(POLL_LIMIT):
+        for consumer in consumers:
+            consumer.poll(0.05)
+        if done():
+            return
+    raise AssertionError("the consumers never reached the expected assignment")
+
+
+def _owned(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_librdkafka_members_split_partitions_commit_and_leave(bootstrap, strategy):
+    group = f"rd-{strategy}"
+    first = _rdkafka(bootstrap, group, strategy)
+    first.subscribe(["events"])
+    _poll_until([first], lambda: _owned(first) == {0, 1, 2, 3})
+
+    second = _rdkafka(bootstrap, group, strategy)
+    second.subscribe(["events"])
+    _poll_until([first, second], lambda: len(_owned(first)) == 2 and len(_owned(second)) == 2)
+    assert _owned(first) | _owned(second) == {0, 1, 2, 3}
+
+    mine = [TopicPartition("events", p, 100 + p) for p in sorted(_owned(first))]
+    first.commit(offsets=mine, asynchronous=False)
+    read = first.committed([TopicPartition("events", p) for p in range(4)], timeout=10)
+    by_partition = {tp.partition: tp.offset for tp in read}
+    for tp in mine:
+        assert by_partition[tp.partition] == tp.offset
+    second.close()                               # LeaveGroup: the first takes everything back
+    _poll_until([first], lambda: _owned(first) == {0, 1, 2, 3})
+    first.close()
+
+
+def test_kafka_python_consumer_commits_and_reads_back(bootstrap):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-group",
+                             enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=500)
+    consumer.subscribe(["events"])
+    deadline = time.monotonic() + POLL_LIMIT * 0.1
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(timeout_ms=100)
+    assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2, 3}
+    offsets = {KPTopicPartition("events", p): OffsetAndMetadata(7 * p + 1, "", -1)
+               for p in range(4)}
+    consumer.commit(offsets)
+    assert {p: consumer.committed(KPTopicPartition("events", p)) for p in range(4)} == {
+        p: 7 * p + 1 for p in range(4)}
+    consumer.close()
+
+
+def test_aiokafka_consumer_commits_and_reads_back(bootstrap):
+    asyncio.run(_aiokafka_round(bootstrap))
+
+
+async def _aiokafka_round(bootstrap: str) -> None:
+    consumer = AIOKafkaConsumer("events", bootstrap_servers=bootstrap, group_id="aio-group",
+                                enable_auto_commit=False, session_timeout_ms=6000,
+                                heartbeat_interval_ms=500)
+    await consumer.start()
+    try:
+        for _ in range(POLL_LIMIT):
+            if consumer.assignment():
+                break
+            await consumer.getmany(timeout_ms=100)
+        assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2, 3}
+        await consumer.commit({AIOTopicPartition("events", p): 11 * p + 3 for p in range(4)})
+        read = {p: await consumer.committed(AIOTopicPartition("events", p)) for p in range(4)}
+        assert read == {p: 11 * p + 3 for p in range(4)}
+    finally:
+        await consumer.stop()

@@ -1,0 +1,136 @@
+"""Hostile bytes on a listener: the connection is closed, the partition keeps serving.
+
+Each case opens a raw socket, sends something no Kafka client would, and checks that the
+listener closed that connection (EOF) without answering it, while a well-behaved request on a
+fresh connection is still answered and the partition's groups are untouched.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from groupcoord.actors.kafka_listener import KafkaListener, check_loopback
+
+from .kafka_inproc import WirePartition
+
+TOPICS = {"events": 2}
+IO_TIMEOUT_S = 10
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    partition = WirePartition(str(tmp_path_factory.mktemp("wire-bad")), TOPICS)
+    address = partition.start()
+    yield partition, int(address.rsplit(":", 1)[1])
+    partition.stop()
+
+
+def _connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT_S)
+    sock.settimeout(IO_TIMEOUT_S)
+    return sock
+
+
+def _api_versions_v0(correlation_id: int) -> bytes:
+    body = struct.pack(">hhi", 18, 0, correlation_id) + struct.pack(">h", 4) + b"test"
+    return struct.pack(">i", len(body)) + body
+
+
+def _closed_without_answer(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1 << 16) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _answers_api_versions(port: int) -> bool:
+    with _connect(port) as sock:
+        sock.sendall(_api_versions_v0(77))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        frame = sock.recv(size, socket.MSG_WAITALL)
+        correlation_id, error_code = struct.unpack(">ih", frame[:6])
+        return correlation_id == 77 and error_code == 0
+
+
+HOSTILE = {
+    "a 100 MB frame": struct.pack(">i", 100 * 1024 * 1024) + b"\0" * 64,
+    "a negative size": struct.pack(">i", -5),
+    "an unknown api key": struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1),
+    "an unsupported JoinGroup version": struct.pack(">i", 10) + struct.pack(">hhih", 11, 99, 1, -1),
+    "a truncated header": struct.pack(">i", 3) + b"\0\x12\0",
+    "a body with trailing garbage": (lambda body: struct.pack(">i", len(body)) + body)(
+        struct.pack(">hhih", 18, 0, 5, -1) + b"garbage"),
+    "a whole frame of noise": struct.pack(">i", 1024) + bytes(range(256)) * 4,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_bytes_close_the_connection_and_nothing_else(served, name):
+    _, port = served
+    with _connect(port) as sock:
+        sock.sendall(HOSTILE[name])
+        assert _closed_without_answer(sock)
+    assert _answers_api_versions(port)
+
+
+def test_a_client_that_hangs_up_mid_frame_costs_nothing(served):
+    partition, port = served
+    for _ in range(20):
+        with _connect(port) as sock:
+            sock.sendall(struct.pack(">i", 1000) + b"\0" * 10)
+    assert _answers_api_versions(port)
+    assert partition.runtime.state == "serving"
+
+
+def test_connections_beyond_the_limit_are_closed_at_once(tmp_path):
+    partition = WirePartition(str(tmp_path), TOPICS)
+    partition.start()
+    try:
+        listener = partition.listener
+        listener.max_connections = 3            # the limit of a small listener
+        held = [_connect(listener.port) for _ in range(3)]
+        for sock in held:                       # each is accepted and answered
+            sock.sendall(_api_versions_v0(1))
+            assert sock.recv(4, socket.MSG_WAITALL)
+        with _connect(listener.port) as extra:
+            assert _closed_without_answer(extra)
+        assert listener.refused_connections == 1
+        for sock in held:
+            sock.close()
+    finally:
+        partition.stop()
+
+
+def test_partial_frames_are_bounded_across_connections(tmp_path):
+    partition = WirePartition(str(tmp_path), TOPICS)
+    partition.start()
+    try:
+        listener = partition.listener
+        listener.max_buffered_bytes = 64 * 1024
+        first = _connect(listener.port)
+        first.sendall(struct.pack(">i", 1 << 20) + b"\0" * 40_000)   # a partial frame, held
+        for _ in range(1000):                  # until the listener has read all of it
+            if listener.buffered_bytes >= 40_004:
+                break
+            time.sleep(0.01)
+        assert listener.buffered_bytes == 40_004
+        with _connect(listener.port) as second:
+            second.sendall(struct.pack(">i", 1 << 20) + b"\0" * 40_000)
+            assert _closed_without_answer(second)
+        assert listener.buffered_bytes == 40_004   # the refused bytes were never held
+        first.close()
+        assert _answers_api_versions(listener.port)
+    finally:
+        partition.stop()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.org"])
+def test_only_loopback_listeners_without_authentication(host):
+    with pytest.raises(ValueError, match="loopback|IP address"):
+        check_loopback(host)
+    with pytest.raises(ValueError):
+        KafkaListener(lambda request, peer: None, host=host)

@@ -1,0 +1,145 @@
+"""Real Kafka clients against a Ray deployment's listeners: bootstrap, FindCoordinator to the
+partition actors, commits, the topic catalog, and partition actors killed while librdkafka
+consumers commit (every acknowledged commit is read back; the clients recover by themselves)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ray
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from ray.exceptions import RayError
+
+from groupcoord.actors import WireConfig, start, stop
+from groupcoord.coordinator import partition_for
+
+from .helpers import TEST_CONFIG
+
+NUM_PARTITIONS = 2
+GROUPS = ("wire-a", "wire-b")         # one on each partition (checked below)
+TOPIC, TOPIC_PARTITIONS = "events", 4
+POLLS = 300                           # of 0.1 s at most, waiting for an assignment
+
+
+@pytest.fixture(scope="module")
+def deployment(ray_session, tmp_path_factory):
+    d = start(NUM_PARTITIONS, str(tmp_path_factory.mktemp("logs-wire")), namespace="gc-wire",
+              config=TEST_CONFIG, wire=WireConfig(bootstrap_port=0, metadata_refresh_ms=200))
+    d.wait_ready(60)
+    ray.get(d.router.create_topic.remote(TOPIC, TOPIC_PARTITIONS))
+    yield d
+    stop(d)
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "enable.auto.commit": False, "session.timeout.ms": 6000,
+                     "heartbeat.interval.ms": 300, "topic.metadata.refresh.interval.ms": 500,
+                     "reconnect.backoff.max.ms": 500, "retry.backoff.max.ms": 500})
+
+
+def _wait_assigned(consumer: Consumer, count: int) -> set[int]:
+    for _ in range(POLLS):
+        consumer.poll(0.1)
+        if len(consumer.assignment()) == count:
+            return {tp.partition for tp in consumer.assignment()}
+    raise AssertionError(f"no assignment of {count} partitions")
+
+
+def _wait_serving(deployment) -> None:
+    """Until every partition actor answers and has loaded (a restarting one raises)."""
+    for _ in range(600):
+        try:
+            if all(i["state"] == "serving" for i in deployment.infos()):
+                return
+        except RayError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("partitions not serving again")
+
+
+def test_bootstrap_finds_each_groups_partition_listener(deployment):
+    assert {partition_for(g, NUM_PARTITIONS) for g in GROUPS} == {0, 1}
+    infos = deployment.infos()
+    assert all(info["kafka"] for info in infos)
+    for group in GROUPS:
+        consumer = _consumer(deployment.kafka, group)
+        consumer.subscribe([TOPIC])
+        assert _wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
+        consumer.commit(offsets=[TopicPartition(TOPIC, p, 10 + p) for p in range(4)],
+                        asynchronous=False)
+        consumer.close()
+    # Read back by a fresh client of each group, through the bootstrap listener again.
+    for group in GROUPS:
+        reader = _consumer(deployment.kafka, group)
+        read = reader.committed([TopicPartition(TOPIC, p) for p in range(4)], timeout=20)
+        assert [tp.offset for tp in read] == [10, 11, 12, 13]
+        reader.close()
+
+
+def test_a_grown_topic_is_rebalanced_onto(deployment):
+    ray.get(deployment.router.create_topic.remote("grows", 2))
+    consumer = _consumer(deployment.kafka, "wire-grow")
+    consumer.subscribe(["grows"])
+    assert _wait_assigned(consumer, 2) == {0, 1}
+    ray.get(deployment.router.alter_topic.remote("grows", 5))
+    assert _wait_assigned(consumer, 5) == {0, 1, 2, 3, 4}
+    consumer.close()
+
+
+def test_kill_partition_actors_while_librdkafka_commits(deployment):
+    acked: dict[tuple[str, int], int] = {}
+    stop_event = threading.Event()
+    errors: list[BaseException] = []
+
+    def commit_forever(group: str) -> None:
+        consumer = _consumer(deployment.kafka, group)
+        consumer.subscribe([TOPIC])
+        offset = 1_000
+        try:
+            while not stop_event.is_set():
+                consumer.poll(0.05)
+                owned = [tp.partition for tp in consumer.assignment()]
+                if not owned:
+                    continue
+                offset += 1
+                try:
+                    answered = consumer.commit(
+                        offsets=[TopicPartition(TOPIC, p, offset) for p in owned],
+                        asynchronous=False)
+                except KafkaException:
+                    continue                   # not acknowledged: the coordinator was away
+                for tp in answered:
+                    if tp.error is None:       # acknowledged for this partition
+                        acked[(group, tp.partition)] = tp.offset
+        except BaseException as exc:           # noqa: BLE001 — reported by the test below
+            errors.append(exc)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=commit_forever, args=(g,)) for g in GROUPS]
+    for thread in threads:
+        thread.start()
+    try:
+        for kill in range(3):
+            time.sleep(2)
+            handle = deployment.partitions()[kill % NUM_PARTITIONS]
+            ray.kill(handle, no_restart=False)     # Ray restarts it; it reloads its log
+        _wait_serving(deployment)
+        before = dict(acked)
+        time.sleep(3)                              # the clients resume committing by themselves
+    finally:
+        stop_event.set()
+        for thread in threads:
+            thread.join(60)
+    assert not errors
+    assert {g for g, _ in acked} == set(GROUPS)
+    assert any(acked[key] > before.get(key, -1) for key in acked), "no commit after the kills"
+    for group in GROUPS:
+        reader = _consumer(deployment.kafka, group)
+        read = reader.committed([TopicPartition(TOPIC, p) for p in range(4)], timeout=20)
+        reader.close()
+        for tp in read:
+            assert tp.offset == acked[(group, tp.partition)], (group, tp.partition)
