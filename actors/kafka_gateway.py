@@ -90,8 +90,7 @@ class KafkaGateway:
         does with a request it cannot parse."""
         match request.api_key:
             case ApiKey.API_VERSIONS:
-                return api_versions_response(request.body_version,
-                                             unsupported=request.unsupported_api_versions)
+                return api_versions_response(request)
             case ApiKey.METADATA:
                 brokers = self._brokers()
                 return metadata_response(request, brokers=brokers,
