@@ -18,7 +18,9 @@ import json
 import os
 import re
 
+from groupcoord.coordinator import Errors
 from groupcoord.storage.snapshot import write_atomically
+from groupcoord.wire.topics import TopicChange, TopicResult
 
 CATALOG_FILE = "topics.json"
 MAX_TOPIC_NAME_CHARS = 249                  # Kafka's limit
@@ -27,23 +29,35 @@ MAX_TOPICS = 100_000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
+class CatalogError(ValueError):
+    """A refused change; ``error`` is Kafka's code for it (what a Kafka admin client sees)."""
+
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 def check_topic_name(name: object) -> str:
-    """``name`` if it is a legal Kafka topic name, else ValueError saying why."""
+    """``name`` if it is a legal Kafka topic name, else CatalogError saying why."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a topic name must be a non-empty str, got {name!r}")
+        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
+                           f"a topic name must be a non-empty str, got {name!r}")
     if len(name) > MAX_TOPIC_NAME_CHARS:
-        raise ValueError(f"topic name {name[:40]!r}... is {len(name)} characters; "
-                         f"the most is {MAX_TOPIC_NAME_CHARS}")
+        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
+                           f"topic name {name[:40]!r}... is {len(name)} characters; "
+                           f"the most is {MAX_TOPIC_NAME_CHARS}")
     if name in (".", "..") or not _LEGAL_NAME.fullmatch(name):
-        raise ValueError(f"illegal topic name {name!r}: use ASCII letters, digits, '.', '_' "
-                         "and '-' (not '.' or '..')")
+        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
+                           f"illegal topic name {name!r}: use ASCII letters, digits, '.', '_' "
+                           "and '-' (not '.' or '..')")
     return name
 
 
 def check_partitions(partitions: object) -> int:
     if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
-        raise ValueError(f"partitions must be an int in [1, {MAX_PARTITIONS_PER_TOPIC}], "
-                         f"got {partitions!r}")
+        raise CatalogError(Errors.INVALID_PARTITIONS,
+                           f"partitions must be an int in [1, {MAX_PARTITIONS_PER_TOPIC}], "
+                           f"got {partitions!r}")
     return partitions
 
 
@@ -69,7 +83,7 @@ class TopicCatalog:
         try:
             topics = {check_topic_name(name): check_partitions(count)
                       for name, count in raw["topics"].items()}
-        except ValueError as exc:
+        except CatalogError as exc:
             raise ValueError(f"{self.path}: {exc}") from None
         return raw["version"], topics
 
@@ -77,32 +91,61 @@ class TopicCatalog:
         """A copy: {topic: partition count}."""
         return dict(self._topics)
 
-    def create(self, name: str, partitions: int) -> None:
-        """Add a topic; ValueError if it exists (Kafka's TOPIC_ALREADY_EXISTS) or is illegal."""
+    def create(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
+        """Add a topic; CatalogError if it exists (TOPIC_ALREADY_EXISTS) or is illegal."""
         check_topic_name(name)
         check_partitions(partitions)
         if name in self._topics:
-            raise ValueError(f"topic {name!r} already exists with {self._topics[name]} partitions")
+            raise CatalogError(Errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists "
+                               f"with {self._topics[name]} partitions")
         if len(self._topics) >= MAX_TOPICS:
-            raise ValueError(f"the catalog already holds {MAX_TOPICS} topics, the most it may")
-        self._write({**self._topics, name: partitions})
+            raise CatalogError(Errors.INVALID_REQUEST, f"the catalog already holds {MAX_TOPICS} "
+                               "topics, the most it may")
+        if not validate_only:
+            self._write({**self._topics, name: partitions})
 
-    def alter(self, name: str, partitions: int) -> None:
-        """Grow a topic to ``partitions``; ValueError if unknown or not larger (Kafka's
+    def alter(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
+        """Grow a topic to ``partitions``; CatalogError if unknown or not larger (Kafka's
         INVALID_PARTITIONS: a partition count never shrinks)."""
         check_partitions(partitions)
-        current = self._topics.get(name)
-        if current is None:
-            raise ValueError(f"unknown topic {name!r}")
+        current = self._known(name)
         if partitions <= current:
-            raise ValueError(f"topic {name!r} has {current} partitions; a topic can only grow, "
-                             f"not to {partitions}")
-        self._write({**self._topics, name: partitions})
+            raise CatalogError(Errors.INVALID_PARTITIONS, f"topic {name!r} has {current} "
+                               f"partitions; a topic can only grow, not to {partitions}")
+        if not validate_only:
+            self._write({**self._topics, name: partitions})
 
     def delete(self, name: str) -> None:
-        if name not in self._topics:
-            raise ValueError(f"unknown topic {name!r}")
+        self._known(name)
         self._write({t: n for t, n in self._topics.items() if t != name})
+
+    def apply(self, changes: list[TopicChange]) -> list[TopicResult]:
+        """Each change in turn, answered as a Kafka admin client expects: one result per
+        change, a refused one with its error code and message (the others still apply)."""
+        results = []
+        for change in changes:
+            try:
+                if change.kind == "create":
+                    self.create(change.name, change.partitions,
+                                validate_only=change.validate_only)
+                elif change.kind == "grow":
+                    self.alter(change.name, change.partitions,
+                               validate_only=change.validate_only)
+                elif change.kind == "delete":
+                    self.delete(change.name)
+                else:
+                    raise CatalogError(Errors.INVALID_REQUEST, f"unknown change {change.kind!r}")
+            except CatalogError as exc:
+                results.append(TopicResult(exc.error, str(exc)))
+            else:
+                results.append(TopicResult(Errors.NONE, None, change.partitions))
+        return results
+
+    def _known(self, name: str) -> int:
+        count = self._topics.get(name)
+        if count is None:
+            raise CatalogError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return count
 
     def _write(self, topics: dict[str, int]) -> None:
         version = self.version + 1

@@ -48,12 +48,14 @@ from groupcoord.wire import (
     request_to_core,
     response_from_core,
 )
+from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
 from groupcoord.wire.translate import millis
 
 # The longest an empty Fetch is held (Kafka's fetch.max.wait.ms default is 500 ms).
 DEFAULT_MAX_FETCH_WAIT_MS = 500
 
 Route = Callable[[str, Any], Awaitable[Any]]
+ChangeTopics = Callable[[list[TopicChange]], Awaitable[list[TopicResult]]]
 ListAll = Callable[[ListGroupsRequest], Awaitable[Sequence[ListGroupsResponse]]]
 Locate = Callable[[str], Awaitable[Node | None]]
 
@@ -65,14 +67,16 @@ class KafkaGateway:
     group; ``list_groups(request)`` the ListGroups answers of every partition this listener
     speaks for; ``coordinator_for(group_id)`` the listener of the group's partition (None while
     it is not serving); ``brokers()`` the listeners Metadata names; ``topics()`` the topic
-    catalog ({topic: partition count}). ``node`` is this listener, named as the leader of every
-    topic partition in its Metadata answers when it is among the brokers (all listeners answer
-    Fetch and ListOffsets alike).
+    catalog ({topic: partition count}); ``change_topics(changes)`` asks the catalog's owner to
+    apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is this listener, named as the
+    leader of every topic partition in its Metadata answers when it is among the brokers (all
+    listeners answer Fetch and ListOffsets alike).
     """
 
     def __init__(self, *, node: Node, route: Route, list_groups: ListAll, coordinator_for: Locate,
                  brokers: Callable[[], Sequence[Node]], topics: Callable[[], Mapping[str, int]],
-                 cluster_id: str, max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS) -> None:
+                 change_topics: ChangeTopics, cluster_id: str,
+                 max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS) -> None:
         if max_fetch_wait_ms < 0:
             raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
         self.node = node
@@ -81,6 +85,7 @@ class KafkaGateway:
         self._coordinator_for = coordinator_for
         self._brokers = brokers
         self._topics = topics
+        self._change_topics = change_topics
         self.cluster_id = cluster_id
         self.max_fetch_wait_ms = max_fetch_wait_ms
 
@@ -114,6 +119,8 @@ class KafkaGateway:
                 return response_from_core(request, await self._describe(request))
             case ApiKey.DELETE_GROUPS:
                 return response_from_core(request, await self._delete(request))
+            case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
+                return topics_response(request, await self._change_topics(topic_changes(request)))
         core_request = request_to_core(request, client_host=client_host)
         return response_from_core(request, await self._route(core_request.group_id, core_request))
 

@@ -81,7 +81,7 @@ def merge_list_groups(responses: list) -> ListGroupsResponse:
 class RouterActor:
     """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
     ``list_groups(states)``, ``describe()``, ``ping()``; the topic catalog: ``topics()``,
-    ``create_topic``, ``alter_topic``, ``delete_topic``; for the Kafka listeners:
+    ``create_topic``, ``alter_topic``, ``delete_topic``, ``change_topics``; for the Kafka listeners:
     ``exchange(partition, node)`` and ``kafka_address()``."""
 
     def __init__(self, num_partitions: int, log_dir: str, namespace: str,
@@ -106,7 +106,7 @@ class RouterActor:
             if wire is not None:
                 self._bootstrap = BootstrapListener(
                     wire, num_partitions, self._runtime.partition, self.list_groups,
-                    self._nodes, self.catalog.topics)
+                    self._nodes, self.catalog)
                 self._bootstrap_started = asyncio.get_running_loop().create_task(
                     self._bootstrap.start())
         except Exception as exc:                 # never raise from __init__: report instead
@@ -158,6 +158,10 @@ class RouterActor:
 
     async def delete_topic(self, name: str) -> None:
         self.catalog.delete(name)
+
+    async def change_topics(self, changes: list) -> list:
+        """Kafka's CreateTopics/DeleteTopics/CreatePartitions, from a partition's listener."""
+        return self.catalog.apply(changes)
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(

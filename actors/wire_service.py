@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -31,6 +31,7 @@ from ray.exceptions import RayActorError
 from groupcoord.coordinator import Errors, partition_for
 from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 
+from .catalog import TopicCatalog
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_loopback
 from .responses import error_response
@@ -93,7 +94,7 @@ class PartitionListener:
             node=Node(self.partition, self.config.host, 0), route=self._route,
             list_groups=self._list_groups, coordinator_for=self._coordinator_for,
             brokers=self._brokers, topics=lambda: self.directory.topics,
-            cluster_id=f"groupcoord-{self.num_partitions}")
+            change_topics=self._change_topics, cluster_id=f"groupcoord-{self.num_partitions}")
         self._listener = self.config.listener(gateway.respond,
                                               self.config.partition_port(self.partition))
         port = await self._listener.start()
@@ -116,6 +117,9 @@ class PartitionListener:
     async def _coordinator_for(self, group_id: str) -> Node | None:
         return self.directory.nodes.get(partition_for(group_id, self.num_partitions))
 
+    async def _change_topics(self, changes: list) -> list:
+        return await self._router.change_topics.remote(changes)
+
     def _brokers(self) -> Sequence[Node]:
         nodes = dict(self.directory.nodes)
         nodes[self.partition] = self.node
@@ -135,8 +139,7 @@ class BootstrapListener:
     """The router's listener: forwards each group to its partition actor."""
 
     def __init__(self, config: WireConfig, num_partitions: int, partition_handle: Any,
-                 list_groups: Any, nodes: Mapping[int, Node],
-                 topics: Callable[[], Mapping[str, int]]) -> None:
+                 list_groups: Any, nodes: Mapping[int, Node], catalog: TopicCatalog) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._partition_handle = partition_handle
         self._list_groups = list_groups
@@ -145,8 +148,10 @@ class BootstrapListener:
         self.gateway = KafkaGateway(
             node=Node(-1, config.host, 0), route=self._route, list_groups=self._list_all,
             coordinator_for=self._coordinator_for,
-            brokers=lambda: [self._nodes[n] for n in sorted(self._nodes)], topics=topics,
+            brokers=lambda: [self._nodes[n] for n in sorted(self._nodes)],
+            topics=catalog.topics, change_topics=self._change_topics,
             cluster_id=f"groupcoord-{num_partitions}")
+        self._catalog = catalog
 
     async def start(self) -> Node:
         self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
@@ -164,6 +169,9 @@ class BootstrapListener:
             return await handle.handle.remote(request)
         except RayActorError:                     # restarting: the client retries
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
+
+    async def _change_topics(self, changes: list) -> list:
+        return self._catalog.apply(changes)
 
     async def _list_all(self, request: Any) -> list:
         return [await self._list_groups(list(request.states_filter))]

@@ -9,8 +9,10 @@ partition's listener is also the bootstrap listener.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
+from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.kafka_gateway import KafkaGateway
 from groupcoord.actors.kafka_listener import KafkaListener
 from groupcoord.actors.runtime import PartitionRuntime
@@ -29,6 +31,11 @@ class WirePartition:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._log_dir = log_dir
+        os.makedirs(log_dir + "-catalog", exist_ok=True)
+        self.catalog = TopicCatalog(log_dir + "-catalog")
+        for name, count in topics.items():
+            if name not in self.catalog.topics():
+                self.catalog.create(name, count)
         self.runtime: PartitionRuntime | None = None
         self.listener: KafkaListener | None = None
 
@@ -56,9 +63,15 @@ class WirePartition:
         async def coordinator_for(group_id):
             return gateway.node
 
+        async def change_topics(changes):
+            results = self.catalog.apply(changes)
+            self.topics = self.catalog.topics()
+            return results
+
         gateway = KafkaGateway(node=node, route=route, list_groups=list_groups,
                                coordinator_for=coordinator_for, brokers=lambda: [gateway.node],
-                               topics=lambda: self.topics, cluster_id="groupcoord-test")
+                               topics=lambda: self.topics, change_topics=change_topics,
+                               cluster_id="groupcoord-test")
         self.listener = KafkaListener(gateway.respond)
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)

@@ -12,7 +12,8 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AIOTopicPartition
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -111,3 +112,24 @@ async def _aiokafka_round(bootstrap: str) -> None:
         assert read == {p: 11 * p + 3 for p in range(4)}
     finally:
         await consumer.stop()
+
+
+def test_an_admin_client_sets_the_topic_catalog(bootstrap):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic("made-by-admin", 3), NewTopic("bad name", 1),
+                                   NewTopic("events", 2)], request_timeout=10)
+    futures["made-by-admin"].result(10)
+    with pytest.raises(KafkaException) as bad:
+        futures["bad name"].result(10)
+    assert bad.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    with pytest.raises(KafkaException) as exists:
+        futures["events"].result(10)
+    assert exists.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    admin.create_partitions([NewPartitions("made-by-admin", 5)])["made-by-admin"].result(10)
+    with pytest.raises(KafkaException) as shrink:
+        admin.create_partitions([NewPartitions("made-by-admin", 2)])["made-by-admin"].result(10)
+    assert shrink.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    topics = admin.list_topics(timeout=10).topics
+    assert len(topics["made-by-admin"].partitions) == 5
+    admin.delete_topics(["made-by-admin"])["made-by-admin"].result(10)
+    assert "made-by-admin" not in admin.list_topics(timeout=10).topics

@@ -1,0 +1,92 @@
+"""Topic administration on the wire: CreateTopics, DeleteTopics and CreatePartitions.
+
+groupcoord keeps no records, only a topic catalog ({topic: partition count}); these requests
+are how Kafka's admin clients (``AdminClient.create_topics``, ``kafka-topics.sh``) set it. Each
+request becomes a list of ``TopicChange`` for the catalog's owner, and its answers
+(``TopicResult``, in the same order) become kio's response at the request's version.
+Replication factors, replica assignments and configs describe storage groupcoord does not have:
+they are accepted and ignored, and answered as a one-replica topic.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from kio.schema.errors import ErrorCode
+
+from groupcoord.coordinator import Errors
+
+from . import apis
+from .apis import ZERO_MS, ApiKey
+from .builders import ZERO_TOPIC_ID
+from .connection import WireRequest
+from .translate import build
+
+# Kafka's answer to num_partitions -1 (the broker's num.partitions default).
+DEFAULT_PARTITIONS = 1
+
+
+class TopicChange(msgspec.Struct, frozen=True):
+    """``kind``: "create", "grow" (to ``partitions``) or "delete"; ``validate_only``: check,
+    change nothing."""
+    kind: str
+    name: str
+    partitions: int = 0
+    validate_only: bool = False
+
+
+class TopicResult(msgspec.Struct, frozen=True):
+    error: Errors
+    message: str | None = None
+    partitions: int = -1
+
+
+def topic_changes(request: WireRequest) -> list[TopicChange]:
+    """The catalog changes a CreateTopics, DeleteTopics or CreatePartitions request asks for."""
+    body = request.body
+    match request.api_key:
+        case ApiKey.CREATE_TOPICS:
+            return [TopicChange("create", t.name,
+                                DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
+                                body.validate_only) for t in body.topics]
+        case ApiKey.CREATE_PARTITIONS:
+            return [TopicChange("grow", t.name, t.count, body.validate_only)
+                    for t in body.topics]
+        case ApiKey.DELETE_TOPICS:
+            names = ([t.name for t in body.topics] if request.api_version >= 6
+                     else list(body.topic_names))
+            return [TopicChange("delete", name or "") for name in names]
+    raise ValueError(f"api key {request.api_key} changes no topics")
+
+
+def topics_response(request: WireRequest, results: list[TopicResult]):
+    """kio's answer to ``request`` from one ``TopicResult`` per ``topic_changes(request)``."""
+    changes = topic_changes(request)
+    if len(changes) != len(results):
+        raise ValueError(f"{len(changes)} topics asked, {len(results)} answers")
+    cls = apis.response_class(request.api_key, request.api_version)
+    pairs = list(zip(changes, results, strict=True))
+    match request.api_key:
+        case ApiKey.CREATE_TOPICS:
+            item = apis.nested_class(cls, "CreatableTopicResult")
+            return build(cls, throttle_time=ZERO_MS, topics=tuple(build(
+                item, name=c.name, topic_id=ZERO_TOPIC_ID, error_code=_code(r.error),
+                error_message=r.message, topic_config_error_code=_code(Errors.NONE),
+                num_partitions=r.partitions,
+                replication_factor=1 if r.error == Errors.NONE else -1, configs=())
+                for c, r in pairs))
+        case ApiKey.CREATE_PARTITIONS:
+            item = apis.nested_class(cls, "CreatePartitionsTopicResult")
+            return build(cls, throttle_time=ZERO_MS, results=tuple(build(
+                item, name=c.name, error_code=_code(r.error), error_message=r.message)
+                for c, r in pairs))
+        case ApiKey.DELETE_TOPICS:
+            item = apis.nested_class(cls, "DeletableTopicResult")
+            return build(cls, throttle_time=ZERO_MS, responses=tuple(build(
+                item, name=c.name, topic_id=ZERO_TOPIC_ID, error_code=_code(r.error),
+                error_message=r.message)
+                for c, r in pairs))
+    raise ValueError(f"api key {request.api_key} changes no topics")
+
+
+def _code(error: Errors) -> ErrorCode:
+    return ErrorCode(int(error))
