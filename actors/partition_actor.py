@@ -98,6 +98,11 @@ class PartitionActor:
             return error_response(validate(request), Errors.COORDINATOR_NOT_AVAILABLE)
         return await self._runtime.handle(request)
 
+    async def wire_directory(self, directory: Any) -> None:
+        """The router publishes a changed topic catalog (see wire_service)."""
+        if self._wire is not None:
+            self._wire.directory = directory
+
     async def ping(self, payload: Any = None) -> Any:
         return payload
 

@@ -19,8 +19,9 @@ import ray
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsResponse
+from groupcoord.wire.topics import TopicChange
 
-from .catalog import TopicCatalog
+from .catalog import CatalogError, TopicCatalog
 from .partition_actor import PartitionActor, partition_actor_name
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
@@ -30,6 +31,8 @@ ROUTER_NAME = "groupcoord-router"
 MAX_PARTITIONS = 1_000          # each partition is a process; more is a configuration mistake
 # Slots beyond the parked-request limit, for commits, heartbeats and admin calls in flight.
 EXTRA_CONCURRENCY = 1_000
+# How long a topic change waits for the partition listeners to confirm they know it.
+PUBLISH_TIMEOUT_S = 5.0
 
 
 class RouterRuntime:
@@ -106,7 +109,7 @@ class RouterActor:
             if wire is not None:
                 self._bootstrap = BootstrapListener(
                     wire, num_partitions, self._runtime.partition, self.list_groups,
-                    self._nodes, self.catalog)
+                    self._nodes, self.catalog.topics, self.change_topics)
                 self._bootstrap_started = asyncio.get_running_loop().create_task(
                     self._bootstrap.start())
         except Exception as exc:                 # never raise from __init__: report instead
@@ -138,7 +141,7 @@ class RouterActor:
         """A partition listener registers its address; it learns everyone's and the catalog."""
         self._live().partition(partition)        # ValueError for a partition out of range
         self._nodes[partition] = node
-        return WireDirectory(dict(self._nodes), self.catalog.topics(), self.catalog.version)
+        return self._directory()
 
     async def kafka_address(self) -> str | None:
         """The bootstrap listener's host:port, once it listens (None without listeners)."""
@@ -151,17 +154,44 @@ class RouterActor:
         return self.catalog.topics()
 
     async def create_topic(self, name: str, partitions: int) -> None:
-        self.catalog.create(name, partitions)
+        """CatalogError (a ValueError with Kafka's code) when refused; likewise below."""
+        await self._change_one(TopicChange("create", name, partitions))
 
     async def alter_topic(self, name: str, partitions: int) -> None:
-        self.catalog.alter(name, partitions)
+        await self._change_one(TopicChange("grow", name, partitions))
 
     async def delete_topic(self, name: str) -> None:
-        self.catalog.delete(name)
+        await self._change_one(TopicChange("delete", name))
 
     async def change_topics(self, changes: list) -> list:
-        """Kafka's CreateTopics/DeleteTopics/CreatePartitions, from a partition's listener."""
-        return self.catalog.apply(changes)
+        """Kafka's CreateTopics/DeleteTopics/CreatePartitions. A change is answered once every
+        partition listener that answers within ``PUBLISH_TIMEOUT_S`` knows it, so a client
+        that created a topic finds it on whichever listener it asks next (a partition that is
+        restarting learns it on its first refresh)."""
+        results = self.catalog.apply(changes)
+        if any(r.error == Errors.NONE and not c.validate_only
+               for c, r in zip(changes, results, strict=True)):
+            await self._publish_directory()
+        return results
+
+    async def _change_one(self, change: TopicChange) -> None:
+        (result,) = await self.change_topics([change])
+        if result.error != Errors.NONE:
+            raise CatalogError(result.error, result.message or "refused")
+
+    def _directory(self) -> WireDirectory:
+        return WireDirectory(dict(self._nodes), self.catalog.topics(), self.catalog.version)
+
+    async def _publish_directory(self) -> None:
+        directory = self._directory()
+        calls = [self._live().partition(n).wire_directory.remote(directory) for n in self._nodes]
+        try:
+            await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True),
+                                   PUBLISH_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("topic catalog v%d: not every partition listener confirmed it within "
+                        "%.0f s; they learn it on their next refresh", directory.catalog_version,
+                        PUBLISH_TIMEOUT_S)
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(

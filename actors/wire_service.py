@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -31,7 +31,6 @@ from ray.exceptions import RayActorError
 from groupcoord.coordinator import Errors, partition_for
 from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 
-from .catalog import TopicCatalog
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_loopback
 from .responses import error_response
@@ -139,7 +138,8 @@ class BootstrapListener:
     """The router's listener: forwards each group to its partition actor."""
 
     def __init__(self, config: WireConfig, num_partitions: int, partition_handle: Any,
-                 list_groups: Any, nodes: Mapping[int, Node], catalog: TopicCatalog) -> None:
+                 list_groups: Any, nodes: Mapping[int, Node],
+                 topics: Callable[[], Mapping[str, int]], change_topics: Any) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._partition_handle = partition_handle
         self._list_groups = list_groups
@@ -149,9 +149,8 @@ class BootstrapListener:
             node=Node(-1, config.host, 0), route=self._route, list_groups=self._list_all,
             coordinator_for=self._coordinator_for,
             brokers=lambda: [self._nodes[n] for n in sorted(self._nodes)],
-            topics=catalog.topics, change_topics=self._change_topics,
+            topics=topics, change_topics=change_topics,
             cluster_id=f"groupcoord-{num_partitions}")
-        self._catalog = catalog
 
     async def start(self) -> Node:
         self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
@@ -169,9 +168,6 @@ class BootstrapListener:
             return await handle.handle.remote(request)
         except RayActorError:                     # restarting: the client retries
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
-
-    async def _change_topics(self, changes: list) -> list:
-        return self._catalog.apply(changes)
 
     async def _list_all(self, request: Any) -> list:
         return [await self._list_groups(list(request.states_filter))]

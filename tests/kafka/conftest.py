@@ -2,18 +2,21 @@
 
 Every scenario here takes the address it talks to from the `bootstrap` fixture, parametrised over
 the group coordinators under test (`COORDINATORS`), so the same client code and the same Java
-tools run against each of them side by side. Today there is one: a real Apache Kafka broker
-("kafka"), the reference. groupcoord's own Kafka listener, once it exists, is added as a second
-entry: a session fixture that starts it and has a `.bootstrap` attribute.
+tools run against each of them side by side: a real Apache Kafka broker ("kafka"), the
+reference, and groupcoord's Kafka listeners ("groupcoord": a deployment of two partition actors
+on the session's Ray, reached through its bootstrap listener). A test that needs what only a
+broker has (records to produce and fetch) asks for `broker_bootstrap` instead.
 
-The real broker (`kafka_broker`) is started at most once per pytest session, on the first test
-that needs it, and stopped at the session's end.
+Each is started at most once per pytest session, on the first test that needs it, and stopped
+at the session's end.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from groupcoord.actors import WireConfig, start, stop
+from groupcoord.coordinator import CoordinatorConfig
 from tests.kafka.javakafka import (
     CONSOLE_CONSUMER_MAIN,
     CONSUMER_GROUPS_MAIN,
@@ -25,7 +28,7 @@ from tests.kafka.javakafka import (
 from tests.kafka.members import Member, open_member
 
 # Coordinator name (the test id) -> the session fixture serving it.
-COORDINATORS = {"kafka": "kafka_broker"}
+COORDINATORS = {"kafka": "kafka_broker", "groupcoord": "groupcoord_listeners"}
 
 TOOL_TIMEOUT_S = 90.0
 
@@ -39,10 +42,34 @@ def kafka_broker(tmp_path_factory):
     broker.stop()
 
 
+class GroupcoordListeners:
+    """A groupcoord deployment with Kafka listeners, as the tests here see a coordinator."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.deployment = start(2, log_dir, namespace="gc-kafka-compat",
+                                config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+                                wire=WireConfig(bootstrap_port=0))
+        self.deployment.wait_ready(120)
+        self.bootstrap = self.deployment.kafka
+
+
+@pytest.fixture(scope="session")
+def groupcoord_listeners(ray_session, tmp_path_factory):
+    served = GroupcoordListeners(str(tmp_path_factory.mktemp("groupcoord-logs")))
+    yield served
+    stop(served.deployment)
+
+
 @pytest.fixture(params=sorted(COORDINATORS))
 def bootstrap(request) -> str:
     """The bootstrap address ("host:port") of the group coordinator under test."""
     return request.getfixturevalue(COORDINATORS[request.param]).bootstrap
+
+
+@pytest.fixture
+def broker_bootstrap(kafka_broker) -> str:
+    """The real broker's address, for scenarios that produce and fetch records."""
+    return kafka_broker.bootstrap
 
 
 @pytest.fixture

@@ -2,9 +2,8 @@
 describes, resets (dry run, then execute) and deletes a group; Kafka's console consumer joins a
 group with the classic protocol and the tool describes it.
 
-The bootstrap address comes from the `bootstrap` fixture (tests/kafka/conftest.py), which is
-parametrised over the coordinators: today only a real Apache Kafka broker; groupcoord's Kafka
-listener will be a second param.
+Both scenarios produce records and consume them, which only a broker can serve, so they run
+against the real broker alone (groupcoord holds offsets, not records).
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ import pytest
 from tests.kafka.admin import committed_offsets, create_topic, produce, unique_name
 from tests.kafka.members import wait_until
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.parametrize("bootstrap", ["kafka"], indirect=True)]
 
 MESSAGES = {0: ["a", "b", "c", "d", "e"], 1: ["f", "g", "h", "i", "j"]}
 CONSUME_TIMEOUT_S = 60.0

@@ -1,8 +1,8 @@
 """Real Python Kafka clients in a consumer group, against each coordinator under test.
 
 The bootstrap address comes from the `bootstrap` fixture (tests/kafka/conftest.py), which is
-parametrised over the coordinators: today only a real Apache Kafka broker; groupcoord's Kafka
-listener will be a second param, and then every scenario here runs against both unchanged.
+parametrised over the coordinators: a real Apache Kafka broker and groupcoord's Kafka
+listeners; every scenario here runs against both, unchanged.
 
 One scenario, for each client and each assignor it has: a member subscribes and gets every
 partition; a second joins and the group rebalances to two disjoint halves; both commit; one

@@ -1,5 +1,6 @@
-"""Actor tests: one real local Ray per test session, started lazily by the ``ray_session``
-fixture (Ray-free tests, like test_runtime.py, never start it) and shut down at session end."""
+"""One real local Ray per test session, shared by every test folder: started lazily by the
+``ray_session`` fixture (Ray-free tests, like tests/core, never start it) and shut down at
+session end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def ray_session():
     started = False
     if not ray.is_initialized():
         # Workers must import tests.actors.* (fakes, listeners): put the repo root on their path.
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p)
         ray.init(num_cpus=4, include_dashboard=False, namespace=NAMESPACE,
