@@ -139,7 +139,8 @@ def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
                   window: int = burrow.DEFAULT_WINDOW,
                   min_distance_ms: int = burrow.DEFAULT_MIN_DISTANCE_MS
                   ) -> list[burrow.GroupStatus]:
-    """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored)."""
+    """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored), over
+    ``window`` slots per partition filled as Burrow fills them (``burrow_slots``)."""
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     if min_distance_ms < 0:
@@ -170,7 +171,7 @@ _SLOTS = "array<struct<timestamp_ms:bigint,offset:bigint,lag:bigint>>"
 
 
 def burrow_slots(commits: DataFrame, log_end: DataFrame, now_ms: int, window: int,
-                  min_distance_ms: int) -> DataFrame:
+                 min_distance_ms: int) -> DataFrame:
     """Per group partition, ``slots``: Burrow's ring as of ``now_ms``, oldest first. Commits
     without a known log end are left out, as Burrow drops them."""
     order = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
