@@ -95,6 +95,16 @@ def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[in
     return {p: table.transaction_version(app_id(cluster, p)) for p in log_partitions}
 
 
+def _created(path: str) -> bool:
+    # Opening, not looking for _delta_log: a creator that crashed before committing version 0
+    # can leave the folder behind, and that is no table.
+    try:
+        DeltaTable(path)
+    except TableNotFoundError:
+        return False
+    return True
+
+
 def _name(table: DeltaTable | str) -> str:
     return os.path.basename(table) if isinstance(table, str) else table.metadata().name
 
@@ -102,7 +112,7 @@ def _name(table: DeltaTable | str) -> str:
 def _check_and_props(table: DeltaTable | str, cluster: str, expected: dict[int, int | None],
                      new: dict[int, int], note: dict | None) -> CommitProperties:
     if isinstance(table, str):
-        if os.path.isdir(os.path.join(table, "_delta_log")):
+        if _created(table):
             raise Raced(f"{_name(table)}: created by another export meanwhile")
         now = {p: None for p in expected}
     else:
@@ -138,7 +148,7 @@ def commit_append(table: DeltaTable | str, rows: pa.Table, cluster: str,
     except CommitFailedError as exc:
         raise Raced(str(exc)) from exc
     except DeltaError as exc:
-        if isinstance(table, str) and os.path.isdir(os.path.join(table, "_delta_log")):
+        if isinstance(table, str) and _created(table):
             raise Raced(f"{name}: created by another export meanwhile ({exc})") from exc
         raise
 

@@ -454,3 +454,16 @@ def test_concurrent_first_exports_create_each_table_once_with_rows(spark, coordi
     for name in TABLES:
         first = DeltaTable(lake.table_path(lake_dir, name), version=0)
         assert first.to_pyarrow_table().num_rows > 0, name
+
+
+def test_a_creator_that_crashed_before_its_first_commit_leaves_no_table(spark, coordinator_run,
+                                                                      tmp_path):
+    """An empty ``_delta_log`` folder (a creator died before committing version 0) is no
+    table: the next export creates it rather than yielding to a creator that never comes."""
+    run = coordinator_run
+    run.play(rounds=4)
+    lake_dir = str(tmp_path / "lake")
+    os.makedirs(os.path.join(lake.table_path(lake_dir, OFFSET_COMMITS), "_delta_log"))
+    result = export(spark, os.path.dirname(run.dir), lake_dir, ExportConfig(max_rounds=5))
+    assert result.raced == 0
+    _assert_exactly_once(run, lake_dir)
