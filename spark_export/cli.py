@@ -7,7 +7,7 @@ one line on stderr. Paths are checked before Spark starts, so a typo costs no JV
 
 Spark's own output (the JVM's start-up warnings, an executor's error with the Python worker's
 traceback and the JVM stack) goes to a log file, not the terminal: the JVM and its Python
-workers inherit file descriptor 2, so ``quiet_spark`` points it at the file while Python's own
+workers inherit file descriptor 2, so ``spark_log`` points it at the file while Python's own
 ``sys.stderr`` keeps the terminal. A failure's line names that file; a success deletes it.
 ``--verbose`` leaves Spark's output on the terminal instead.
 """
@@ -119,9 +119,11 @@ def check_creatable_dir(path: str, what: str) -> None:
 @contextlib.contextmanager
 def spark_log(verbose: bool):
     """Sends what Spark prints (through file descriptor 2) to a temporary file while it runs;
-    yields that file's path, or None when ``verbose`` or when this process already runs a
-    Spark session (whose JVM keeps the descriptor it was started with)."""
-    if verbose or SparkSession.getActiveSession() is not None:
+    yields that file's path, or None when ``verbose`` or when the JVM is not this process's
+    to start: a session is already running (its JVM keeps the descriptor it started with), or
+    spark-submit started it."""
+    if (verbose or SparkSession.getActiveSession() is not None
+            or "PYSPARK_GATEWAY_PORT" in os.environ):
         yield None
         return
     fd, path = tempfile.mkstemp(prefix="groupcoord-spark-", suffix=".log")
