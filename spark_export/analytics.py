@@ -2,9 +2,15 @@
 
 Inputs are DataFrames of the lake tables (``lake.read_spark``) and, for anything about lag, a
 table of log-end offsets observed over time (topic, partition, timestamp_ms, log_end_offset):
-the coordinator never sees the topics' ends, so lag needs them supplied. The lag of a commit is
-the latest log-end observation at or before the commit, minus the committed offset (floored at
-0), which is what Burrow stores with each commit.
+the coordinator never sees the topics' ends, so lag needs them supplied. Two as-of joins:
+
+* the lag of a commit (``commit_lags``): the latest log-end observation at or before the
+  commit, minus the committed offset (floored at 0), which is what Burrow stores with each
+  commit;
+* lag over time (``lag_timeline``, ``lag_series``) runs on the log-end timeline instead: at each
+  log-end observation, the last commit at or before it. A consumer that stopped committing
+  keeps its last offset while the log end moves on, so its lag grows, and a partition without
+  commits in some interval still has a lag there.
 
 Time buckets are whole multiples of ``bucket_ms`` since the epoch, so no time zone is involved.
 Tombstones carry no time and are left out of every time series; ``describe`` as of "now" reads
@@ -34,7 +40,7 @@ def load_log_end(spark, path: str) -> DataFrame:
     if missing:
         raise ValueError(f"log-end table {path!r} lacks columns {sorted(missing)}")
     return frame.select(*[F.col(f.name).cast(t.dataType) for f, t in
-                          zip(LOG_END_SCHEMA, struct.fields)])
+                          zip(LOG_END_SCHEMA, struct.fields, strict=True)])
 
 
 def _commits(commits: DataFrame, until_ms: int | None = None) -> DataFrame:
@@ -130,19 +136,16 @@ def describe(latest: DataFrame, log_end: DataFrame | None = None,
 
 
 def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
-                  window: int = burrow.DEFAULT_WINDOW) -> list[burrow.GroupStatus]:
-    """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored)."""
+                  window: int = burrow.DEFAULT_WINDOW,
+                  min_distance_ms: int = burrow.DEFAULT_MIN_DISTANCE_MS
+                  ) -> list[burrow.GroupStatus]:
+    """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored), over
+    ``window`` slots per partition filled as Burrow fills them (``burrow_slots``)."""
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
-    newest = Window.partitionBy(*KEY).orderBy(F.col("commit_timestamp_ms").desc(),
-                                              F.col("log_offset").desc())
-    recent = (commit_lags(_commits(commits, now_ms), log_end)
-              .filter(F.col("lag").isNotNull())
-              .withColumn("_rank", F.row_number().over(newest))
-              .filter(F.col("_rank") <= window)
-              .groupBy(*KEY)
-              .agg(F.collect_list(F.struct("commit_timestamp_ms", "log_offset",
-                                           "committed_offset", "lag")).alias("points")))
+    if min_distance_ms < 0:
+        raise ValueError(f"min_distance_ms must be >= 0, got {min_distance_ms}")
+    stored = burrow_slots(commits, log_end, now_ms, window, min_distance_ms)
     # Burrow's ring of recent broker offsets: the last ``window`` log-end observations.
     last_ends = Window.partitionBy(*TP).orderBy(F.col("timestamp_ms").desc())
     ends = (log_end.filter(F.col("timestamp_ms") <= now_ms)
@@ -150,13 +153,11 @@ def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
             .filter(F.col("_rank") <= window)
             .groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"),
                               F.collect_list("log_end_offset").alias("recent_log_ends")))
-    rows = recent.join(ends, list(TP), "left").collect()
+    rows = stored.join(ends, list(TP), "left").collect()
     per_group: dict[str, list[burrow.PartitionStatus]] = {}
     for row in rows:
-        # collect_list keeps no order: log order decides between commits of one millisecond.
-        ordered = sorted(row["points"], key=lambda p: (p["commit_timestamp_ms"], p["log_offset"]))
-        points = [burrow.CommitPoint(p["committed_offset"], p["commit_timestamp_ms"], p["lag"])
-                  for p in ordered]
+        points = [burrow.CommitPoint(p["offset"], p["timestamp_ms"], p["lag"])
+                  for p in row["slots"]]
         last = points[-1]
         end = row["log_end_offset"]
         current_lag = max(end - last.offset, 0) if end is not None else last.lag
@@ -166,16 +167,81 @@ def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
     return [burrow.group_status(g, parts) for g, parts in sorted(per_group.items())]
 
 
+_SLOTS = "array<struct<timestamp_ms:bigint,offset:bigint,lag:bigint>>"
+
+
+def burrow_slots(commits: DataFrame, log_end: DataFrame, now_ms: int, window: int,
+                 min_distance_ms: int) -> DataFrame:
+    """Per group partition, ``slots``: Burrow's ring as of ``now_ms``, oldest first. Commits
+    without a known log end are left out, as Burrow drops them."""
+    order = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
+    after = order.rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    gap = F.col("commit_timestamp_ms") - F.lag("commit_timestamp_ms").over(order)
+    # A commit min-distance or more after the previous one opens a new slot whatever came
+    # before (the newest slot's time is at most the previous commit's), so the ring's last
+    # ``window`` slots lie within the newest ``window`` runs that start so: older commits
+    # cannot matter, and the collapse below reads a bounded history.
+    lags = (commit_lags(_commits(commits, now_ms), log_end).filter(F.col("lag").isNotNull())
+            .withColumn("_opens", (gap.isNull() | (gap >= min_distance_ms)).cast("int"))
+            .withColumn("_run", F.sum("_opens").over(after) + 1 - F.col("_opens"))
+            .filter(F.col("_run") <= window))
+
+    def add(slots, commit):
+        newest = F.try_element_at(slots, F.lit(-1))
+        joins = (F.size(slots) > 0) & (
+            commit["commit_timestamp_ms"] - newest["timestamp_ms"] < min_distance_ms)
+        # Burrow rewinds the ring one slot: the newest slot takes the commit's offset and lag
+        # and keeps its own time, so steady fast commits still open a slot per min-distance.
+        replaced = F.concat(F.slice(slots, 1, F.greatest(F.size(slots) - 1, F.lit(0))),
+                            F.array(F.struct(newest["timestamp_ms"].alias("timestamp_ms"),
+                                             commit["committed_offset"].alias("offset"),
+                                             commit["lag"].alias("lag"))))
+        grown = F.concat(slots, F.array(F.struct(
+            commit["commit_timestamp_ms"].alias("timestamp_ms"),
+            commit["committed_offset"].alias("offset"), commit["lag"].alias("lag"))))
+        kept = F.slice(grown, F.greatest(F.size(grown) - window + 1, F.lit(1)), window)
+        return F.when(joins, replaced).otherwise(kept)
+
+    # Struct order sorts by time, then log offset: commits of one millisecond keep log order.
+    history = F.array_sort(F.collect_list(F.struct(
+        "commit_timestamp_ms", "log_offset", "committed_offset", "lag")))
+    return lags.groupBy(*KEY).agg(
+        F.aggregate(history, F.array().cast(_SLOTS), add).alias("slots"))
+
+
+def lag_timeline(commits: DataFrame, log_end: DataFrame) -> DataFrame:
+    """Per group partition and log-end observation from its first commit on: the offset of
+    the last commit at or before the observation, and ``lag`` (end minus offset, floored at
+    0). Columns: group_id, topic, partition, timestamp_ms, log_end_offset, committed_offset,
+    lag."""
+    live = _commits(commits)
+    samples = (log_end.join(live.select(*KEY).distinct(), list(TP))
+               .select(*KEY, F.col("timestamp_ms").alias("t"), "log_end_offset",
+                       F.lit(1).alias("_order")))
+    rows = live.select(*KEY, F.col("commit_timestamp_ms").alias("t"), "log_offset",
+                       "committed_offset", F.lit(0).alias("_order"))
+    # A commit at the same millisecond as an observation counts as before it; commits of one
+    # millisecond keep their log order.
+    upto = (Window.partitionBy(*KEY).orderBy("t", "_order", "log_offset")
+            .rowsBetween(Window.unboundedPreceding, 0))
+    return (rows.unionByName(samples, allowMissingColumns=True)
+            .withColumn("committed_offset",
+                        F.last("committed_offset", ignorenulls=True).over(upto))
+            .filter((F.col("_order") == 1) & F.col("committed_offset").isNotNull())
+            .select(*KEY, F.col("t").alias("timestamp_ms"), "log_end_offset",
+                    "committed_offset", _lag("committed_offset").alias("lag")))
+
+
 def lag_series(commits: DataFrame, log_end: DataFrame, bucket_ms: int) -> DataFrame:
-    """Per group and bucket: total lag (each partition's last known lag in the bucket)."""
+    """Per group and bucket: ``total_lag``, the sum over its partitions of each one's lag at
+    its last log-end observation in the bucket, and ``partitions``, how many were summed."""
     _positive(bucket_ms, "bucket_ms")
-    last = Window.partitionBy(*KEY, "bucket_start_ms").orderBy(
-        F.col("commit_timestamp_ms").desc(), F.col("log_offset").desc())
-    return (commit_lags(commits, log_end).filter(F.col("lag").isNotNull())
-            .withColumn("bucket_start_ms",
-                        F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms)
+    last = Window.partitionBy(*KEY, "bucket_start_ms").orderBy(F.col("timestamp_ms").desc())
+    return (lag_timeline(commits, log_end)
+            .withColumn("bucket_start_ms", F.floor(F.col("timestamp_ms") / bucket_ms) * bucket_ms)
             .withColumn("_rank", F.row_number().over(last)).filter(F.col("_rank") == 1)
-            .groupBy("group_id", "bucket_start_ms").agg(F.sum("lag").alias("total_lag"))
+            .groupBy("group_id", "bucket_start_ms")
+            .agg(F.sum("lag").alias("total_lag"), F.count("*").alias("partitions"))
             .orderBy("group_id", "bucket_start_ms"))
 
 

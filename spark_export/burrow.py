@@ -1,8 +1,13 @@
 """Burrow's consumer-lag evaluation rules, as plain functions over one partition's window.
 
-Burrow keeps, per consumed partition, a sliding window of the last N commits (offset, time,
-lag when committed) and the last N log-end offsets it fetched, and judges them without
-thresholds, in this order (Burrow's evaluator, ``calculatePartitionStatus``):
+Burrow keeps, per consumed partition, a ring of N slots (its storage's ``intervals``) holding
+recent commits (offset, time, lag when committed), and the last N log-end offsets it fetched.
+A commit less than ``min-distance`` after the time stored in the newest slot replaces that
+slot's offset and lag but keeps its time, so a consumer committing every 200 ms fills one slot
+per ``min-distance``, not one per commit (``analytics.burrow_status`` builds the slots so).
+Defaults are Burrow's shipped configuration (config/burrow.toml): 15 intervals, min-distance
+1 s. The window is then judged without thresholds, in this order (Burrow's evaluator,
+``calculatePartitionStatus``):
 
   no lag now                                                             -> OK
   rule 3  time since the last commit exceeds the window's own span, and
@@ -18,7 +23,7 @@ zero-lag commits forever; the recent log ends keep a consumer of a quiet topic f
 called stopped the moment a new message arrives. A group takes its worst partition, with
 STOP, STALL and REWIND all reported as ERR; its total lag sums the partitions' current lags
 and its max-lag partition is the one with the largest. ``complete`` is the fraction of the
-window that holds commits (Burrow reports rather than hides a short history).
+window's slots that hold commits (Burrow reports rather than hides a short history).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from enum import IntEnum
 
 import msgspec
 
-DEFAULT_WINDOW = 10            # Burrow's default number of stored commits per partition
+DEFAULT_WINDOW = 15            # Burrow's shipped ``intervals``: window slots per partition
+DEFAULT_MIN_DISTANCE_MS = 1_000   # Burrow's shipped ``min-distance`` (1 s): closer commits
+                                  # share a slot
 
 
 class Status(IntEnum):
@@ -80,7 +87,7 @@ def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int,
         return Status.STOP
     if any(p.lag == 0 for p in points):
         return Status.OK
-    pairs = list(zip(points, points[1:]))
+    pairs = list(zip(points, points[1:], strict=False))
     if any(b.offset < a.offset for a, b in pairs):
         return Status.REWIND
     if all(b.offset == a.offset for a, b in pairs):

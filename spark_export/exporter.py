@@ -97,7 +97,8 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
     from groupcoord.storage import log_start_offset
     from pyspark.sql import functions as F
 
-    tables = {name: lake.open_table(lake_dir, name) for name in TABLES}
+    # A table not yet created stays a path until its first commit creates it with rows.
+    tables = {name: lake.table_or_path(lake_dir, name) for name in TABLES}
     marks = {name: lake.watermarks(t, config.cluster, dirs) for name, t in tables.items()}
     starts: dict[str, dict[int, int]] = {name: {} for name in TABLES}
     splits, stops = [], {}
@@ -200,7 +201,7 @@ def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> di
     from the tables: a slower concurrent export may write a lower one, which only makes
     retention keep more; never a value above what every table holds."""
     from groupcoord.storage import write_export_watermark
-    tables = [lake.open_table(lake_dir, name) for name in TABLES]
+    tables = [lake.table_or_path(lake_dir, name) for name in TABLES]
     published = {}
     for p, pdir in dirs.items():
         marks = [lake.watermarks(t, cluster, [p])[p] for t in tables]

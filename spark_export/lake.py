@@ -9,6 +9,12 @@ conflict checker rejects it if a concurrent commit set any of the same app ids a
 snapshot. So a replayed or concurrent export either commits exactly the rows above the
 watermark or commits nothing (``Raced``); a crash before the commit leaves the table unchanged.
 
+The export never creates an empty table: a table that does not exist yet is named by its path
+(``table_or_path``), has no watermarks, and is created by its first commit, together with its
+first rows and watermarks. Of two exports creating it at once one wins version 0; the other's
+commit fails as ``Raced`` (never retried: delta-rs would retry it as version 1 without the app
+id check). So a first export that fails leaves no table behind.
+
 Tables are always read through the Delta log (``file_uris`` of the current snapshot), never as a
 folder of Parquet files: compaction leaves old files in place until vacuum, and a folder read
 would count their rows twice.
@@ -20,11 +26,18 @@ import datetime as dt_
 import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import CommitProperties, Transaction
 
-from .schema import OFFSETS_LATEST, OFFSETS_LATEST_SCHEMA, TABLE_PARTITION_BY, TABLE_SCHEMAS
+from .schema import (
+    OFFSETS_LATEST,
+    OFFSETS_LATEST_SCHEMA,
+    TABLE_PARTITION_BY,
+    TABLE_SCHEMAS,
+    spark_schema,
+)
 
 APP_PREFIX = "groupcoord-export"
 MAX_COMMIT_RETRIES = 5       # delta-rs retries a commit this often when unrelated commits race
@@ -60,36 +73,84 @@ def open_table(lake_dir: str, name: str, create: bool = True) -> DeltaTable:
         return DeltaTable(path)
 
 
-def watermarks(table: DeltaTable, cluster: str, log_partitions) -> dict[int, int | None]:
+def table_or_path(lake_dir: str, name: str) -> DeltaTable | str:
+    """The table, or its path while it does not exist (its first commit creates it)."""
+    try:
+        return DeltaTable(table_path(lake_dir, name))
+    except TableNotFoundError:
+        return table_path(lake_dir, name)
+
+
+def check_tables(lake_dir: str) -> None:
+    """A ValueError unless every table exists (cheap: looks for their Delta logs only)."""
+    for name in TABLE_SCHEMAS:
+        if not os.path.isdir(os.path.join(table_path(lake_dir, name), "_delta_log")):
+            raise ValueError(f"no Delta table {name!r} in lake {lake_dir!r}: export first")
+
+
+def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
     """Next offset to export per log partition (None: never exported to this table)."""
+    if isinstance(table, str):
+        return {p: None for p in log_partitions}
     return {p: table.transaction_version(app_id(cluster, p)) for p in log_partitions}
 
 
-def _check_and_props(table: DeltaTable, cluster: str, expected: dict[int, int | None],
+def _created(path: str) -> bool:
+    # Opening, not looking for _delta_log: a creator that crashed before committing version 0
+    # can leave the folder behind, and that is no table.
+    try:
+        DeltaTable(path)
+    except TableNotFoundError:
+        return False
+    return True
+
+
+def _name(table: DeltaTable | str) -> str:
+    return os.path.basename(table) if isinstance(table, str) else table.metadata().name
+
+
+def _check_and_props(table: DeltaTable | str, cluster: str, expected: dict[int, int | None],
                      new: dict[int, int], note: dict | None) -> CommitProperties:
-    table.update_incremental()
-    now = watermarks(table, cluster, expected)
+    if isinstance(table, str):
+        if _created(table):
+            raise Raced(f"{_name(table)}: created by another export meanwhile")
+        now = {p: None for p in expected}
+    else:
+        table.update_incremental()
+        now = watermarks(table, cluster, expected)
     if now != expected:
-        raise Raced(f"{table.metadata().name}: watermarks moved from {expected} to {now}")
+        raise Raced(f"{_name(table)}: watermarks moved from {expected} to {now}")
     return CommitProperties(
         app_transactions=[Transaction(app_id(cluster, p), v) for p, v in sorted(new.items())],
-        max_commit_retries=MAX_COMMIT_RETRIES,
+        # A creating commit must win version 0 or fail: delta-rs would retry a lost one as
+        # version 1 without checking the winner's app ids, committing the rows twice.
+        max_commit_retries=0 if isinstance(table, str) else MAX_COMMIT_RETRIES,
         custom_metadata={"groupcoord.cluster": cluster,
                          "groupcoord.watermarks": {str(p): v for p, v in new.items()},
                          **(note or {})})
 
 
-def commit_append(table: DeltaTable, rows: pa.Table, cluster: str,
+def commit_append(table: DeltaTable | str, rows: pa.Table, cluster: str,
                   expected: dict[int, int | None], new: dict[int, int],
                   note: dict | None = None) -> None:
-    """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit."""
+    """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit
+    (``table`` a path: create the table with them)."""
     props = _check_and_props(table, cluster, expected, new, note)
-    schema = TABLE_SCHEMAS[table.metadata().name]
+    name = _name(table)
+    schema = TABLE_SCHEMAS[name]
+    rows = rows.select(schema.names).cast(schema)
     try:
-        write_deltalake(table, rows.select(schema.names).cast(schema), mode="append",
-                        commit_properties=props)
+        if isinstance(table, str):
+            write_deltalake(table, rows, mode="error", name=name,
+                            partition_by=TABLE_PARTITION_BY[name] or None, commit_properties=props)
+        else:
+            write_deltalake(table, rows, mode="append", commit_properties=props)
     except CommitFailedError as exc:
         raise Raced(str(exc)) from exc
+    except DeltaError as exc:
+        if isinstance(table, str) and _created(table):
+            raise Raced(f"{name}: created by another export meanwhile ({exc})") from exc
+        raise
 
 
 _LATEST_KEY = ("s.cluster = t.cluster AND s.group_id = t.group_id AND s.topic = t.topic"
@@ -101,10 +162,15 @@ _NEWER = ("((s.log_partition = t.log_partition AND s.log_offset > t.log_offset) 
           " coalesce(s.commit_timestamp_ms, 0) >= coalesce(t.commit_timestamp_ms, 0)))")
 
 
-def commit_latest(table: DeltaTable, rows: pa.Table, cluster: str,
+def commit_latest(table: DeltaTable | str, rows: pa.Table, cluster: str,
                   expected: dict[int, int | None], new: dict[int, int],
                   note: dict | None = None) -> None:
-    """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``)."""
+    """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``); into a
+    table not yet created (a path), that is inserting the rows that are not tombstones."""
+    if isinstance(table, str):
+        live = rows.filter(pc.invert(rows["is_tombstone"])) if rows.num_rows else rows
+        commit_append(table, live, cluster, expected, new, note)
+        return
     if rows.num_rows == 0:     # an empty MERGE commits nothing; the watermarks must still move
         commit_append(table, OFFSETS_LATEST_SCHEMA.empty_table(), cluster, expected, new, note)
         return
@@ -129,7 +195,6 @@ def read_arrow(lake_dir: str, name: str) -> pa.Table:
 
 def read_spark(spark, lake_dir: str, name: str):
     """A Spark DataFrame of the table's current snapshot (exactly its live files)."""
-    from .schema import spark_schema
     table = open_table(lake_dir, name, create=False)
     files = table.file_uris()
     struct = spark_schema(TABLE_SCHEMAS[name])
@@ -145,7 +210,7 @@ def compact(lake_dir: str, today: dt_.date | None = None,
             target_size_bytes: int = 128 * 1024 * 1024) -> dict[str, int]:
     """Merge small files: offset_commits day by day for closed days (before ``today``, UTC) and
     its undated tombstone rows, the two small tables whole. Returns files removed per table."""
-    today = today or dt_.datetime.now(dt_.timezone.utc).date()
+    today = today or dt_.datetime.now(dt_.UTC).date()
     removed = {}
     commits = open_table(lake_dir, "offset_commits")
     actions = pa.table(commits.get_add_actions(flatten=True)).to_pydict()
@@ -174,7 +239,8 @@ def compact(lake_dir: str, today: dt_.date | None = None,
 
 
 def vacuum(lake_dir: str, retention_hours: int, enforce_retention: bool = True) -> dict[str, int]:
-    """Delete files no snapshot within ``retention_hours`` needs. Returns files deleted per table."""
+    """Delete files no snapshot within ``retention_hours`` needs; returns files deleted per
+    table."""
     if retention_hours < 0:
         raise ValueError(f"retention_hours must be >= 0, got {retention_hours}")
     deleted = {}

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import collections
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
+from deltalake import DeltaTable
 
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
-from groupcoord.spark_export import exporter, lake
+from groupcoord.spark_export import cli, exporter, lake, session
 from groupcoord.spark_export.exporter import ExportConfig, Gap, export
 from groupcoord.spark_export.schema import (
-    GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES,
+    GROUP_GENERATIONS,
+    OFFSET_COMMITS,
+    OFFSETS_LATEST,
+    TABLES,
 )
+from groupcoord.storage import list_segments, read_log
 from tests.core.harness import GROUP, GROUP2, GROUP3
 
 
@@ -24,7 +31,6 @@ def _lake_state(lake_dir):
 
 
 def _log_entries(run):
-    from groupcoord.storage import read_log
     return list(read_log(run.dir))
 
 
@@ -346,41 +352,138 @@ def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(spark, coo
                                                                        tmp_path, capsys):
     # Acknowledged data damaged mid-segment: the Spark task that reads it fails. The CLI says
     # what failed in one line (not a JVM-wrapped traceback) and commits nothing.
-    from groupcoord.spark_export.cli import export_main
-    from groupcoord.storage import list_segments
     run = coordinator_run
     run.play(rounds=20)
+    _damage_first_segment(run)
+    lake_dir = str(tmp_path / "lake")
+    code = cli.export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("groupcoord export: failed: ") and "CorruptLogError" in err
+    assert len(err.strip().splitlines()) == 1
+    # A failed first export leaves no (empty) table behind.
+    assert not any(os.path.exists(lake.table_path(lake_dir, name)) for name in TABLES)
+
+
+def _damage_first_segment(run):
+    from groupcoord.storage import list_segments
     first = list_segments(run.dir)[0]
     with open(first.path, "r+b") as f:     # a byte of a batch that later batches follow
         f.seek(first.size_bytes // 2)
         byte = f.read(1)[0]
         f.seek(first.size_bytes // 2)
         f.write(bytes([byte ^ 0xFF]))
+
+
+def test_export_cli_on_a_damaged_log_prints_one_line_only(coordinator_run, tmp_path):
+    """The real command, in its own process with its own Spark: what the operator sees on
+    the terminal is the one line, and Spark's executor error, the worker's traceback and the
+    JVM stack are in the log file that line names."""
+    run = coordinator_run
+    run.play(rounds=20)
+    _damage_first_segment(run)
     lake_dir = str(tmp_path / "lake")
-    code = export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert err.startswith("groupcoord export: failed: ") and "CorruptLogError" in err
-    assert len(err.strip().splitlines()) == 1
-    assert not os.path.exists(lake.table_path(lake_dir, OFFSET_COMMITS)) or \
-        lake.read_arrow(lake_dir, OFFSET_COMMITS).num_rows == 0
+    done = subprocess.run([sys.executable, "-m", "groupcoord.spark_export", "export", "--logs",
+                           os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("groupcoord export: failed: ") and "CorruptLogError" in line
+    spark_log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
+    try:
+        with open(spark_log) as f:
+            details = f.read()
+        assert "CorruptLogError" in details and "Traceback" in details
+    finally:
+        os.remove(spark_log)
+    assert not any(os.path.exists(lake.table_path(lake_dir, name)) for name in TABLES)
+
+
+def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monkeypatch,
+                                                                  capsys):
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "get_session", no_spark)
+    monkeypatch.setattr(cli, "get_session", no_spark, raising=False)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    lake_dir = tmp_path / "lake"
+    cases = [
+        (cli.export_main, ["--logs", str(tmp_path / "missing"), "--lake", str(lake_dir)],
+         f"log directory {str(tmp_path / 'missing')!r} does not exist"),
+        (cli.export_main, ["--logs", str(a_file), "--lake", str(lake_dir)],
+         f"log directory {str(a_file)!r} is not a directory"),
+        (cli.export_main, ["--logs", str(logs), "--lake", str(a_file)],
+         f"lake directory {str(a_file)!r} is not a directory"),
+        (cli.export_main, ["--logs", str(logs), "--lake", str(a_file / "lake")],
+         "cannot be created"),
+        (cli.report_main, ["--lake", str(tmp_path / "missing")], "does not exist"),
+        (cli.report_main, ["--lake", str(logs)], "export first"),
+    ]
+    for main, argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert not lake_dir.exists()
+
+
+def test_concurrent_first_exports_create_each_table_once_with_rows(spark, coordinator_run,
+                                                                  tmp_path):
+    """Two exports into a lake that does not exist yet: one creates each table (its first
+    commit already holds rows and watermarks), the other yields and re-plans."""
+    run = coordinator_run
+    run.play(rounds=12)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(export(spark, logs, lake_dir))
+        except Exception as exc:                     # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    commits = _assert_exactly_once(run, lake_dir)
+    assert sum(r.rows[OFFSET_COMMITS] for r in results) == len(commits)
+    for name in TABLES:
+        first = DeltaTable(lake.table_path(lake_dir, name), version=0)
+        assert first.to_pyarrow_table().num_rows > 0, name
+
+
+def test_a_creator_that_crashed_before_its_first_commit_leaves_no_table(spark, coordinator_run,
+                                                                      tmp_path):
+    """An empty ``_delta_log`` folder (a creator died before committing version 0) is no
+    table: the next export creates it rather than yielding to a creator that never comes."""
+    run = coordinator_run
+    run.play(rounds=4)
+    lake_dir = str(tmp_path / "lake")
+    os.makedirs(os.path.join(lake.table_path(lake_dir, OFFSET_COMMITS), "_delta_log"))
+    result = export(spark, os.path.dirname(run.dir), lake_dir, ExportConfig(max_rounds=5))
+    assert result.raced == 0
+    _assert_exactly_once(run, lake_dir)
 
 
 def test_a_missing_segment_fails_the_export_instead_of_vanishing(spark, coordinator_run, tmp_path,
                                                                  capsys):
     # The source plans one split per segment, so a segment missing in the middle used to
     # vanish from the lake without a word. Its neighbour's split now refuses the hole.
-    from groupcoord.spark_export.cli import export_main
-    from groupcoord.storage import list_segments
     run = coordinator_run
     run.play(rounds=20)
     segments = list_segments(run.dir)
     os.remove(segments[2].path)
     lake_dir = str(tmp_path / "lake")
-    code = export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
+    code = cli.export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
     err = capsys.readouterr().err
     assert code == 1
     assert "CorruptLogError" in err and (
         f"offsets {segments[2].base_offset}..{segments[3].base_offset - 1} are missing") in err
-    assert not os.path.exists(lake.table_path(lake_dir, OFFSET_COMMITS)) or \
-        lake.read_arrow(lake_dir, OFFSET_COMMITS).num_rows == 0
+    assert not any(os.path.exists(lake.table_path(lake_dir, name)) for name in TABLES)
