@@ -53,18 +53,18 @@ def open_log(directory: str, log_config: Any):
     return open_partition_log(directory, log_config)     # becomes a load error, not a dead actor
 
 
-def _load_restarts_key(partition: int) -> bytes:
-    return f"{ray.get_runtime_context().namespace}/load-restarts/{partition}".encode()
+def _load_restarts_key(directory: str) -> bytes:
+    return f"load-restarts:{directory}".encode()     # one log directory, one partition
 
 
-def load_restarts(partition: int) -> int:
-    """Restarts in a row this partition took because its load failed (0 if unknown)."""
-    value = internal_kv._internal_kv_get(_load_restarts_key(partition), namespace=_KV_NAMESPACE)
+def load_restarts(directory: str) -> int:
+    """Restarts in a row the partition of ``directory`` took because its load failed."""
+    value = internal_kv._internal_kv_get(_load_restarts_key(directory), namespace=_KV_NAMESPACE)
     return int(value or 0)
 
 
-def set_load_restarts(partition: int, count: int) -> None:
-    internal_kv._internal_kv_put(_load_restarts_key(partition), str(count).encode(),
+def set_load_restarts(directory: str, count: int) -> None:
+    internal_kv._internal_kv_put(_load_restarts_key(directory), str(count).encode(),
                                  overwrite=True, namespace=_KV_NAMESPACE)
 
 
@@ -86,7 +86,7 @@ class PartitionActor:
         self.load_restarts: int | None = None     # read when a load fails
         try:
             from .metrics import RayMetrics
-            directory = partition_dir(log_dir, partition)
+            directory = self._directory = partition_dir(log_dir, partition)
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(
                 partition, num_partitions, config,
@@ -102,13 +102,13 @@ class PartitionActor:
     def _on_fatal(self, exc: BaseException) -> None:
         if self._runtime.state == "load_failed":
             try:
-                self.load_restarts = load_restarts(self._partition)
+                self.load_restarts = load_restarts(self._directory)
                 if self.load_restarts >= MAX_LOAD_RESTARTS:
                     log.critical("partition %d: %d restarts in a row could not load it either; "
                                  "staying up as load_failed: fix the cause, then restart the "
                                  "deployment", self._partition, self.load_restarts)
                     return
-                set_load_restarts(self._partition, self.load_restarts + 1)
+                set_load_restarts(self._directory, self.load_restarts + 1)
             except Exception as kv_error:         # cannot count: do not risk a silent loop
                 log.critical("partition %d: cannot count load restarts (%r); staying up as "
                              "load_failed", self._partition, kv_error)
@@ -117,7 +117,7 @@ class PartitionActor:
 
     def _on_loaded(self) -> None:
         try:
-            set_load_restarts(self._partition, 0)
+            set_load_restarts(self._directory, 0)
         except Exception as exc:                  # only the crash-loop bound is affected
             log.warning("partition %d: cannot reset load restarts: %r", self._partition, exc)
 

@@ -81,8 +81,9 @@ class RouterActor:
     ``list_groups(states)``, ``describe()``, ``ping()``."""
 
     def __init__(self, num_partitions: int, log_dir: str, namespace: str,
-                 config: CoordinatorConfig, log_config: Any = None) -> None:
+                 config: CoordinatorConfig, log_config: Any = None, cluster_id: str = "") -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
+        self.cluster_id = cluster_id
         self.init_error: str | None = None
         try:
             def factory(n: int):
@@ -113,7 +114,7 @@ class RouterActor:
     async def describe(self) -> dict:
         return {"num_partitions": self._runtime.num_partitions if self._runtime else 0,
                 "log_dir": self.log_dir, "namespace": self.namespace, "config": self.config,
-                "init_error": self.init_error}
+                "cluster_id": self.cluster_id, "init_error": self.init_error}
 
     async def ping(self) -> None:
         return None
