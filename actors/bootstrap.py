@@ -109,19 +109,32 @@ def resolve_address(address: str | None, *, embedded: bool) -> tuple[str, str]:
     return "auto", "auto-detected"
 
 
+_connected_via = "this process's Ray"      # how ensure_ray chose the cluster, when it did
+
+
 def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None, *,
                embedded: bool = True) -> str:
     """Connect to Ray unless connected already (see ``resolve_address``). Returns how the
     cluster was chosen when this call connected, ``""`` when the process was connected
     already (so a true value means this call connected and should disconnect)."""
+    global _connected_via
     if ray.is_initialized():
         return ""
     target, source = resolve_address(address, embedded=embedded)
+    _connected_via = source
     if target == "local":
         ray.init(address="local", namespace=namespace, include_dashboard=False,
                  num_cpus=num_cpus, log_to_driver=False, configure_logging=False)
     else:
-        ray.init(address=target, namespace=namespace, log_to_driver=False)
+        try:
+            ray.init(address=target, namespace=namespace, log_to_driver=False)
+        except ConnectionError as exc:
+            if os.environ.get("RAY_AUTH_MODE"):
+                raise
+            # Ray turns token authentication on by default, but a driver given an address
+            # (not auto-detected) only uses the token when told to.
+            raise ConnectionError(f"{exc} (if the cluster uses token authentication, Ray's "
+                                  f"default, set RAY_AUTH_MODE=token)") from None
     return source
 
 
@@ -178,7 +191,7 @@ def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
     if not isinstance(config, CoordinatorConfig):
         raise ValueError("config must be a CoordinatorConfig")
     log_config = log_config_for(config, log_config)
-    source = ensure_ray(address, namespace, num_cpus) or "this process's Ray"
+    source = ensure_ray(address, namespace, num_cpus) or _connected_via
     log_dir = os.path.abspath(log_dir)
     running = _running(namespace)
     if running is None:
@@ -231,7 +244,7 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> D
     """Find the deployment running in ``namespace``. Unless this process is connected to Ray
     already, ``address``, else ``RAY_ADDRESS``, else the one Ray cluster running on this
     machine (see ``resolve_address``)."""
-    source = ensure_ray(address, namespace, embedded=False) or "this process's Ray"
+    source = ensure_ray(address, namespace, embedded=False) or _connected_via
     running = _running(namespace)
     if running is None:
         raise LookupError(f"no groupcoord deployment in namespace {namespace!r} on the Ray "

@@ -127,16 +127,21 @@ def _raise_stopped(signum, frame) -> None:
 def cmd_serve(args, out: Output) -> int:
     import ray  # noqa: PLC0415 (the CLI's other commands must start fast)
 
-    from .bootstrap import start, stop  # noqa: PLC0415 (same)
+    from .bootstrap import ensure_ray, start, stop  # noqa: PLC0415 (same)
     if args.detach and not ray.is_initialized() and \
             resolve_address(args.address, embedded=True)[0] == "local":
         # An embedded Ray belongs to this process: detached actors would die with it at exit.
         raise ValueError("--detach needs a Ray cluster that outlives this command: start one "
                          "with `ray start --head` and pass --address (or run serve without "
                          "--detach, which stays in the foreground)")
-    previous = {s: signal.signal(s, _raise_stopped) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     deployment = None
     try:
+        # Ray installs its own SIGTERM handler (it prints a C++ stack and dies) when it
+        # connects: connect first, then put ours in its place.
+        ensure_ray(args.address, args.namespace)
+        for s in previous:
+            signal.signal(s, _raise_stopped)
         deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
                            address=args.address)
         infos = deployment.wait_ready(args.ready_timeout)
@@ -145,7 +150,10 @@ def cmd_serve(args, out: Output) -> int:
                  f"(deployment {deployment.cluster_id})")
         out.note(f"Ray cluster at {deployment.ray_address} ({deployment.ray_source}); clients "
                  f"use --address {deployment.ray_address} --namespace {deployment.namespace} "
-                 f"(or RAY_ADDRESS={deployment.ray_address})")
+                 f"(or RAY_ADDRESS={deployment.ray_address})"
+                 + ("; token authentication is on: clients need RAY_AUTH_MODE=token and the "
+                    "token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                    if os.environ.get("RAY_AUTH_MODE") == "token" else ""))
         out.document.update(ray_address=deployment.ray_address, namespace=deployment.namespace,
                             cluster_id=deployment.cluster_id, log_dir=deployment.log_dir)
         out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
@@ -158,12 +166,18 @@ def cmd_serve(args, out: Output) -> int:
         for s in previous:                 # a second signal must not interrupt the close
             signal.signal(s, signal.SIG_IGN)
         print(f"groupcoord: {stopped}: closing the partitions", file=sys.stderr, flush=True)
+        status = 0
         if deployment is not None:
-            stop(deployment, timeout_s=STOP_TIMEOUT_S)
+            try:
+                stop(deployment, timeout_s=STOP_TIMEOUT_S)
+            except Exception as exc:       # Ray went first (a Ctrl-C reaches its processes too)
+                print(f"groupcoord: could not close every partition: {exc!r}".splitlines()[0],
+                      file=sys.stderr, flush=True)
+                status = 1
         if ray.is_initialized():
             ray.shutdown()
         print("groupcoord: stopped", file=sys.stderr, flush=True)
-        return 0
+        return status
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
