@@ -1,6 +1,7 @@
 """Start or find a groupcoord deployment on Ray.
 
-Which Ray (``resolve_address``): the one this process is connected to; else ``address``; else
+Which Ray (``resolve_address``): the one this process is connected to (an ``address`` naming
+another is an error); else ``address``; else
 ``RAY_ADDRESS`` (Ray's own variable, so ``ray status`` and ``ray job submit`` agree with us);
 else ``start()`` runs an embedded local Ray and ``connect()`` auto-detects the cluster on this
 machine — refusing to guess when several run here. ``Deployment.ray_address`` is the GCS
@@ -119,6 +120,7 @@ def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None,
     already (so a true value means this call connected and should disconnect)."""
     global _connected_via
     if ray.is_initialized():
+        _check_same_cluster(address)
         return ""
     target, source = resolve_address(address, embedded=embedded)
     _connected_via = source
@@ -136,6 +138,18 @@ def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None,
             raise ConnectionError(f"{exc} (if the cluster uses token authentication, Ray's "
                                   f"default, set RAY_AUTH_MODE=token)") from None
     return source
+
+
+def _check_same_cluster(address: str | None) -> None:
+    """An explicit address naming another cluster than the one this process is connected to
+    is an error, not silently ignored. Clusters on one machine differ by GCS port; a Ray
+    Client address (``ray://``) names a proxy's port, so it is not compared."""
+    if address in (None, "auto", "local") or address.startswith("ray://"):
+        return
+    current = ray_address()
+    if address.rpartition(":")[2] != current.rpartition(":")[2]:
+        raise ValueError(f"this process is connected to the Ray cluster at {current}, "
+                         f"not {address}")
 
 
 def ray_address() -> str:

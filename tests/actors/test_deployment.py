@@ -180,3 +180,15 @@ def test_a_partition_that_cannot_open_its_log_restarts_a_bounded_number_of_times
         assert len(seen_pids) >= 2                      # it was restarted in new processes
     finally:
         stop(deployment)
+
+
+def test_an_address_naming_another_cluster_than_the_connected_one_is_an_error(ray_session):
+    # Before: connect()/start() ignored `address` once the process was connected to Ray and
+    # answered from the connected cluster, whatever cluster was asked for.
+    current = ray_session.get_runtime_context().gcs_address
+    host, _, port = current.rpartition(":")
+    other = f"{host}:{int(port) + 1}"
+    with pytest.raises(ValueError, match=f"connected to the Ray cluster at {current}, not {other}"):
+        connect("gc-anything", address=other)
+    with pytest.raises(LookupError, match=f"on the Ray cluster at {current}"):
+        connect("gc-anything", address=current)                  # the same cluster: looked in
