@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
-import select
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 NS = "gc-serve-process"
@@ -38,16 +40,22 @@ class Serve:
     """``groupcoord serve`` in the foreground, as a child process."""
 
     def __init__(self, log_dir) -> None:
+        self.stderr = tempfile.TemporaryFile("w+")    # a file: a full pipe would block serve
         self.process = subprocess.Popen(
             [*CLI, "serve", "--partitions", "2", "--namespace", NS, "--log-dir", str(log_dir),
              "--ready-timeout", "120"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+            stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=cli_env())
         self.lines: list[str] = []
+        # A reader thread: select() on the pipe cannot see lines already in Python's buffer.
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [*map(lines.put, self.process.stdout), lines.put("")],
+                         daemon=True).start()
         deadline = time.monotonic() + READY_S       # a bound, in case serve never says it
         while time.monotonic() < deadline:
-            if not select.select([self.process.stdout], [], [], 1.0)[0]:
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
                 continue
-            line = self.process.stdout.readline()
             if not line:                            # serve exited
                 break
             self.lines.append(line)
@@ -61,11 +69,12 @@ class Serve:
         if signum is not None:
             self.process.send_signal(signum)
         try:
-            out, err = self.process.communicate(timeout=STOP_S)
+            self.process.wait(timeout=STOP_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            out, err = self.process.communicate()
-        return self.process.returncode, "".join(self.lines) + out, err
+            self.process.wait()
+        self.stderr.seek(0)
+        return self.process.returncode, "".join(self.lines), self.stderr.read()
 
 
 def cli(*argv, **env) -> subprocess.CompletedProcess:
