@@ -27,6 +27,7 @@ from ray.experimental import internal_kv
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
+from groupcoord.storage import open_partition_log
 
 from .responses import error_response
 from .runtime import PartitionRuntime
@@ -49,8 +50,7 @@ def partition_dir(log_dir: str, partition: int) -> str:
 
 
 def open_log(directory: str, log_config: Any):
-    from groupcoord.storage import open_partition_log   # imported late: a missing storage
-    return open_partition_log(directory, log_config)     # becomes a load error, not a dead actor
+    return open_partition_log(directory, log_config)
 
 
 def _load_restarts_key(directory: str) -> bytes:
