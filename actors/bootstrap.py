@@ -34,6 +34,8 @@ from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 DEFAULT_NAMESPACE = "groupcoord"
 DEFAULT_LOG_DIR = os.path.join(os.path.expanduser("~"), ".groupcoord", "logs")
 READY_POLL_S = 0.05
+# Partition states no wait can end: load_failed (PartitionRuntime), broken (its actor's init).
+BROKEN_STATES = ("load_failed", "broken")
 
 
 class Deployment(msgspec.Struct, frozen=True):
@@ -60,23 +62,22 @@ class Deployment(msgspec.Struct, frozen=True):
             infos = self.infos()
             if all(i["state"] == "serving" for i in infos):
                 return infos
-            broken = [i for i in infos if i["state"] in ("load_failed", "broken")]
-            if broken:
-                raise RuntimeError(f"cannot serve: {not_serving(broken)}")
+            if any(i["state"] in BROKEN_STATES for i in infos):
+                raise RuntimeError(f"cannot serve: {not_serving(infos, BROKEN_STATES)}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"partitions not serving after {timeout_s}s: "
                                    f"{not_serving(infos)}")
             time.sleep(READY_POLL_S)
 
 
-def not_serving(infos: list[dict]) -> str:
-    """One short line: each partition that is not serving, its state and its last error."""
+def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str:
+    """One short line: each partition not serving (or in one of ``states``), its state and its
+    last error. ``infos`` are every partition's, in partition order."""
     parts = []
-    for info in infos:
-        if info["state"] != "serving":
+    for n, info in enumerate(infos):
+        if info["state"] != "serving" and (states is None or info["state"] in states):
             why = info.get("load_error") or info.get("init_error") or info.get("fatal_error")
-            parts.append(f"partition {info.get('partition', '?')} {info['state']}"
-                         + (f" ({why[:160]})" if why else ""))
+            parts.append(f"partition {n} {info['state']}" + (f" ({why[:160]})" if why else ""))
     return "; ".join(parts)
 
 

@@ -33,8 +33,11 @@ import time
 from collections.abc import Callable, Sequence
 
 import msgspec
+import ray
 
-from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, not_serving, resolve_address
+from . import bootstrap
+from .admin import AdminClient
+from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0
@@ -125,11 +128,8 @@ def _raise_stopped(signum, frame) -> None:
 
 
 def cmd_serve(args, out: Output) -> int:
-    import ray  # noqa: PLC0415 (the CLI's other commands must start fast)
-
-    from .bootstrap import ensure_ray, start, stop  # noqa: PLC0415 (same)
     if args.detach and not ray.is_initialized() and \
-            resolve_address(args.address, embedded=True)[0] == "local":
+            bootstrap.resolve_address(args.address, embedded=True)[0] == "local":
         # An embedded Ray belongs to this process: detached actors would die with it at exit.
         raise ValueError("--detach needs a Ray cluster that outlives this command: start one "
                          "with `ray start --head` and pass --address (or run serve without "
@@ -187,7 +187,6 @@ def cmd_serve(args, out: Output) -> int:
 
 def _connect(args):
     """The deployment, saying on stderr which cluster and namespace were reached."""
-    from .bootstrap import connect  # noqa: PLC0415 (the CLI's other commands must start fast)
     deployment = connect(args.namespace, args.address)
     print(f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
           f"{deployment.namespace!r}, deployment {deployment.cluster_id or '?'}",
@@ -232,14 +231,14 @@ def show_descriptions(out: Output, descriptions) -> None:
 
 
 def cmd_groups(args, out: Output) -> int:
-    from .admin import AdminClient  # noqa: PLC0415 (the CLI's other commands must start fast)
     deployment = _connect(args)
     admin = AdminClient(deployment.router)
     if args.action == "list":
-        broken = [i for i in deployment.infos() if i["state"] in ("load_failed", "broken")]
-        if broken:                         # ListGroups would wait for them until it times out
-            raise RuntimeError(f"cannot list every group: {not_serving(broken)} "
-                               f"(see groupcoord status)")
+        infos = deployment.infos()
+        if any(i["state"] in bootstrap.BROKEN_STATES for i in infos):
+            # ListGroups would wait for them until it times out.
+            broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
+            raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
         groups = asyncio.run(admin.list_groups(args.state or ()))
         out.show("groups", "groups", [msgspec.to_builtins(g) for g in groups],
                  ("group_id", "group_state", "protocol_type"))
