@@ -1,11 +1,20 @@
 """Start or find a groupcoord deployment on Ray.
 
-``start()`` uses the Ray this process is connected to, or the cluster at ``address``, or else
-starts an embedded local Ray. It creates the router (which creates and starts loading every
-partition actor) unless the namespace already has one, so calling it twice is harmless; a second
-call with a different partition count is refused, because it would move every group.
-``connect()`` finds a running deployment by namespace, from the same or another driver.
-``stop()`` closes the partitions cleanly and kills the actors (the logs stay).
+Which Ray (``resolve_address``): the one this process is connected to (an ``address`` naming
+another is an error); else ``address``; else
+``RAY_ADDRESS`` (Ray's own variable, so ``ray status`` and ``ray job submit`` agree with us);
+else ``start()`` runs an embedded local Ray and ``connect()`` auto-detects the cluster on this
+machine — refusing to guess when several run here. ``Deployment.ray_address`` is the GCS
+address that was reached (what other drivers pass as ``--address``), ``ray_source`` how.
+
+``start()`` creates the router (which creates and starts loading every partition actor) unless
+the namespace already has one with the same log root, so calling it twice is harmless. It is
+refused, with one line and before anything is created, when the namespace already runs a
+deployment on another log root, when the log root's ``deployment.json`` (``identity``) records
+another partition count or namespace, or when another live process writes the root's
+partitions. ``connect()`` finds a running deployment by namespace, from the same or another
+driver. ``stop()`` closes the partitions cleanly (flush, locks released) and kills the actors
+(the logs stay).
 """
 
 from __future__ import annotations
@@ -20,12 +29,15 @@ import ray
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
 
+from . import identity
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 from .wire_service import WireConfig
 
 DEFAULT_NAMESPACE = "groupcoord"
 DEFAULT_LOG_DIR = os.path.join(os.path.expanduser("~"), ".groupcoord", "logs")
 READY_POLL_S = 0.05
+# Partition states no wait can end: load_failed (PartitionRuntime), broken (its actor's init).
+BROKEN_STATES = ("load_failed", "broken")
 
 
 class Deployment(msgspec.Struct, frozen=True):
@@ -33,6 +45,9 @@ class Deployment(msgspec.Struct, frozen=True):
     router: Any            # RouterActor handle
     num_partitions: int
     log_dir: str
+    cluster_id: str = ""   # deployment.json's: the same for every start on this log root
+    ray_address: str = ""  # the GCS address of the Ray cluster it runs in
+    ray_source: str = ""   # how that cluster was chosen (see resolve_address)
     kafka: str | None = None      # the Kafka bootstrap listener's host:port, when it has one
 
     def partitions(self) -> list:
@@ -42,27 +57,108 @@ class Deployment(msgspec.Struct, frozen=True):
         return ray.get([h.info.remote() for h in self.partitions()])
 
     def wait_ready(self, timeout_s: float = 60.0) -> list[dict]:
-        """Wait until every partition has loaded its log; returns their ``info()``."""
+        """Wait until every partition has loaded its log; returns their ``info()``. Raises
+        RuntimeError at once for a partition that cannot load, TimeoutError (one line naming
+        the partitions and why) when they are not serving in time."""
         deadline = time.monotonic() + timeout_s
         while True:
             infos = self.infos()
             if all(i["state"] == "serving" for i in infos):
                 return infos
+            if any(i["state"] in BROKEN_STATES for i in infos):
+                raise RuntimeError(f"cannot serve: {not_serving(infos, BROKEN_STATES)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"partitions not serving after {timeout_s}s: {infos}")
+                raise TimeoutError(f"partitions not serving after {timeout_s}s: "
+                                   f"{not_serving(infos)}")
             time.sleep(READY_POLL_S)
 
 
-def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None) -> bool:
-    """Connect to Ray unless connected already; returns True when this call started it."""
+def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str:
+    """One short line: each partition not serving (or in one of ``states``), its state and its
+    last error. ``infos`` are every partition's, in partition order."""
+    parts = []
+    for n, info in enumerate(infos):
+        if info["state"] != "serving" and (states is None or info["state"] in states):
+            why = info.get("load_error") or info.get("init_error") or info.get("fatal_error")
+            parts.append(f"partition {n} {info['state']}" + (f" ({why[:160]})" if why else ""))
+    return "; ".join(parts)
+
+
+def local_ray_clusters() -> set[str]:
+    """GCS addresses of the Ray clusters with a node on this machine (Ray's own process scan,
+    the one its ``auto`` lookup uses)."""
+    from ray._private.services import find_gcs_addresses  # noqa: PLC0415 (private: only here)
+    find_gcs_addresses.cache_clear()
+    return set(find_gcs_addresses())
+
+
+def resolve_address(address: str | None, *, embedded: bool) -> tuple[str, str]:
+    """``(address for ray.init, how it was chosen)`` for a process not yet connected to Ray.
+
+    An explicit address wins; then ``RAY_ADDRESS``; then, with ``embedded``, a new local Ray
+    (never whichever cluster happens to run here); else the one cluster running on this
+    machine (LookupError, naming them, when there are several: the answer would depend on
+    which one Ray picks)."""
+    if address not in (None, "auto"):
+        return address, "--address"
+    from_env = os.environ.get("RAY_ADDRESS")
+    if from_env and from_env != "auto":
+        return from_env, "RAY_ADDRESS"
+    if address is None and embedded:
+        return "local", "embedded"
+    clusters = local_ray_clusters()
+    if len(clusters) > 1:
+        raise LookupError(f"{len(clusters)} Ray clusters run on this machine "
+                          f"({', '.join(sorted(clusters))}): pass --address (groupcoord serve "
+                          f"printed the one to use) or set RAY_ADDRESS")
+    return "auto", "auto-detected"
+
+
+_connected_via = "this process's Ray"      # how ensure_ray chose the cluster, when it did
+
+
+def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None, *,
+               embedded: bool = True) -> str:
+    """Connect to Ray unless connected already (see ``resolve_address``). Returns how the
+    cluster was chosen when this call connected, ``""`` when the process was connected
+    already (so a true value means this call connected and should disconnect)."""
+    global _connected_via
     if ray.is_initialized():
-        return False
-    if address is None:
-        ray.init(namespace=namespace, include_dashboard=False, num_cpus=num_cpus,
-                 log_to_driver=False, configure_logging=False)
+        _check_same_cluster(address)
+        return ""
+    target, source = resolve_address(address, embedded=embedded)
+    _connected_via = source
+    if target == "local":
+        ray.init(address="local", namespace=namespace, include_dashboard=False,
+                 num_cpus=num_cpus, log_to_driver=False, configure_logging=False)
     else:
-        ray.init(address=address, namespace=namespace, log_to_driver=False)
-    return True
+        try:
+            ray.init(address=target, namespace=namespace, log_to_driver=False)
+        except ConnectionError as exc:
+            if os.environ.get("RAY_AUTH_MODE"):
+                raise
+            # Ray turns token authentication on by default, but a driver given an address
+            # (not auto-detected) only uses the token when told to.
+            raise ConnectionError(f"{exc} (if the cluster uses token authentication, Ray's "
+                                  f"default, set RAY_AUTH_MODE=token)") from None
+    return source
+
+
+def _check_same_cluster(address: str | None) -> None:
+    """An explicit address naming another cluster than the one this process is connected to
+    is an error, not silently ignored. Clusters on one machine differ by GCS port; a Ray
+    Client address (``ray://``) names a proxy's port, so it is not compared."""
+    if address in (None, "auto", "local") or address.startswith("ray://"):
+        return
+    current = ray_address()
+    if address.rpartition(":")[2] != current.rpartition(":")[2]:
+        raise ValueError(f"this process is connected to the Ray cluster at {current}, "
+                         f"not {address}")
+
+
+def ray_address() -> str:
+    """The GCS address of the cluster this process is connected to."""
+    return ray.get_runtime_context().gcs_address
 
 
 def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
@@ -106,40 +202,76 @@ def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
     if not isinstance(config, CoordinatorConfig):
         raise ValueError("config must be a CoordinatorConfig")
     log_config = log_config_for(config, log_config)
-    ensure_ray(address, namespace, num_cpus)
+    source = ensure_ray(address, namespace, num_cpus) or _connected_via
     log_dir = os.path.abspath(log_dir)
-    os.makedirs(log_dir, exist_ok=True)
+    running = _running(namespace)
+    if running is None:
+        # Nothing runs in the namespace: this start decides, so check the root before any
+        # actor exists (a disagreeing start must change nothing).
+        claimed = identity.claim(log_dir, num_partitions, namespace)
+        writer = identity.writer_of(log_dir, num_partitions)
+        if writer is not None:
+            raise RuntimeError(f"{writer}: another groupcoord serves {log_dir}; stop it, "
+                               f"connect to its Ray cluster, or use another --log-dir")
+        cluster_id = claimed.cluster_id
+    else:
+        _check_same_deployment(running[1], namespace, num_partitions, log_dir)
+        cluster_id = running[1].get("cluster_id", "")
     router = RouterActor.options(
         name=ROUTER_NAME, namespace=namespace, lifetime="detached", max_restarts=-1,
         max_task_retries=0, get_if_exists=True, num_cpus=0,
-    ).remote(num_partitions, log_dir, namespace, config, log_config, wire)
+    ).remote(num_partitions, log_dir, namespace, config, log_config, cluster_id, wire)
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")
-    if described["num_partitions"] != num_partitions:
-        raise ValueError(f"namespace {namespace!r} already runs {described['num_partitions']} "
-                         f"partitions, not {num_partitions}")
-    kafka = ray.get(router.kafka_address.remote())
-    return Deployment(namespace, router, num_partitions, described["log_dir"], kafka)
-
-
-def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = "auto") -> Deployment:
-    """Find the deployment running in ``namespace``. ``address`` is used only when this process
-    is not connected to Ray yet ("auto": the cluster this machine belongs to)."""
-    ensure_ray(address, namespace)
-    try:
-        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
-    except ValueError:
-        raise LookupError(f"no groupcoord deployment in namespace {namespace!r}") from None
-    described = ray.get(router.describe.remote())
-    return Deployment(namespace, router, described["num_partitions"], described["log_dir"],
+    _check_same_deployment(described, namespace, num_partitions, log_dir)   # a start raced us
+    return Deployment(namespace, router, num_partitions, described["log_dir"],
+                      described.get("cluster_id", ""), ray_address(), source,
                       ray.get(router.kafka_address.remote()))
 
 
-def stop(deployment: Deployment) -> None:
-    """Close every partition (parked requests get NOT_COORDINATOR) and kill the actors."""
+def _running(namespace: str) -> tuple[Any, dict] | None:
+    """The router running in ``namespace`` and its ``describe()``, or None."""
+    try:
+        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
+    except ValueError:
+        return None
+    return router, ray.get(router.describe.remote())
+
+
+def _check_same_deployment(described: dict, namespace: str, num_partitions: int,
+                           log_dir: str) -> None:
+    if os.path.realpath(described["log_dir"]) != os.path.realpath(log_dir):
+        raise ValueError(f"namespace {namespace!r} on this Ray cluster already runs a groupcoord "
+                         f"deployment with logs in {described['log_dir']}: two coordinators "
+                         f"would split its clients; use that --log-dir, another --namespace, "
+                         f"or stop it first")
+    if described["num_partitions"] != num_partitions:
+        raise ValueError(f"namespace {namespace!r} already runs {described['num_partitions']} "
+                         f"partitions, not {num_partitions}: start with --partitions "
+                         f"{described['num_partitions']} (another count would move every group)")
+
+
+def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Deployment:
+    """Find the deployment running in ``namespace``. Unless this process is connected to Ray
+    already, ``address``, else ``RAY_ADDRESS``, else the one Ray cluster running on this
+    machine (see ``resolve_address``)."""
+    source = ensure_ray(address, namespace, embedded=False) or _connected_via
+    running = _running(namespace)
+    if running is None:
+        raise LookupError(f"no groupcoord deployment in namespace {namespace!r} on the Ray "
+                          f"cluster at {ray_address()} ({source})")
+    router, described = running
+    return Deployment(namespace, router, described["num_partitions"], described["log_dir"],
+                      described.get("cluster_id", ""), ray_address(), source,
+                      ray.get(router.kafka_address.remote()))
+
+
+def stop(deployment: Deployment, timeout_s: float | None = None) -> None:
+    """Close every partition (parked requests get NOT_COORDINATOR, the log is flushed and its
+    writer lock released) and kill the actors; ``timeout_s`` bounds the closing."""
     handles = deployment.partitions()
-    ray.get([h.close.remote() for h in handles])
+    ray.get([h.close.remote() for h in handles], timeout=timeout_s)
     for handle in handles:
         ray.kill(handle, no_restart=True)
     ray.kill(deployment.router, no_restart=True)

@@ -2,6 +2,7 @@
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
     groupcoord demo   [--seconds S] [--log-dir DIR]
+    groupcoord status
     groupcoord groups list
     groupcoord groups describe GROUP... [--end-offsets FILE]
     groupcoord groups delete GROUP...
@@ -10,6 +11,13 @@
 Every command prints readable tables, or one JSON document with ``--json``. Offset files are
 JSON objects ``{"topic:partition": offset}``: there is no broker here to ask for log start and
 end offsets, so the caller supplies them.
+
+Which Ray cluster: ``--address``, else ``RAY_ADDRESS``, else ``serve`` starts an embedded one and
+the other commands use the one cluster running on this machine (refusing to guess between
+several). ``serve`` prints the address clients should use; the other commands say on stderr
+which cluster and namespace they reached, so ``--json`` output stays one clean document.
+``serve`` in the foreground stops on SIGINT or SIGTERM: it closes every partition (parked
+requests answered, logs flushed, writer locks released), stops its embedded Ray and exits 0.
 """
 
 from __future__ import annotations
@@ -18,16 +26,21 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 
 import msgspec
+import ray
 
-from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
+from . import bootstrap
+from .admin import AdminClient
+from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
 
-
+# How long a stopping serve waits for the partitions to close before giving up on them.
+STOP_TIMEOUT_S = 30.0
 
 # -- output ------------------------------------------------------------------------------------
 
@@ -91,43 +104,101 @@ def _offsets_file(path: str) -> Callable[[str, int], int]:
 
 # -- serve -------------------------------------------------------------------------------------
 
+PARTITION_COLUMNS = ("partition", "state", "epoch", "groups", "pid", "node", "attempts", "error")
+
+
 def partitions_rows(infos: list[dict]) -> list[dict]:
-    return [{k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid", "node")}
-            | {"node": str(info.get("node", ""))[:12]} for info in infos]
+    return [{k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
+            | {"node": str(info.get("node", ""))[:12], "attempts": info.get("load_attempts"),
+               "error": (info.get("load_error") or info.get("init_error")
+                         or info.get("fatal_error") or "")[:100]} for info in infos]
+
+
+class Stopped(BaseException):
+    """SIGINT or SIGTERM reached ``serve`` (a BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise Stopped(signum)
 
 
 def cmd_serve(args, out: Output) -> int:
-    import ray
-
-    from .bootstrap import start
-    if args.detach and args.address is None and not ray.is_initialized():
+    if args.detach and not ray.is_initialized() and \
+            bootstrap.resolve_address(args.address, embedded=True)[0] == "local":
         # An embedded Ray belongs to this process: detached actors would die with it at exit.
         raise ValueError("--detach needs a Ray cluster that outlives this command: start one "
-                         "with `ray start --head` and pass --address auto (or run serve "
-                         "without --detach, which stays in the foreground)")
-    deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
-                       address=args.address)
-    infos = deployment.wait_ready(args.ready_timeout)
-    out.note(f"groupcoord serving {deployment.num_partitions} partitions in namespace "
-             f"{deployment.namespace!r}, logs in {deployment.log_dir}")
-    out.show("partitions", "partitions", partitions_rows(infos),
-             ("partition", "state", "epoch", "groups", "pid", "node"))
-    out.finish()
-    if args.detach:
-        return 0
+                         "with `ray start --head` and pass --address (or run serve without "
+                         "--detach, which stays in the foreground)")
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    deployment = None
     try:
+        # Ray installs its own SIGTERM handler (it prints a C++ stack and dies) when it
+        # connects: connect first, then put ours in its place.
+        ensure_ray(args.address, args.namespace)
+        for s in previous:
+            signal.signal(s, _raise_stopped)
+        deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
+                           address=args.address)
+        infos = deployment.wait_ready(args.ready_timeout)
+        out.note(f"groupcoord serving {deployment.num_partitions} partitions in namespace "
+                 f"{deployment.namespace!r}, logs in {deployment.log_dir} "
+                 f"(deployment {deployment.cluster_id})")
+        out.note(f"Ray cluster at {deployment.ray_address} ({deployment.ray_source}); clients "
+                 f"use --address {deployment.ray_address} --namespace {deployment.namespace} "
+                 f"(or RAY_ADDRESS={deployment.ray_address})"
+                 + ("; token authentication is on: clients need RAY_AUTH_MODE=token and the "
+                    "token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                    if os.environ.get("RAY_AUTH_MODE") == "token" else ""))
+        out.document.update(ray_address=deployment.ray_address, namespace=deployment.namespace,
+                            cluster_id=deployment.cluster_id, log_dir=deployment.log_dir)
+        out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
+        out.finish()
+        if args.detach:
+            return 0
         while True:                        # stay up: an embedded Ray lives as long as we do
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        return 0
+            signal.pause()
+    except Stopped as stopped:
+        for s in previous:                 # a second signal must not interrupt the close
+            signal.signal(s, signal.SIG_IGN)
+        print(f"groupcoord: {stopped}: closing the partitions", file=sys.stderr, flush=True)
+        status = 0
+        if deployment is not None:
+            try:
+                stop(deployment, timeout_s=STOP_TIMEOUT_S)
+            except Exception as exc:       # Ray went first (a Ctrl-C reaches its processes too)
+                print(f"groupcoord: could not close every partition: {exc!r}".splitlines()[0],
+                      file=sys.stderr, flush=True)
+                status = 1
+        if ray.is_initialized():
+            ray.shutdown()
+        print("groupcoord: stopped", file=sys.stderr, flush=True)
+        return status
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
-# -- groups ------------------------------------------------------------------------------------
+# -- status and groups -------------------------------------------------------------------------
 
-def _admin(args):
-    from .admin import AdminClient
-    from .bootstrap import connect
-    return AdminClient(connect(args.namespace, args.address).router)
+def _connect(args):
+    """The deployment, saying on stderr which cluster and namespace were reached."""
+    deployment = connect(args.namespace, args.address)
+    print(f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
+          f"{deployment.namespace!r}, deployment {deployment.cluster_id or '?'}",
+          file=sys.stderr, flush=True)
+    return deployment
+
+
+def cmd_status(args, out: Output) -> int:
+    infos = _connect(args).infos()
+    out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
+    out.finish()
+    return 0 if all(i["state"] == "serving" for i in infos) else 1
 
 
 def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
@@ -160,8 +231,14 @@ def show_descriptions(out: Output, descriptions) -> None:
 
 
 def cmd_groups(args, out: Output) -> int:
-    admin = _admin(args)
+    deployment = _connect(args)
+    admin = AdminClient(deployment.router)
     if args.action == "list":
+        infos = deployment.infos()
+        if any(i["state"] in bootstrap.BROKEN_STATES for i in infos):
+            # ListGroups would wait for them until it times out.
+            broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
+            raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
         groups = asyncio.run(admin.list_groups(args.state or ()))
         out.show("groups", "groups", [msgspec.to_builtins(g) for g in groups],
                  ("group_id", "group_state", "protocol_type"))
@@ -226,14 +303,13 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="groupcoord", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, address_default):
+    def common(sp, address_help):
         sp.add_argument("--namespace", default=DEFAULT_NAMESPACE)
-        sp.add_argument("--address", default=address_default,
-                        help="Ray address ('auto': this machine's cluster)")
+        sp.add_argument("--address", default=None, help=address_help)
         sp.add_argument("--json", action="store_true", help="one JSON document, no tables")
 
     serve = sub.add_parser("serve", help="start the coordinator and stay up")
-    common(serve, None)
+    common(serve, "Ray cluster (GCS host:port); default RAY_ADDRESS, else an embedded Ray")
     serve.add_argument("--partitions", type=int, default=4)
     serve.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
     serve.add_argument("--detach", action="store_true",
@@ -252,8 +328,13 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("report", add_help=False,
                    help="analytics report from the lake (groupcoord report --help)")
 
+    client_address = ("Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, "
+                      "else the one cluster running on this machine")
+    status = sub.add_parser("status", help="the partitions: state, epoch, load errors")
+    common(status, client_address)
+
     groups = sub.add_parser("groups", help="list, describe, delete groups; reset offsets")
-    common(groups, "auto")
+    common(groups, client_address)
     groups.add_argument("action", choices=("list", "describe", "delete", "reset-offsets"))
     groups.add_argument("groups", nargs="*")
     groups.add_argument("--state", action="append", help="list: only groups in this state")
@@ -280,7 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 len(args.groups) != 1 or (args.to_offset is None and not args.to_earliest
                                           and not args.to_latest)):
             parser().error("groups reset-offsets needs one group and one --to-... option")
-    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups}
+    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups,
+                "status": cmd_status}
     try:
         return commands[args.command](args, out)
     # OSError: an unreadable offsets file, no Ray cluster to connect to (ConnectionError),

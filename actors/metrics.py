@@ -1,8 +1,9 @@
 """Partition metrics through ``ray.util.metrics`` (exported by Ray's metrics agent).
 
 Commits and their latency, appends (one fsync each) and their latency, rebalances by cause,
-groups by state, load time. The runtime calls the small interface below (``committed``,
-``appended``, ``event``, ``loaded``, ``groups``); tests pass their own object or none.
+groups by state, load time, failed load attempts by kind. The runtime calls the small interface
+below (``committed``, ``appended``, ``event``, ``loaded``, ``load_failed``, ``groups``); tests
+pass their own object or none.
 Label values are kept low-cardinality: a rebalance's free-text reason is reduced to a cause.
 """
 
@@ -52,6 +53,9 @@ class RayMetrics:
                                       ("partition", "kind"))
         self.groups_gauge = m.Gauge("groupcoord_groups", "groups by state", ("partition", "state"))
         self.load_seconds = m.Gauge("groupcoord_load_seconds", "last load time", tags)
+        self.load_failures = m.Counter("groupcoord_load_failures",
+                                       "failed load attempts, by kind (locked, corrupt, io)",
+                                       ("partition", "kind"))
 
     @classmethod
     def create(cls) -> "RayMetrics | None":
@@ -82,6 +86,9 @@ class RayMetrics:
 
     def loaded(self, partition: int, seconds: float) -> None:
         self.load_seconds.set(seconds, {"partition": str(partition)})
+
+    def load_failed(self, partition: int, kind: str) -> None:
+        self.load_failures.inc(1, {"partition": str(partition), "kind": kind})
 
     def groups(self, partition: int, counts: dict[str, int]) -> None:
         for state in GROUP_STATES:

@@ -7,6 +7,12 @@ join would run twice; the client retries with Kafka's rules instead). A restart 
 COORDINATOR_LOAD_IN_PROGRESS until it is done. ``__init__`` itself never raises (an exception
 there would kill the actor for good): whatever goes wrong is reported by ``info()`` and every
 request is answered COORDINATOR_NOT_AVAILABLE.
+
+A load that fails in a way a fresh process may fix (``PartitionRuntime``'s ``io`` kind) makes
+the actor exit so that Ray restarts it, at most ``MAX_LOAD_RESTARTS`` times in a row: the count
+lives in Ray's GCS key-value store (it must outlive the process) and is reset by a successful
+load. Past it the actor stays up in state ``load_failed`` — a crash loop stops where ``info()``,
+``groupcoord status`` and the logs show it, instead of spinning silently.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import os
 from typing import Any
 
 import ray
+from ray.experimental import internal_kv
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
+from groupcoord.storage import open_partition_log
 
 from .responses import error_response
 from .runtime import PartitionRuntime
@@ -30,6 +38,8 @@ log = logging.getLogger("groupcoord.partition")
 GROUP_GAUGE_INTERVAL_S = 5.0
 # Time for replies already resolved (NOT_COORDINATOR) to leave the process before it exits.
 FATAL_EXIT_DELAY_S = 0.2
+MAX_LOAD_RESTARTS = 3
+_KV_NAMESPACE = "groupcoord"
 
 
 def partition_actor_name(partition: int) -> str:
@@ -41,8 +51,22 @@ def partition_dir(log_dir: str, partition: int) -> str:
 
 
 def open_log(directory: str, log_config: Any):
-    from groupcoord.storage import open_partition_log  # imported late: a missing storage
-    return open_partition_log(directory, log_config)     # becomes a load error, not a dead actor
+    return open_partition_log(directory, log_config)
+
+
+def _load_restarts_key(directory: str) -> bytes:
+    return f"load-restarts:{directory}".encode()     # one log directory, one partition
+
+
+def load_restarts(directory: str) -> int:
+    """Restarts in a row the partition of ``directory`` took because its load failed."""
+    value = internal_kv._internal_kv_get(_load_restarts_key(directory), namespace=_KV_NAMESPACE)
+    return int(value or 0)
+
+
+def set_load_restarts(directory: str, count: int) -> None:
+    internal_kv._internal_kv_put(_load_restarts_key(directory), str(count).encode(),
+                                 overwrite=True, namespace=_KV_NAMESPACE)
 
 
 def _exit_for_restart(exc: BaseException) -> None:
@@ -61,14 +85,16 @@ class PartitionActor:
         self._runtime: PartitionRuntime | None = None
         self._wire: PartitionListener | None = None
         self._init_error: str | None = None
+        self._partition = partition
+        self.load_restarts: int | None = None     # read when a load fails
         try:
             from .metrics import RayMetrics
-            directory = partition_dir(log_dir, partition)
+            directory = self._directory = partition_dir(log_dir, partition)
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(
                 partition, num_partitions, config,
                 open_log=lambda: open_log(directory, log_config),
-                metrics=self._metrics, on_fatal=_exit_for_restart)
+                metrics=self._metrics, on_fatal=self._on_fatal, on_loaded=self._on_loaded)
             self._runtime.start()
             if wire is not None:
                 self._wire = PartitionListener(partition, num_partitions, wire, self._runtime,
@@ -87,6 +113,28 @@ class PartitionActor:
             log.critical("partition %d: Kafka listener cannot start: %r",
                          self._runtime.partition, exc)
             self._init_error = f"Kafka listener: {exc!r}"
+
+    def _on_fatal(self, exc: BaseException) -> None:
+        if self._runtime.state == "load_failed":
+            try:
+                self.load_restarts = load_restarts(self._directory)
+                if self.load_restarts >= MAX_LOAD_RESTARTS:
+                    log.critical("partition %d: %d restarts in a row could not load it either; "
+                                 "staying up as load_failed: fix the cause, then restart the "
+                                 "deployment", self._partition, self.load_restarts)
+                    return
+                set_load_restarts(self._directory, self.load_restarts + 1)
+            except Exception as kv_error:         # cannot count: do not risk a silent loop
+                log.critical("partition %d: cannot count load restarts (%r); staying up as "
+                             "load_failed", self._partition, kv_error)
+                return
+        _exit_for_restart(exc)
+
+    def _on_loaded(self) -> None:
+        try:
+            set_load_restarts(self._directory, 0)
+        except Exception as exc:                  # only the crash-loop bound is affected
+            log.warning("partition %d: cannot reset load restarts: %r", self._partition, exc)
 
     async def _report_groups(self) -> None:
         while True:
@@ -108,7 +156,7 @@ class PartitionActor:
 
     async def info(self) -> dict:
         base = {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                "init_error": self._init_error}
+                "init_error": self._init_error, "load_restarts": self.load_restarts}
         if self._runtime is None:
             return {**base, "state": "broken", "epoch": -1}
         node = self._wire.node if self._wire is not None else None

@@ -84,13 +84,14 @@ def merge_list_groups(responses: list) -> ListGroupsResponse:
 class RouterActor:
     """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
     ``list_groups(states)``, ``describe()``, ``ping()``; the topic catalog: ``topics()``,
-    ``create_topic``, ``alter_topic``, ``delete_topic``, ``change_topics``; for the Kafka listeners:
-    ``exchange(partition, node)`` and ``kafka_address()``."""
+    ``create_topic``, ``alter_topic``, ``delete_topic``, ``change_topics``; for the Kafka
+    listeners: ``exchange(partition, node)`` and ``kafka_address()``."""
 
     def __init__(self, num_partitions: int, log_dir: str, namespace: str,
-                 config: CoordinatorConfig, log_config: Any = None,
+                 config: CoordinatorConfig, log_config: Any = None, cluster_id: str = "",
                  wire: WireConfig | None = None) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
+        self.cluster_id = cluster_id
         self.init_error: str | None = None
         self._nodes: dict = {}                   # partition -> its listener's Node
         self._bootstrap: BootstrapListener | None = None
@@ -132,7 +133,7 @@ class RouterActor:
     async def describe(self) -> dict:
         return {"num_partitions": self._runtime.num_partitions if self._runtime else 0,
                 "log_dir": self.log_dir, "namespace": self.namespace, "config": self.config,
-                "init_error": self.init_error}
+                "cluster_id": self.cluster_id, "init_error": self.init_error}
 
     async def ping(self) -> None:
         return None

@@ -7,8 +7,19 @@ The Shard decides; this class does the I/O around it, on one event loop:
 * **Load in the background.** ``start()`` opens the partition's log and replays it into a fresh
   Shard in the I/O thread. Until that finishes, requests go to an empty Shard that is still
   loading, so they get Kafka's load-time answers (spec §2.2): COORDINATOR_LOAD_IN_PROGRESS, NONE
-  for a heartbeat, REBALANCE_IN_PROGRESS for a sync. A failed load is retried with backoff; the
-  runtime never raises out of ``start()`` (a Ray actor whose ``__init__`` raises is dead for good).
+  for a heartbeat, REBALANCE_IN_PROGRESS for a sync. The runtime never raises out of ``start()``
+  (a Ray actor whose ``__init__`` raises is dead for good).
+* **A failed load says so.** The log object of a failed attempt is closed (its lock released)
+  and the next attempt opens a fresh one. What happens next depends on why it failed
+  (``load_failure_kind``): a writer lock held by another live process is waited out (retried
+  with backoff, still answering COORDINATOR_LOAD_IN_PROGRESS: there is hope); damage
+  (``CorruptLogError``) cannot be fixed by retrying, so the partition stops in state
+  ``load_failed``; anything else (an OSError, a failed log) is retried
+  ``LOAD_ATTEMPTS_PER_PROCESS`` times, then the partition stops in ``load_failed`` and calls
+  ``on_fatal``, because a fresh process (Ray's restart, maybe on another node) may succeed. In
+  ``load_failed`` every request gets COORDINATOR_NOT_AVAILABLE (no load is in progress, so
+  LOAD_IN_PROGRESS would promise one); ``info()`` carries the error, its kind and the attempts,
+  the log says it at CRITICAL and the metrics count it.
 * **Group commit.** ``handle`` runs the Shard synchronously (it is fast and does no I/O) and
   queues the Step's records. One flusher task hands everything queued since its last append to
   the log in one ``append`` call (one fsync), in the single I/O thread, so concurrent requests
@@ -44,12 +55,27 @@ from typing import Any
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
 from groupcoord.coordinator.messages import OffsetCommitRequest, validate
+from groupcoord.storage import CorruptLogError, LogLockedError
 
 from .responses import error_response
 
 log = logging.getLogger("groupcoord.partition")
 
 LOAD_RETRY_MAX_S = 5.0
+# Load attempts that failed for a reason other than a held lock or damage, before this process
+# gives up and hands over to ``on_fatal`` (a fresh process may succeed where this one cannot).
+LOAD_ATTEMPTS_PER_PROCESS = 3
+
+
+def load_failure_kind(exc: BaseException) -> str:
+    """Why a load failed: ``locked`` (another live process writes the log: wait for it),
+    ``corrupt`` (acknowledged data cannot be read: retrying cannot help) or ``io`` (anything
+    else: an OSError, a failed log; a fresh process may succeed)."""
+    if isinstance(exc, LogLockedError):
+        return "locked"
+    if isinstance(exc, CorruptLogError):
+        return "corrupt"
+    return "io"
 
 
 def wall_clock_ms() -> int:
@@ -68,7 +94,8 @@ class PartitionRuntime:
     def __init__(self, partition: int, num_partitions: int, config: CoordinatorConfig,
                  open_log: Callable[[], Any], *, clock_ms: Callable[[], int] = wall_clock_ms,
                  ids: Callable[[], str] | None = None, metrics: Any = None,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 on_fatal: Callable[[BaseException], None] | None = None,
+                 on_loaded: Callable[[], None] | None = None) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
         self.config = config
@@ -77,11 +104,15 @@ class PartitionRuntime:
         self._ids = ids
         self._metrics = metrics
         self._on_fatal = on_fatal or (lambda exc: None)
+        self._on_loaded = on_loaded or (lambda: None)
         self.epoch = -1
-        self.state = "loading"                    # loading | serving | failed | closed
+        # loading | serving | load_failed | failed | closed
+        self.state = "loading"
         self.load_summary: Any = None
         self.load_seconds: float | None = None
-        self.load_error: str | None = None
+        self.load_error: str | None = None        # the last failed attempt's, one line
+        self.load_failure: str | None = None      # its load_failure_kind
+        self.load_attempts = 0
         self.fatal_error: str | None = None
         self._shard = Shard(partition, num_partitions, config)   # answers while loading
         self._log: Any = None
@@ -142,14 +173,28 @@ class PartitionRuntime:
     async def _load_forever(self) -> None:
         loop = asyncio.get_running_loop()
         backoff_s = 0.1
+        io_failures = 0
         while self.state == "loading":
             started = time.perf_counter()
+            self.load_attempts += 1
             try:
                 shard, summary = await loop.run_in_executor(self._io, self._load_blocking)
-            except Exception as exc:              # a damaged log, a held lock: retry, stay up
-                log.error("partition %d: load failed (%r); retrying in %.1fs",
-                          self.partition, exc, backoff_s)
-                self.load_error = repr(exc)
+            except Exception as exc:
+                # Never retry on the same object: a failed open or load can leave it half-made.
+                await loop.run_in_executor(self._io, self._discard_log)
+                if self.state != "loading":       # closed meanwhile
+                    return
+                kind = self._load_failed(exc)
+                io_failures += kind == "io"
+                if kind == "corrupt" or io_failures >= LOAD_ATTEMPTS_PER_PROCESS:
+                    self.state = "load_failed"
+                    log.critical("partition %d: cannot load (%s, %d attempts): %s",
+                                 self.partition, kind, self.load_attempts, self.load_error)
+                    if kind != "corrupt":         # a fresh process may succeed
+                        self._on_fatal(exc)
+                    return
+                log.error("partition %d: load attempt %d failed (%s): %s; retrying in %.1fs",
+                          self.partition, self.load_attempts, kind, self.load_error, backoff_s)
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, LOAD_RETRY_MAX_S)
                 continue
@@ -164,6 +209,24 @@ class PartitionRuntime:
                      self.partition, self.epoch, len(shard.groups()), self.load_seconds)
             if self._metrics is not None:
                 self._metrics.loaded(self.partition, self.load_seconds)
+            self._on_loaded()
+
+    def _load_failed(self, exc: BaseException) -> str:
+        """Record a failed load attempt (info, metrics); returns its kind."""
+        kind = load_failure_kind(exc)
+        self.load_failure = kind
+        self.load_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        if self._metrics is not None:
+            self._metrics.load_failed(self.partition, kind)
+        return kind
+
+    def _discard_log(self) -> None:
+        log_, self._log = self._log, None
+        if log_ is not None:
+            try:
+                log_.close()
+            except Exception as exc:              # already failed: the next open starts clean
+                log.warning("partition %d: closing the failed log: %r", self.partition, exc)
 
     def _load_blocking(self):
         if self._log is None:
@@ -179,6 +242,8 @@ class PartitionRuntime:
         request = validate(request)               # ValueError for anything ill-typed
         if self.state in ("closed", "failed"):
             return error_response(request, Errors.NOT_COORDINATOR)
+        if self.state == "load_failed":           # no load in progress: nothing to wait for
+            return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
         started = time.perf_counter()
         request_id = next(self._request_ids)
         future = asyncio.get_running_loop().create_future()
@@ -315,7 +380,8 @@ class PartitionRuntime:
             "parked_requests": self._shard.parked_requests,
             "durable_records": self._durable_total, "queued_records": len(self._queued),
             "appends": self.appends, "load_seconds": self.load_seconds,
-            "load_error": self.load_error, "fatal_error": self.fatal_error,
+            "load_error": self.load_error, "load_failure": self.load_failure,
+            "load_attempts": self.load_attempts, "fatal_error": self.fatal_error,
             "load_summary": repr(self.load_summary) if self.load_summary is not None else None,
         }
 

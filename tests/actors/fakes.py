@@ -18,12 +18,15 @@ class MemoryLog:
         self.load_gate = threading.Event()
         self.load_gate.set()
         self.fail_appends: BaseException | None = None
+        self.fail_load: BaseException | None = None
         self.appends: list[int] = []          # batch sizes, one per append (= one fsync)
         self.snapshots = 0
         self.closed = False
 
     def load_into(self, shard, progress=None):
         self.load_gate.wait(10)
+        if self.fail_load is not None:
+            raise self.fail_load
         for record in self.store:
             shard.replay(record)
         return {"records": len(self.store)}
