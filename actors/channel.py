@@ -40,8 +40,15 @@ class CoordinatorUnavailable(RuntimeError):
 
 
 class CoordinatorChannel:
-    def __init__(self, router, group_id: str, *, retry_backoff_ms: int = 50,
-                 retry_backoff_max_ms: int = 1_000, timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        router,
+        group_id: str,
+        *,
+        retry_backoff_ms: int = 50,
+        retry_backoff_max_ms: int = 1_000,
+        timeout_ms: int = 60_000,
+    ) -> None:
         if retry_backoff_ms < 1 or retry_backoff_max_ms < retry_backoff_ms or timeout_ms < 1:
             raise ValueError("need 1 <= retry_backoff_ms <= retry_backoff_max_ms, timeout_ms >= 1")
         self.router = router
@@ -51,7 +58,7 @@ class CoordinatorChannel:
         self.timeout_ms = timeout_ms
         self.partition: int | None = None
         self._handle = None
-        self.discoveries = 0           # how often the coordinator was (re)discovered
+        self.discoveries = 0  # how often the coordinator was (re)discovered
         self.retries = 0
 
     async def _coordinator(self):
@@ -63,8 +70,9 @@ class CoordinatorChannel:
     def forget(self) -> None:
         self._handle = None
 
-    async def call(self, request, *, attempt_timeout_s: float | None = None,
-                   timeout_ms: int | None = None) -> Any:
+    async def call(
+        self, request, *, attempt_timeout_s: float | None = None, timeout_ms: int | None = None
+    ) -> Any:
         """Send ``request`` to the group's coordinator until it gives a final answer; raise
         ``CoordinatorUnavailable`` if none came by the deadline (``timeout_ms``, default the
         channel's)."""
@@ -92,7 +100,8 @@ class CoordinatorChannel:
                     self.forget()
             if loop.time() + backoff_s >= deadline:
                 raise CoordinatorUnavailable(
-                    f"group {self.group_id!r}: no coordinator answered in time (last: {last!r})")
+                    f"group {self.group_id!r}: no coordinator answered in time (last: {last!r})"
+                )
             self.retries += 1
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.retry_backoff_max_ms / 1000)

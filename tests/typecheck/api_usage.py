@@ -36,9 +36,18 @@ from groupcoord.storage import LogConfig, PartitionLog, open_partition_log, read
 def core_shard() -> list[object]:
     shard = Shard(partition=0, num_partitions=1, config=CoordinatorConfig())
     shard.on_loaded(now_ms=0)
-    step: Step = shard.handle(0, "req-1", JoinGroupRequest(
-        "orders", "", "consumer", [JoinGroupRequestProtocol("range", b"")],
-        session_timeout_ms=10_000, rebalance_timeout_ms=30_000))
+    step: Step = shard.handle(
+        0,
+        "req-1",
+        JoinGroupRequest(
+            "orders",
+            "",
+            "consumer",
+            [JoinGroupRequestProtocol("range", b"")],
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=30_000,
+        ),
+    )
     commit = OffsetCommitRequest("orders", -1, "", [OffsetCommitRequestPartition("events", 0, 42)])
     fetch = OffsetFetchRequest("orders", [TopicPartition("events", 0)])
     replies = [response for _, response in step.replies]
@@ -61,10 +70,15 @@ def storage_log(directory: str) -> int:
 
 async def consumer() -> None:
     deployment = connect("groupcoord")
-    member = GroupMember(deployment.router, "my-group", ["events"],
-                         topic_partitions={"events": 8},
-                         assignors=("cooperative-sticky", "range"),
-                         group_instance_id=None, listener=RebalanceListener())
+    member = GroupMember(
+        deployment.router,
+        "my-group",
+        ["events"],
+        topic_partitions={"events": 8},
+        assignors=("cooperative-sticky", "range"),
+        group_instance_id=None,
+        listener=RebalanceListener(),
+    )
     member.start()
     partitions = await member.wait_assigned(timeout_s=30)
     await member.commit({("events", p): 42 for _, p in partitions})
@@ -87,8 +101,9 @@ async def operator() -> list[GroupDescription]:
 
 def blocking_consumer() -> None:
     deployment = connect("groupcoord")
-    member = SyncGroupMember(deployment.router, "my-group", ["events"],
-                             topic_partitions=lambda topic: 8)
+    member = SyncGroupMember(
+        deployment.router, "my-group", ["events"], topic_partitions=lambda topic: 8
+    )
     for topic, partition in member.wait_assigned(timeout_s=30):
         member.commit({(topic, partition): 1})
     member.close()
