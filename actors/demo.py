@@ -15,8 +15,8 @@ import time
 import msgspec
 import ray
 
-from .client import CommitFailedError, GroupMember, GroupMemberError
 from .channel import CoordinatorUnavailable
+from .client import CommitFailedError, GroupMember, GroupMemberError
 
 MAX_DEMO_MEMBERS = 64
 

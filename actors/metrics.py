@@ -73,7 +73,7 @@ class RayMetrics:
         )
 
     @classmethod
-    def create(cls) -> "RayMetrics | None":
+    def create(cls) -> RayMetrics | None:
         try:
             return cls()
         except Exception as exc:  # metrics must never keep a partition from starting

@@ -28,7 +28,7 @@ import platform
 import sys
 import time
 import tracemalloc
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator import (
     CoordinatorConfig,
@@ -393,7 +393,7 @@ def main() -> None:
         print(f"{name:34} {value_text} {unit:6} {ratio_text}  {goal}")
 
     result = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {sys.version.split()[0]}",
         "quick": args.quick,
         "timer_churn": {

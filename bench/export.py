@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 from groupcoord.spark_export import lake
@@ -155,7 +155,7 @@ def main() -> None:
         json.dump(
             {
                 "benchmark": "export",
-                "when": datetime.now(timezone.utc).isoformat(),
+                "when": datetime.now(UTC).isoformat(),
                 "machine": {
                     "python": sys.version.split()[0],
                     "platform": platform.platform(),

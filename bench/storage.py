@@ -27,7 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator import Shard
 from groupcoord.coordinator.records import (
@@ -366,7 +366,7 @@ def main() -> None:
             f"{replay['memory_records_per_s']:,.0f} rec/s; ratio {replay['ratio']:.2f}"
         )
         result = {
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
             "quick": args.quick,
             "append": append_rows,

@@ -88,6 +88,6 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         # Kafka does not check min <= max; nor do we (every join then fails INVALID_SESSION_TIMEOUT).
 
     @classmethod
-    def from_retention_minutes(cls, minutes: int, **kwargs) -> "CoordinatorConfig":
+    def from_retention_minutes(cls, minutes: int, **kwargs) -> CoordinatorConfig:
         """Kafka's ``offsets.retention.minutes``, widened to 64-bit milliseconds (no overflow)."""
         return cls(offsets_retention_ms=minutes * 60 * 1000, **kwargs)

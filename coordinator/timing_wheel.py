@@ -34,8 +34,9 @@ live in a side dict only when not None.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from heapq import heappop, heappush
-from typing import Any, Hashable
+from typing import Any
 
 WHEEL_SIZE_BITS = 6
 WHEEL_SIZE = 1 << WHEEL_SIZE_BITS  # slots per level

@@ -24,7 +24,7 @@ keeps every segment some table still needs.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 
@@ -103,8 +103,9 @@ def export(
 
 def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
     """One round; True when some partition has more to read (or a commit raced)."""
-    from groupcoord.storage import log_start_offset
     from pyspark.sql import functions as F
+
+    from groupcoord.storage import log_start_offset
 
     # A table not yet created stays a path until its first commit creates it with rows.
     tables = {name: lake.table_or_path(lake_dir, name) for name in TABLES}

@@ -95,7 +95,7 @@ class GroupcoordLogSource(DataSource):
     def schema(self):
         return schema.spark_schema(schema.SOURCE_SCHEMA)
 
-    def reader(self, schema) -> "LogReader":
+    def reader(self, schema) -> LogReader:
         return LogReader(self.options.get("splits", "[]"))
 
 

@@ -30,7 +30,6 @@ from .config import (
 from .durable_end import DURABLE_END_FILE, durable_end_offset, read_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition
 from .partition_log import PartitionLog, open_partition_log
-from .skips import SKIPS_FILE, read_skipped_ranges
 from .segments import (
     LogEntry,
     SegmentInfo,
@@ -39,6 +38,7 @@ from .segments import (
     log_start_offset,
     read_log,
 )
+from .skips import SKIPS_FILE, read_skipped_ranges
 from .watermark import WATERMARK_FILE, read_export_watermark, write_export_watermark
 
 

@@ -3,8 +3,7 @@
 import gc
 
 from groupcoord.coordinator import Shard
-from groupcoord.storage import LoadProgress, LogConfig, load, open_partition_log
-from groupcoord.storage import loader
+from groupcoord.storage import LoadProgress, LogConfig, load, loader, open_partition_log
 
 from .helpers import records_between, state_of
 

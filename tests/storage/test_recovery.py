@@ -27,7 +27,6 @@ from groupcoord.storage import (
     open_partition_log,
     read_log,
 )
-
 from groupcoord.storage.segments import read_segment_bytes, scan_segment
 from groupcoord.storage.snapshot import list_snapshots
 

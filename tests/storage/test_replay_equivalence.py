@@ -10,7 +10,6 @@ import pytest
 
 from groupcoord.coordinator import Shard
 from groupcoord.storage import LogConfig, load, open_partition_log
-
 from tests.core.harness import GROUP, Harness, replayed_shard
 from tests.core.simulation import Simulation
 

@@ -20,8 +20,8 @@ from groupcoord.storage import (
     load,
     log_start_offset,
     open_partition_log,
-    read_log,
     read_export_watermark,
+    read_log,
     write_export_watermark,
 )
 from groupcoord.storage.snapshot import SnapValue, list_snapshots, read_snapshot
