@@ -38,50 +38,13 @@ import ray
 from . import bootstrap
 from .admin import AdminClient
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
+from .demo_run import run_demo
+from .output import Output, show_descriptions
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0
 
 # -- output ------------------------------------------------------------------------------------
-
-
-def table(title: str, rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """A plain-text table; every value shown with ``str``."""
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    line = "  ".join("-" * w for w in widths)
-    out = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths)), line]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    if not rows:
-        out.append("(none)")
-    return "\n".join(out)
-
-
-class Output:
-    """Collects tables; prints them as text as they come, or as one JSON document at the end."""
-
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-        self.document: dict = {}
-
-    def show(self, key: str, title: str, rows: list[dict], columns: Sequence[str]) -> None:
-        self.document[key] = rows
-        if not self.as_json:
-            print(table(title, rows, columns), end="\n\n", flush=True)
-
-    def note(self, text: str) -> None:
-        self.document.setdefault("notes", []).append(text)
-        if not self.as_json:
-            print(text, flush=True)
-
-    def show_text(self, key: str, text: str) -> None:
-        self.document[key] = text
-        if not self.as_json:
-            print(text, end="\n\n", flush=True)
-
-    def finish(self) -> None:
-        if self.as_json:
-            print(json.dumps(msgspec.to_builtins(self.document), indent=2, default=str))
 
 
 def _offsets_file(path: str) -> Callable[[str, int], int]:
@@ -234,66 +197,6 @@ def cmd_status(args, out: Output) -> int:
     return 0 if all(i["state"] == "serving" for i in infos) else 1
 
 
-def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
-    groups, members, offsets = [], [], []
-    for d in descriptions:
-        groups.append(
-            {
-                "group": d.group_id,
-                "state": d.state,
-                "protocol": d.protocol,
-                "generation": d.generation_id,
-                "members": len(d.members),
-                "leader": d.leader[:24],
-            }
-        )
-        for m in d.members:
-            members.append(
-                {
-                    "group": d.group_id,
-                    "member": m.member_id[:40],
-                    "instance": m.group_instance_id or "",
-                    "client": m.client_id,
-                    "partitions": ",".join(f"{t}-{p}" for t, p in m.assignment),
-                }
-            )
-        for o in d.offsets:
-            offsets.append(
-                {
-                    "group": d.group_id,
-                    "topic": o.topic,
-                    "partition": o.partition,
-                    "committed": o.committed_offset,
-                    "end": "" if o.end_offset is None else o.end_offset,
-                    "lag": "" if o.lag is None else o.lag,
-                    "owner": (o.owner or "")[:40],
-                }
-            )
-    return groups, members, offsets
-
-
-def show_descriptions(out: Output, descriptions) -> None:
-    groups, members, offsets = describe_rows(descriptions)
-    out.show(
-        "groups",
-        "groups",
-        groups,
-        ("group", "state", "protocol", "generation", "members", "leader"),
-    )
-    out.show(
-        "members",
-        "members and assignments",
-        members,
-        ("group", "member", "instance", "client", "partitions"),
-    )
-    out.show(
-        "offsets",
-        "committed offsets",
-        offsets,
-        ("group", "topic", "partition", "committed", "end", "lag", "owner"),
-    )
-
-
 def cmd_groups(args, out: Output) -> int:
     deployment = _connect(args)
     admin = AdminClient(deployment.router)
@@ -353,7 +256,8 @@ def demo_lake_report(work_dir: str, log_dir: str, topic, out: Output) -> None:
     """The demo's last act: export the partition logs into a Delta lake with Spark and print a
     short analytics report, judging the consumers against the synthetic topic's end offsets."""
     try:
-        from groupcoord.spark_export.report import export_and_report
+        # Lazy: the [spark] extra is optional, and PySpark takes seconds to import.
+        from groupcoord.spark_export.report import export_and_report  # noqa: PLC0415
     except ImportError as exc:  # installed without the [spark] extra
         out.note(f"lake export skipped: {exc} (pip install 'groupcoord[spark]')")
         return
@@ -372,8 +276,6 @@ def demo_lake_report(work_dir: str, log_dir: str, topic, out: Output) -> None:
 
 
 def cmd_demo(args, out: Output) -> int:
-    from .demo_run import run_demo
-
     work_dir = tempfile.mkdtemp(prefix="groupcoord-demo-")
     log_dir = args.log_dir or os.path.join(work_dir, "logs")
     topic = run_demo(log_dir, args.seconds, out)
@@ -446,7 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("export", "report"):
         # The lake commands belong to spark_export, which has its own options and parser.
-        from groupcoord.spark_export import cli as lake_cli
+        # Lazy: it loads PySpark, which the other commands do not need.
+        from groupcoord.spark_export import cli as lake_cli  # noqa: PLC0415
 
         return (lake_cli.export_main if argv[0] == "export" else lake_cli.report_main)(argv[1:])
     args = parser().parse_args(argv)

@@ -22,6 +22,7 @@ from groupcoord.coordinator import CoordinatorConfig, partition_for
 from .admin import AdminClient
 from .bootstrap import ensure_ray, start, stop
 from .demo import DemoConsumer, SyntheticTopic
+from .output import show_descriptions
 
 DEMO_NAMESPACE = "groupcoord-demo"
 DEMO_GROUPS = (("demo-orders", 3, "cooperative-sticky"), ("demo-audit", 2, "range"))
@@ -47,7 +48,7 @@ def _all_stable(consumers, group: str | None = None) -> bool:
     picked = [(g, c) for g, c in consumers if group in (None, g)]
     statuses = _statuses(picked)
     by_group: dict[str, set] = {}
-    for (g, _), s in zip(picked, statuses):
+    for (g, _), s in zip(picked, statuses, strict=True):
         if not s["stable"]:
             return False
         by_group.setdefault(g, set()).add(s["generation"])
@@ -151,8 +152,6 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     out.note(f"[4/4] consuming for {seconds:.0f}s more, then stopping the consumers")
     time.sleep(seconds)
     _show_members(out, consumers, "consumers", "consumers")
-    from .cli import show_descriptions
-
     show_descriptions(
         out,
         asyncio.run(
@@ -172,7 +171,7 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
 
 def _show_members(out, consumers, key: str, title: str) -> None:
     rows = []
-    for (group, _), s in zip(consumers, _statuses(consumers)):
+    for (group, _), s in zip(consumers, _statuses(consumers), strict=True):
         rows.append(
             {
                 "group": group,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from groupcoord.actors import SyncGroupMember, connect, stop
-from groupcoord.actors.cli import main, table
+from groupcoord.actors.cli import main
+from groupcoord.actors.output import table
 
 NS = "gc-cli"
 
@@ -108,10 +112,6 @@ def test_connect_unknown_namespace_is_a_clear_error(ray_session, capsys):
 def test_detach_without_a_lasting_cluster_is_refused(tmp_path):
     # In a fresh process with no Ray: the embedded Ray would die with the command, and the
     # "detached" coordinator with it, so serve refuses before starting anything.
-    import os
-    import subprocess
-    import sys
-
     result = subprocess.run(
         [
             sys.executable,
