@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from ray.util import metrics as m
+
 log = logging.getLogger("groupcoord.metrics")
 
 # substring of the Shard's rebalance reason -> cause label
@@ -40,8 +42,6 @@ def rebalance_cause(detail: str) -> str:
 
 class RayMetrics:
     def __init__(self) -> None:
-        from ray.util import metrics as m
-
         tags = ("partition",)
         self.commits = m.Counter("groupcoord_commits", "OffsetCommit requests answered", tags)
         self.committed_offsets = m.Counter(

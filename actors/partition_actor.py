@@ -29,6 +29,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
 from groupcoord.storage import open_partition_log
 
+from .metrics import RayMetrics
 from .responses import error_response
 from .runtime import PartitionRuntime
 from .wire_service import PartitionListener, WireConfig
@@ -96,8 +97,6 @@ class PartitionActor:
         self._partition = partition
         self.load_restarts: int | None = None  # read when a load fails
         try:
-            from .metrics import RayMetrics
-
             directory = self._directory = partition_dir(log_dir, partition)
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(

@@ -37,6 +37,7 @@ from groupcoord.coordinator import (
     partition_for,
 )
 from groupcoord.coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.storage import LogConfig, open_partition_log
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "actors.json")
 CONFIG = CoordinatorConfig(group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=300)
@@ -70,11 +71,11 @@ def bench_commits(deployment, clients: int, seconds: float) -> list[dict]:
     for partitions in (1, 100):
         request = commit_request("bench-commits", partitions, 1)
 
-        async def commit():
+        async def commit(request=request):
             response = await handle.handle.remote(request)
             assert response.partitions[0].error == 0, response
 
-        async def noop():
+        async def noop(request=request):
             await handle.ping.remote(request)
 
         asyncio.run(_rate(noop, clients, 1.0))  # warm up
@@ -138,8 +139,6 @@ async def _rebalance(router, handle, members: int) -> dict:
 def _populate(
     log_dir: str, partition: int, num_partitions: int, groups: int, offsets_per_group: int
 ) -> None:
-    from groupcoord.storage import LogConfig, open_partition_log
-
     ids, n = [], 0
     while len(ids) < groups:  # group ids that hash to this partition
         if partition_for(f"g{n}", num_partitions) == partition:
@@ -242,10 +241,10 @@ def _print(title: str, rows: list[dict]) -> None:
     columns = list(rows[0])
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
     print(f"\n{title}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for r in rows:
-        print("  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths)))
+        print("  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def commit(group: int, topic: int, partition: int, offset: int) -> Record:
     )
 
 
-# -- append ------------------------------------------------------------------------------------------
+# -- append --------------------------------------------------------------------------------------
 
 
 def bench_append(
@@ -130,7 +130,7 @@ def bench_owner_checks(workdir: str, calls: int = 20_000) -> dict:
     }
 
 
-# -- load --------------------------------------------------------------------------------------------
+# -- load ----------------------------------------------------------------------------------------
 
 
 def build_partition(
@@ -351,23 +351,28 @@ def main() -> None:
         for history in (1, 10):
             b, lo = builds[history], loads[history]
             print(
-                f"{history:>7}x {b['records']:>12,} {b['disk_bytes'] / 1e6:>8.1f} {lo['load_s']:>7.3f} "
+                f"{history:>7}x {b['records']:>12,} {b['disk_bytes'] / 1e6:>8.1f} "
+                f"{lo['load_s']:>7.3f} "
                 f"{lo['load_cpu_s']:>6.3f} {lo['snapshot_ms']:>12.0f} {lo['tail_records']:>10,} "
                 f"{lo['replay_ms']:>8.0f}"
             )
         ratio = loads[10]["load_s"] / loads[1]["load_s"]
         print(
-            f"load(10x) / load(1x) = {ratio:.2f} (goal <= 1.2); load(1x) = {loads[1]['load_s']:.3f} s "
+            f"load(10x) / load(1x) = {ratio:.2f} (goal <= 1.2); "
+            f"load(1x) = {loads[1]['load_s']:.3f} s "
             f"(goal < 1 s at full size)"
         )
         print(
-            f"full replay without snapshot: {replay['records']:,} records in {replay['load_s']:.2f} s = "
+            f"full replay without snapshot: {replay['records']:,} records "
+            f"in {replay['load_s']:.2f} s = "
             f"{replay['log_records_per_s']:,.0f} rec/s; Shard.replay from memory "
             f"{replay['memory_records_per_s']:,.0f} rec/s; ratio {replay['ratio']:.2f}"
         )
         result = {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
+            "machine": (
+                f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
+            ),
             "quick": args.quick,
             "append": append_rows,
             "append_overhead": owner,

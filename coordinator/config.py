@@ -85,7 +85,8 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(
                     f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}"
                 )
-        # Kafka does not check min <= max; nor do we (every join then fails INVALID_SESSION_TIMEOUT).
+        # Kafka does not check min <= max; nor do we (every join then fails
+        # INVALID_SESSION_TIMEOUT).
 
     @classmethod
     def from_retention_minutes(cls, minutes: int, **kwargs) -> CoordinatorConfig:

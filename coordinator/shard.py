@@ -110,7 +110,10 @@ class SequentialIds:
     def __call__(self) -> str:
         self._next += 1
         n = self._next
-        return f"{self._prefix}-{(n >> 32) & 0xFFFF:04x}-4{(n >> 20) & 0xFFF:03x}-8{(n >> 8) & 0xFFF:03x}-{n & 0xFF:012x}"
+        return (
+            f"{self._prefix}-{(n >> 32) & 0xFFFF:04x}-4{(n >> 20) & 0xFFF:03x}"
+            f"-8{(n >> 8) & 0xFFF:03x}-{n & 0xFF:012x}"
+        )
 
 
 class Shard(MembershipMixin, OffsetsMixin):

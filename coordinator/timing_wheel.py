@@ -10,9 +10,9 @@ and far ones in coarse buckets; level-0 buckets are 1 ms wide and hold a single 
 
 Buckets are found by an integer *bucket key* ``start_ms << LEVEL_BITS | level``. Every live
 bucket key is in a min-heap exactly once (Kafka's TimingWheel keeps its buckets in a
-DelayQueue the same way), which orders buckets by start and, for one start, finer level first. The heap holds
-buckets, not timers, so it stays small (a few hundred entries for a million timers) and a clock
-jump of hours costs nothing per skipped tick.
+DelayQueue the same way), which orders buckets by start and, for one start, finer level first.
+The heap holds buckets, not timers, so it stays small (a few hundred entries for a million
+timers) and a clock jump of hours costs nothing per skipped tick.
 
 * ``schedule(key, deadline_ms)`` replaces any earlier deadline of ``key``: two dict writes and,
   only when the bucket is new, one heap push.

@@ -27,6 +27,10 @@ import time
 from collections.abc import Callable
 
 import msgspec
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from groupcoord.storage import log_start_offset, write_export_watermark
 
 from . import lake, source
 from .schema import GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES
@@ -44,6 +48,9 @@ class ExportConfig(msgspec.Struct, frozen=True):
             raise ValueError(f"cluster must be non-empty and free of ':', got {self.cluster!r}")
         if self.max_segments_per_round < 1 or self.max_rounds < 1:
             raise ValueError("max_segments_per_round and max_rounds must be >= 1")
+
+
+DEFAULT_EXPORT_CONFIG = ExportConfig()  # frozen, so one instance serves every call
 
 
 class Gap(msgspec.Struct, frozen=True):
@@ -81,7 +88,7 @@ def export(
     spark,
     log_dir: str,
     lake_dir: str,
-    config: ExportConfig = ExportConfig(),
+    config: ExportConfig = DEFAULT_EXPORT_CONFIG,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export every not-yet-exported record of ``log_dir``'s partitions into ``lake_dir``."""
@@ -103,10 +110,6 @@ def export(
 
 def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
     """One round; True when some partition has more to read (or a commit raced)."""
-    from pyspark.sql import functions as F
-
-    from groupcoord.storage import log_start_offset
-
     # A table not yet created stays a path until its first commit creates it with rows.
     tables = {name: lake.table_or_path(lake_dir, name) for name in TABLES}
     marks = {name: lake.watermarks(t, config.cluster, dirs) for name, t in tables.items()}
@@ -198,24 +201,17 @@ def _gap_note(gaps: dict[tuple[int, int], Gap], marks, moving: dict[int, int]) -
 
 def _above(starts: dict[int, int]):
     """Rows at or above their partition's start offset (partitions not listed are dropped)."""
-    from pyspark.sql import functions as F
-
     pairs = [F.lit(x) for p, s in sorted(starts.items()) for x in (p, s)]
     return F.col("log_offset") >= F.create_map(*pairs)[F.col("log_partition")]
 
 
 def _offset_commits(rows, starts):
-    from pyspark.sql import functions as F
-
     # The UTC day, computed without the session time zone (spark-submit may set another).
     day = F.expr(f"date_from_unix_date(CAST(floor(commit_timestamp_ms / {MS_PER_DAY}) AS INT))")
     return rows.filter((F.col("kind") == "offset") & _above(starts)).withColumn("commit_date", day)
 
 
 def _offsets_latest(rows, starts):
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     # A group's records live in one log partition (spec §7.1), where log order is the truth;
     # the partition tie-break only matters for an offsets topic that was resized.
     newest = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy(
@@ -230,8 +226,6 @@ def _offsets_latest(rows, starts):
 
 
 def _group_generations(rows, starts):
-    from pyspark.sql import functions as F
-
     return rows.filter((F.col("kind") == "group") & _above(starts))
 
 
@@ -239,8 +233,6 @@ def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> di
     """Write each partition's lowest table watermark beside its log. Always the value read
     from the tables: a slower concurrent export may write a lower one, which only makes
     retention keep more; never a value above what every table holds."""
-    from groupcoord.storage import write_export_watermark
-
     tables = [lake.table_or_path(lake_dir, name) for name in TABLES]
     published = {}
     for p, pdir in dirs.items():

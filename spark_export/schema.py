@@ -17,6 +17,7 @@ group_generations   one row per group metadata record (a generation, a member ch
 from __future__ import annotations
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 OFFSET_COMMITS = "offset_commits"
 OFFSETS_LATEST = "offsets_latest"
@@ -131,9 +132,7 @@ LOG_END_SCHEMA = pa.schema(
 
 
 def spark_schema(schema: pa.Schema):
-    """Spark's StructType for an Arrow schema (imported lazily: workers need no driver state)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    """Spark's StructType for an Arrow schema."""
     return from_arrow_schema(schema)
 
 

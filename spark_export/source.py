@@ -216,6 +216,7 @@ class _Columns:
                 value is None,
                 *group_value,
             ),
+            strict=True,
         ):
             c[name].append(item)
         self.count += 1

@@ -75,7 +75,7 @@ class RecordFormatError(ValueError):
     """A CRC-valid payload that does not decode: a format this reader cannot read."""
 
 
-# -- envelopes --------------------------------------------------------------------------------------
+# -- envelopes -----------------------------------------------------------------------------------
 
 
 def envelope_of(record: Record) -> tuple:
@@ -185,7 +185,7 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
     return records
 
 
-# -- batches ----------------------------------------------------------------------------------------
+# -- batches -------------------------------------------------------------------------------------
 
 
 def array_header(count: int) -> bytes:

@@ -57,6 +57,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from itertools import pairwise
 
 from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
@@ -656,7 +657,7 @@ class PartitionLog:
             cutoff = min(cutoff, read_export_watermark(self.partition_dir) or 0)
         segments = list_segments(self.partition_dir)
         removed = 0
-        for current, following in zip(segments, segments[1:]):
+        for current, following in pairwise(segments):
             if following.base_offset > cutoff:
                 break
             os.remove(current.path)

@@ -70,7 +70,8 @@ class LogEntry(msgspec.Struct, frozen=True):
 
 
 class TruncationReport(msgspec.Struct, frozen=True):
-    """A torn tail: ``bytes`` bytes from byte ``position`` of ``segment`` (log offset ``offset``)."""
+    """A torn tail: ``bytes`` bytes from byte ``position`` of ``segment`` (log offset
+    ``offset``)."""
 
     segment: str
     position: int

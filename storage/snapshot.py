@@ -108,6 +108,7 @@ def offsets_of(group: SnapGroup) -> dict[tuple[str, int], OffsetCommitValue]:
             zip(
                 zip(repeat(topic.topic), topic.partitions),
                 starmap(OffsetCommitValue, map(astuple, topic.values)),
+                strict=True,
             )
         )
     return offsets
@@ -215,7 +216,9 @@ class CompactState:
         if image is None:
             self.base, self.base_offset_count = {}, 0
         else:
-            self.base = {group.group: raw for group, raw in zip(image.groups, image.raws)}
+            self.base = {
+                group.group: raw for group, raw in zip(image.groups, image.raws, strict=True)
+            }
             self.base_offset_count = image.offset_count
 
     def apply_all(self, records: list[Record]) -> None:
@@ -254,7 +257,9 @@ def _merge(group_id: str, group: SnapGroup | None, delta: _Delta) -> tuple[msgsp
     offsets = {}
     if group is not None:
         for topic in group.topics:
-            offsets.update(zip(zip(repeat(topic.topic), topic.partitions), topic.values))
+            offsets.update(
+                zip(zip(repeat(topic.topic), topic.partitions), topic.values, strict=True)
+            )
     if delta.has_metadata:
         metadata = delta.metadata
     for key, value in delta.offsets.items():

@@ -13,7 +13,8 @@ NAMESPACE = "groupcoord-tests"
 
 @pytest.fixture(scope="session")
 def ray_session():
-    import ray
+    # Lazy: the Ray-free folders (tests/core, tests/storage, tests/wire) must not load Ray.
+    import ray  # noqa: PLC0415
 
     started = False
     if not ray.is_initialized():

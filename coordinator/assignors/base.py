@@ -55,7 +55,8 @@ class Assignor:
     supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def subscription_user_data(self, owned: tuple, generation_id: int) -> bytes | None:
-        """What a member puts in its Subscription's ``user_data`` (None: this assignor uses none)."""
+        """What a member puts in its Subscription's ``user_data`` (None: this assignor uses
+        none)."""
         return None
 
     def assign(

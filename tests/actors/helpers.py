@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from groupcoord.actors import GroupMember, RebalanceListener
+from groupcoord.actors import GroupMember, RebalanceListener, start
 from groupcoord.coordinator import CoordinatorConfig
 
 # Small timeouts keep the Ray tests short on 2 cores.
@@ -16,8 +16,6 @@ SESSION_MS, HEARTBEAT_MS, REBALANCE_MS = 2_000, 200, 4_000
 
 
 def start_deployment(tmp_dir, namespace: str, num_partitions: int = 2):
-    from groupcoord.actors import start
-
     deployment = start(num_partitions, str(tmp_dir), namespace=namespace, config=TEST_CONFIG)
     deployment.wait_ready(60)
     return deployment

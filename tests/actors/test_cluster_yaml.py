@@ -10,7 +10,9 @@ import os
 
 import jsonschema
 import pytest
+import ray.autoscaler
 import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,8 +24,6 @@ def config() -> dict:
 
 
 def test_matches_rays_schema(config):
-    import ray.autoscaler
-
     with open(os.path.join(os.path.dirname(ray.autoscaler.__file__), "ray-schema.json")) as f:
         schema = json.load(f)
     jsonschema.validate(config, schema)
@@ -33,8 +33,6 @@ def test_matches_rays_schema(config):
 
 
 def test_passes_rays_config_validation(config):
-    from ray.autoscaler._private.util import prepare_config, validate_config
-
     prepared = prepare_config(copy.deepcopy(config))
     validate_config(prepared)
     assert prepared["head_node_type"] in prepared["available_node_types"]

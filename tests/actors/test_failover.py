@@ -13,7 +13,14 @@ import random
 import pytest
 import ray
 
-from groupcoord.actors import AdminClient, CommitFailedError, CoordinatorUnavailable, stop
+from groupcoord.actors import (
+    AdminClient,
+    CommitFailedError,
+    CoordinatorChannel,
+    CoordinatorUnavailable,
+    stop,
+)
+from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition, partition_for
 
 from .helpers import member, no_double_ownership, settled, start_deployment, wait_until
 
@@ -49,8 +56,6 @@ async def committer(m, counter, attempted, acked, stop_event) -> None:
 
 
 def test_kill_partitions_and_router_while_committing(deployment):
-    from groupcoord.coordinator import partition_for
-
     assert {partition_for(g, 2) for g in GROUPS} == {0, 1}
 
     async def scenario():
@@ -91,7 +96,8 @@ def test_kill_partitions_and_router_while_committing(deployment):
         # The kills were felt: calls failed over (retried) and members rebalanced.
         assert sum(m.channel.retries for m in everyone) > 0
         new_epochs = [info["epoch"] for info in deployment.infos()]
-        assert all(new > old for new, old in zip(new_epochs, epochs)), (epochs, new_epochs)
+        raised = [new > old for new, old in zip(new_epochs, epochs, strict=True)]
+        assert all(raised), (epochs, new_epochs)
 
         admin = AdminClient(router)
         for g in GROUPS:
@@ -112,9 +118,6 @@ def test_kill_partitions_and_router_while_committing(deployment):
 def test_admin_rides_out_a_router_restart(deployment):
     # A call that reaches the router while Ray restarts it fails with ActorUnavailableError;
     # the admin client retries (as the member's channel does) instead of failing.
-    from groupcoord.actors import CoordinatorChannel
-    from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition
-
     async def scenario():
         simple = "fo-simple"  # a simple (offsets-only) group to list
         response = await CoordinatorChannel(deployment.router, simple).call(

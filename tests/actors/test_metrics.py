@@ -12,14 +12,13 @@ import pytest
 
 from groupcoord.actors import stop
 from groupcoord.actors.metrics import rebalance_cause
+from tests.core import simulation
 
 from .helpers import member, settled, start_deployment, wait_until
 
 
 def test_every_rebalance_reason_of_the_shard_has_a_cause():
     # Drive the seeded simulator (all the ways a group rebalances) and collect the reasons.
-    from tests.core import simulation
-
     reasons = set()
     absorb = simulation.Simulation.absorb
 

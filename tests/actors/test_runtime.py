@@ -297,8 +297,6 @@ def test_snapshot_policy_is_consulted_under_sustained_load():
     # A flush that ends with more records already queued must still consult the snapshot
     # policy: an "only when idle" policy never would under a steady stream, and the tail (so
     # the load time) would grow without bound. Appends here pass one at a time, by permit.
-    import threading
-
     async def scenario():
         runtime, logs = make()
         await serving(runtime)

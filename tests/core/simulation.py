@@ -276,7 +276,7 @@ class Simulation:
 
     def on_commit_acked(self, commit: OffsetCommitRequest, response) -> None:
         group = self.shard.group(commit.group_id)
-        for sent, result in zip(commit.offsets, response.partitions):
+        for sent, result in zip(commit.offsets, response.partitions, strict=True):
             if result.error != Errors.NONE:
                 continue
             assert group is not None and (

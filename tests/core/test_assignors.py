@@ -372,7 +372,7 @@ def test_v0_user_data_takes_the_subscriptions_generation():
 def test_assignments_round_trip_through_the_consumer_protocol(name):
     counts = {"t0": 3, "t1": 5, "t2": 2}
     subs = {"a": sub("t0", "t1"), "b": sub("t1", "t2"), "c": sub("t0", "t1", "t2"), "d": sub()}
-    for member, assignment in get_assignor(name).assign(counts, subs).items():
+    for assignment in get_assignor(name).assign(counts, subs).values():
         data = encode_assignment(assignment)
         assert decode_assignment(data) == assignment
         assert isinstance(assignment, Assignment)

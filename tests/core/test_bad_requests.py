@@ -1,6 +1,7 @@
 """Hostile requests (hypothesis): always an error code or a normal answer, never an exception,
 and the shard stays consistent (replay equivalence is checked after every step)."""
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,8 +106,6 @@ requests = st.one_of(
 
 def real_ids(request, ids):
     """Swap placeholder member ids for live ones, so some requests reach deep code paths."""
-    import msgspec
-
     fields = {}
     for name in request.__struct_fields__:
         value = getattr(request, name)

@@ -1,4 +1,5 @@
-"""JoinGroup, SyncGroup and the join phase (spec §2.3, §2.4, §4.2–4.4, §5), in Kafka's test style."""
+"""JoinGroup, SyncGroup and the join phase (spec §2.3, §2.4, §4.2–4.4, §5), in Kafka's test
+style."""
 
 from groupcoord.coordinator import DescribeGroupsRequest, Errors, GroupState, JoinGroupRequest
 
@@ -155,8 +156,8 @@ def test_sync_follower_waits_for_leader_and_missing_members_get_empty_assignment
     gen = leader.generation_id
     f = h.sync(follower.member_id, gen)
     assert h.reply(f) is None
-    l = h.sync(leader.member_id, gen, {leader.member_id: b"L"})
-    assert h.reply(l).assignment == b"L"
+    lead = h.sync(leader.member_id, gen, {leader.member_id: b"L"})
+    assert h.reply(lead).assignment == b"L"
     assert h.reply(f).error == Errors.NONE and h.reply(f).assignment == b""
     assert h.reply(f).protocol_name == "range" and h.state() == GroupState.STABLE
 

@@ -3,18 +3,25 @@
 import struct
 
 from groupcoord.coordinator import (
+    CoordinatorConfig,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     Errors,
     GroupState,
+    HeartbeatRequest,
+    JoinGroupRequest,
     ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    Shard,
+    SyncGroupRequest,
     TopicPartition,
 )
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
 
-from .harness import GROUP, GROUP2, OTHER_GROUP, Harness
+from .harness import GROUP, GROUP2, OTHER_GROUP, Harness, replayed_shard
 
 DAY_MS = 24 * 3600 * 1000
 TP = ("topic", 0)
@@ -258,16 +265,6 @@ def test_delete_groups():
 
 
 def test_requests_while_loading_and_after_unloading():
-    from groupcoord.coordinator import (
-        CoordinatorConfig,
-        HeartbeatRequest,
-        JoinGroupRequest,
-        OffsetCommitRequest,
-        OffsetCommitRequestPartition,
-        Shard,
-        SyncGroupRequest,
-    )
-
     shard = Shard(0, 2, CoordinatorConfig())
 
     def answer(request):
@@ -299,8 +296,6 @@ def test_unload_answers_parked_requests_not_coordinator():
 
 
 def test_load_rearms_sessions_and_over_capacity_group_rebalances():
-    from .harness import replayed_shard
-
     h = Harness(group_max_size=4)
     ids, gen = h.join_stable(3)
     h.commit({TP: 9}, ids[0], gen)

@@ -1,4 +1,5 @@
-"""``Shard.restore`` (the snapshot fast path) gives exactly the state that replaying records gives."""
+"""``Shard.restore`` (the snapshot fast path) gives exactly the state that replaying records
+gives."""
 
 import pytest
 

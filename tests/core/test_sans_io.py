@@ -1,6 +1,8 @@
 """The core is sans-IO (DESIGN.md principle 1): importing all of it pulls in no Ray, no event loop,
 no clock and no OS module, checked in a fresh interpreter so other tests cannot mask it."""
 
+import ast
+import pathlib
 import pkgutil
 import subprocess
 import sys
@@ -36,9 +38,6 @@ def test_importing_the_core_loads_no_io_modules():
 
 
 def test_no_core_module_imports_an_io_module():
-    import ast
-    import pathlib
-
     root = pathlib.Path(coordinator.__path__[0])
     offenders = []
     for path in sorted(root.rglob("*.py")):

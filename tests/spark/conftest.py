@@ -12,6 +12,7 @@ import os
 import sys
 
 import pytest
+from pyspark.sql import SparkSession
 
 from groupcoord.coordinator import (
     DeleteGroupsRequest,
@@ -20,6 +21,7 @@ from groupcoord.coordinator import (
     Shard,
     TopicPartition,
 )
+from groupcoord.storage import LogConfig, open_partition_log
 from tests.core.harness import GROUP, GROUP2, GROUP3, Harness
 
 SEGMENT_BYTES = 4096
@@ -31,7 +33,6 @@ START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z, so commits span more than 
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -52,8 +53,6 @@ class CoordinatorRun:
     """A harness whose records go to a partition log as they are produced."""
 
     def __init__(self, log_dir: str, **log_config) -> None:
-        from groupcoord.storage import LogConfig, open_partition_log
-
         self.dir = os.path.join(log_dir, "partition-0")
         # fsync "always" (the default): the exporter reads up to the published durable end,
         # which that policy moves with every append.

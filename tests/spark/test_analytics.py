@@ -63,7 +63,10 @@ def frames(spark):
 
 
 def _window(offsets, lags, step_ms=MIN):
-    return [CommitPoint(o, T0 + i * step_ms, lag) for i, (o, lag) in enumerate(zip(offsets, lags))]
+    return [
+        CommitPoint(o, T0 + i * step_ms, lag)
+        for i, (o, lag) in enumerate(zip(offsets, lags, strict=True))
+    ]
 
 
 def test_burrow_rules_in_their_order():

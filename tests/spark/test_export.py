@@ -8,9 +8,12 @@ import subprocess
 import sys
 import threading
 
+import duckdb
+import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+import groupcoord.storage as storage
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
 from groupcoord.spark_export import cli, exporter, lake, session
 from groupcoord.spark_export.exporter import ExportConfig, Gap, export
@@ -20,8 +23,9 @@ from groupcoord.spark_export.schema import (
     OFFSETS_LATEST,
     TABLES,
 )
-from groupcoord.storage import list_segments, read_log
+from groupcoord.storage import list_segments, read_export_watermark, read_log
 from tests.core.harness import GROUP, GROUP2, GROUP3
+from tests.spark.conftest import CoordinatorRun
 
 
 def _lake_state(lake_dir):
@@ -89,7 +93,6 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
     run.delete_offset(GROUP3, 3)
     lake_dir = str(tmp_path / "lake")
     logs = os.path.dirname(run.dir)
-    from groupcoord.storage import list_segments
 
     assert len(list_segments(run.dir)) > 3  # several splits
 
@@ -120,20 +123,15 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
     assert {m["client_host"] for m in newest["members"]} == {"/127.0.0.1"}
 
     # The watermark beside the log is where every table stands: the log's end.
-    from groupcoord.storage import read_export_watermark
-
     assert (
         read_export_watermark(run.dir) == _log_entries(run)[-1].offset + 1 == result.watermarks[0]
     )
 
     # The same tables read back in Spark, DuckDB and Polars.
-    import duckdb
-    import polars as pl
-    from deltalake import DeltaTable
-
     dataset = DeltaTable(lake.table_path(lake_dir, OFFSET_COMMITS)).to_pyarrow_dataset()
     # An explicit connection, closed after use, rather than DuckDB's process-wide default one.
     with duckdb.connect() as con:
+        con.register("dataset", dataset)
         by_duckdb = con.sql(
             "SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
             "GROUP BY group_id ORDER BY group_id"
@@ -230,7 +228,6 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
     export(spark, logs, lake_dir)
     run.play(rounds=4)
     before = _lake_state(lake_dir)
-    from groupcoord.storage import read_export_watermark
 
     mark = read_export_watermark(run.dir)
 
@@ -258,7 +255,6 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
 def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator_run, tmp_path):
     run = coordinator_run
     run.play(rounds=20)
-    from groupcoord.storage import list_segments
 
     first, second = list_segments(run.dir)[:2]
     os.remove(first.path)  # what retention does without retain_until_exported
@@ -276,9 +272,6 @@ def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator
 
 def test_retained_log_exports_every_acknowledged_commit(spark, tmp_path):
     """With retain_until_exported, snapshots may compact the log but never past the export."""
-    from groupcoord.storage import list_segments
-    from tests.spark.conftest import CoordinatorRun
-
     run = CoordinatorRun(
         str(tmp_path / "logs"),
         snapshot_every_records=50,
@@ -370,7 +363,6 @@ def test_every_gap_of_an_export_is_reported_not_only_the_first(spark, coordinato
     rounds: the second hole of the same partition is a gap too, recorded in its commit."""
     run = coordinator_run
     run.play(rounds=20)
-    from groupcoord.storage import list_segments
 
     segs = list_segments(run.dir)
     assert len(segs) > 4
@@ -408,8 +400,6 @@ def test_retention_racing_the_planner_is_reported_as_a_gap(
     it listed the segments: the plan starts above the watermark, and that hole is a gap."""
     run = coordinator_run
     run.play(rounds=12)
-    import groupcoord.storage as storage
-    from groupcoord.storage import list_segments
 
     first, second = list_segments(run.dir)[:2]
     monkeypatch.setattr(storage, "log_start_offset", lambda _pdir: 0)  # read before deletion
@@ -438,8 +428,6 @@ def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(
 
 
 def _damage_first_segment(run):
-    from groupcoord.storage import list_segments
-
     first = list_segments(run.dir)[0]
     with open(first.path, "r+b") as f:  # a byte of a batch that later batches follow
         f.seek(first.size_bytes // 2)

@@ -52,7 +52,8 @@ def records_between(start: int, end: int) -> list[Record]:
 
 
 def state_of(records) -> dict:
-    """The durable state replaying ``records`` gives (the reference every load is checked against)."""
+    """The durable state replaying ``records`` gives (the reference every load is checked
+    against)."""
     shard = Shard(0, 1)
     for record in records:
         shard.replay(record)

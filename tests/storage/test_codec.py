@@ -13,7 +13,14 @@ from groupcoord.coordinator.records import (
     OffsetCommitValue,
     Record,
 )
-from groupcoord.storage import LogConfig, RecordFormatError, decode_records, encode_record, read_log
+from groupcoord.storage import (
+    LogConfig,
+    RecordFormatError,
+    decode_records,
+    encode_record,
+    open_partition_log,
+    read_log,
+)
 from groupcoord.storage.codec import HEADER_BYTES, array_header, batch_problem, frame_batch
 
 MEMBER = MemberMetadataValue("m-1", "i-1", "c", "/1.2.3.4", 300000, 10000, b"\x00\x01", b"\x02")
@@ -117,8 +124,6 @@ def test_newer_writer_with_appended_fields_decodes():
 
 
 def test_unknown_record_type_is_skipped_with_a_warning_and_keeps_its_offset(tmp_path, caplog):
-    from groupcoord.storage import open_partition_log
-
     known = GOLDEN_V1["offset_commit"][0]
     unknown = msgspec.msgpack.encode([99, {"anything": 1}, [1, 2, 3]])
     with open_partition_log(str(tmp_path)) as log:

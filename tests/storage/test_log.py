@@ -168,7 +168,8 @@ def test_another_process_holding_the_lock_is_refused_until_it_dies(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from groupcoord.storage import open_partition_log;"
-            f"log = open_partition_log({str(tmp_path)!r}); print('held', flush=True); time.sleep(600)",
+            f"log = open_partition_log({str(tmp_path)!r}); print('held', flush=True); "
+            "time.sleep(600)",
         ],
         stdout=subprocess.PIPE,
         text=True,

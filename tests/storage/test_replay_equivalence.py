@@ -10,6 +10,7 @@ import pytest
 
 from groupcoord.coordinator import Shard
 from groupcoord.storage import LogConfig, load, open_partition_log
+from groupcoord.storage.snapshot import read_snapshot
 from tests.core.harness import GROUP, Harness, replayed_shard
 from tests.core.simulation import Simulation
 
@@ -118,7 +119,6 @@ def test_after_everything_expired_the_snapshot_is_empty(tmp_path):
     _persist(path, sim.records, CONFIGS["no_snapshots"], random.Random(0))
     with open_partition_log(path) as log:
         log.load_into(Shard(0, 2))
-        from groupcoord.storage.snapshot import read_snapshot
 
         image = read_snapshot(log.snapshot())
     assert (image.groups, image.offset_count, image.offset) == ([], 0, len(sim.records))

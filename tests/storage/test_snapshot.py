@@ -1,7 +1,10 @@
-"""Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export retention."""
+"""Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export
+retention."""
 
 import os
 import random
+import sys
+import threading
 
 import pytest
 from msgspec.structs import fields
@@ -24,7 +27,7 @@ from groupcoord.storage import (
     read_log,
     write_export_watermark,
 )
-from groupcoord.storage.snapshot import SnapValue, list_snapshots, read_snapshot
+from groupcoord.storage.snapshot import SnapValue, list_snapshots, offsets_of, read_snapshot
 
 from .helpers import loaded_state, records_between, state_of
 
@@ -272,8 +275,6 @@ def test_offsets_the_exporter_has_passed_are_never_reused(tmp_path):
     # The exporter reads without the lock, so after a machine crash it may have exported
     # records the log lost (written, not yet fsynced). New records must not take those offsets:
     # the exporter's watermark has passed them and would never export the new records.
-    from groupcoord.storage import read_log, write_export_watermark
-
     path = str(tmp_path)
     config = LogConfig(snapshot_every_records=0, **TINY)
     _fill(path, config, 100)
@@ -339,8 +340,6 @@ def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
 
 
 def _image_state(image) -> dict:
-    from groupcoord.storage.snapshot import offsets_of
-
     shard = Shard(0, 1)
     for group in image.groups:
         shard.restore(group.group, group.metadata, offsets_of(group))
@@ -351,9 +350,6 @@ def _image_state(image) -> dict:
 def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_offset(tmp_path, seed):
     # The runtime builds snapshots on their own thread while appends go on. A snapshot whose
     # offset ran ahead of its state (or behind it) would lose or double records on reload.
-    import sys
-    import threading
-
     rng = random.Random(seed)
     path = str(tmp_path)
     config = LogConfig(
