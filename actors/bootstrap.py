@@ -25,11 +25,14 @@ from typing import Any
 
 import msgspec
 import ray
+from ray._private.services import find_gcs_addresses
 
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
+from groupcoord.storage import LogConfig
 
 from . import identity
+from .channel import RouterHandle
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 from .wire_service import WireConfig
 
@@ -42,7 +45,7 @@ BROKEN_STATES = ("load_failed", "broken")
 
 class Deployment(msgspec.Struct, frozen=True):
     namespace: str
-    router: Any  # RouterActor handle
+    router: RouterHandle
     num_partitions: int
     log_dir: str
     cluster_id: str = ""  # deployment.json's: the same for every start on this log root
@@ -88,8 +91,6 @@ def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str
 def local_ray_clusters() -> set[str]:
     """GCS addresses of the Ray clusters with a node on this machine (Ray's own process scan,
     the one its ``auto`` lookup uses)."""
-    from ray._private.services import find_gcs_addresses  # noqa: PLC0415 (private: only here)
-
     find_gcs_addresses.cache_clear()
     return set(find_gcs_addresses())
 
@@ -175,7 +176,7 @@ def ray_address() -> str:
     return ray.get_runtime_context().gcs_address
 
 
-def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
+def log_config_for(config: CoordinatorConfig, log_config: LogConfig | None = None) -> LogConfig:
     """The log configuration to run with: storage's defaults raised to hold the largest record
     the coordinator accepts (``record_size.largest_record_bytes``, measured as the log measures
     records); an explicit one is checked instead.
@@ -184,8 +185,6 @@ def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
     retry of the same request, so such a configuration is refused up front (ValueError)."""
     biggest = largest_record_bytes(config)
     if log_config is None:
-        from groupcoord.storage import LogConfig  # noqa: PLC0415 (actors import storage late)
-
         default = LogConfig()
         return msgspec.structs.replace(
             default,
@@ -209,7 +208,7 @@ def start(
     *,
     namespace: str = DEFAULT_NAMESPACE,
     config: CoordinatorConfig | None = None,
-    log_config: Any = None,
+    log_config: LogConfig | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
     wire: WireConfig | None = None,

@@ -22,6 +22,7 @@ import os
 import re
 
 import msgspec
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from groupcoord.coordinator.consumer_protocol import decode_assignment, subscribed_topics
@@ -124,8 +125,6 @@ def read_split(split: Split):
     """Arrow batches of the split's entries (runs in a Spark Python worker). A segment that
     retention deleted after planning fails the task, so the round commits nothing and the next
     run reports the gap instead of skipping it."""
-    import pyarrow as pa  # noqa: PLC0415 - only Spark's Python workers need it
-
     rows = _Columns(split.log_partition)
     for entry in read_log(
         split.partition_dir,
@@ -135,10 +134,10 @@ def read_split(split: Split):
     ):
         rows.add(entry.offset, entry.record)
         if rows.count >= BATCH_ROWS:
-            yield rows.batch(pa)
+            yield rows.batch()
             rows = _Columns(split.log_partition)
     if rows.count:
-        yield rows.batch(pa)
+        yield rows.batch()
 
 
 class _Columns:
@@ -221,7 +220,7 @@ class _Columns:
             c[name].append(item)
         self.count += 1
 
-    def batch(self, pa):
+    def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(self.cols, schema=schema.SOURCE_SCHEMA)
 
 
