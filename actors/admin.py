@@ -34,7 +34,7 @@ from groupcoord.coordinator import (
 )
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
-from .channel import CoordinatorChannel
+from .channel import CoordinatorChannel, RouterHandle
 from .offsets import checked_offset, checked_partitions
 
 MAX_GROUPS_PER_CALL = 10_000
@@ -87,7 +87,7 @@ def _assignment_of(raw: bytes, protocol_type: str) -> tuple[tuple[str, int], ...
 
 
 class AdminClient:
-    def __init__(self, router, *, timeout_ms: int = ADMIN_TIMEOUT_MS) -> None:
+    def __init__(self, router: RouterHandle, *, timeout_ms: int = ADMIN_TIMEOUT_MS) -> None:
         self.router = router
         self.timeout_ms = timeout_ms
 

@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupcoord.coordinator import JoinGroupResponseMember
 from groupcoord.coordinator.assignors import get_assignor
 from groupcoord.coordinator.consumer_protocol import (
     Assignment,
@@ -129,7 +130,7 @@ class AssignmentPlan:
     def forget_counts(self) -> None:
         self.assigned_counts = None
 
-    def remember_counts(self, members) -> None:
+    def remember_counts(self, members: Iterable[JoinGroupResponseMember]) -> None:
         """Read and remember the partition count of every topic ``members`` subscribe to."""
         self._remember_counts(self._subscriptions(members))
 
@@ -139,7 +140,7 @@ class AssignmentPlan:
         return self.assigned_counts
 
     @staticmethod
-    def _subscriptions(members) -> dict[str, Subscription]:
+    def _subscriptions(members: Iterable[JoinGroupResponseMember]) -> dict[str, Subscription]:
         subscriptions: dict[str, Subscription] = {}
         for member in members:
             try:
@@ -148,7 +149,9 @@ class AssignmentPlan:
                 subscriptions[member.member_id] = Subscription(())
         return subscriptions
 
-    def assign(self, protocol_name: str, members) -> dict[str, bytes]:
+    def assign(
+        self, protocol_name: str, members: Iterable[JoinGroupResponseMember]
+    ) -> dict[str, bytes]:
         """The leader's work: members are JoinGroupResponseMembers; returns member -> bytes."""
         assignor = next((a for a in self.assignors if a.name == protocol_name), None)
         if assignor is None:

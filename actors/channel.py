@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from groupcoord.coordinator import Errors
@@ -34,6 +35,10 @@ from .responses import response_error
 REDISCOVER = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 RETRY_SAME = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS})
 
+# The Ray actor handle of the router (router.py's RouterActor, ``Deployment.router``). Ray's
+# handles are untyped (their ``.remote`` methods are made at run time), hence Any, named once.
+RouterHandle = Any
+
 
 class CoordinatorUnavailable(RuntimeError):
     """No coordinator answered within the call's timeout."""
@@ -42,7 +47,7 @@ class CoordinatorUnavailable(RuntimeError):
 class CoordinatorChannel:
     def __init__(
         self,
-        router,
+        router: RouterHandle,
         group_id: str,
         *,
         retry_backoff_ms: int = 50,
@@ -71,7 +76,11 @@ class CoordinatorChannel:
         self._handle = None
 
     async def call(
-        self, request, *, attempt_timeout_s: float | None = None, timeout_ms: int | None = None
+        self,
+        request: msgspec.Struct,
+        *,
+        attempt_timeout_s: float | None = None,
+        timeout_ms: int | None = None,
     ) -> Any:
         """Send ``request`` to the group's coordinator until it gives a final answer; raise
         ``CoordinatorUnavailable`` if none came by the deadline (``timeout_ms``, default the

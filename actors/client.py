@@ -69,7 +69,7 @@ from groupcoord.coordinator import (
 )
 
 from .assignment import AssignmentPlan, Partitions, RebalanceListener, call_listener
-from .channel import CoordinatorChannel, CoordinatorUnavailable
+from .channel import CoordinatorChannel, CoordinatorUnavailable, RouterHandle
 from .offsets import checked_metadata, checked_offsets, checked_partitions
 
 log = logging.getLogger("groupcoord.client")
@@ -98,7 +98,7 @@ class CommitFailedError(GroupMemberError):
 class GroupMember:
     def __init__(
         self,
-        router,
+        router: RouterHandle,
         group_id: str,
         topics: Iterable[str],
         *,
@@ -547,7 +547,10 @@ class GroupMember:
 class SyncGroupMember:
     """``GroupMember`` behind blocking methods, for code that is not async."""
 
-    def __init__(self, router, group_id: str, topics: Iterable[str], **kwargs) -> None:
+    def __init__(
+        self, router: RouterHandle, group_id: str, topics: Iterable[str], **kwargs: Any
+    ) -> None:
+        """``kwargs``: ``GroupMember``'s keyword arguments."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name=f"groupcoord-member-{group_id}"
@@ -571,17 +574,24 @@ class SyncGroupMember:
     def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
         return self._run(self.member.wait_assigned(timeout_s))
 
-    def commit(self, offsets, metadata: str = "") -> None:
+    def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
         self._run(self.member.commit(offsets, metadata))
 
-    def commit_async(self, offsets, callback=None, metadata: str = "") -> None:
+    def commit_async(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        callback: Callable[[BaseException | None], Any] | None = None,
+        metadata: str = "",
+    ) -> None:
         """As ``GroupMember.commit_async``; a bad offset raises ``ValueError`` in the caller's
         thread. ``callback`` runs on the member's thread."""
         checked_offsets(offsets)
         checked_metadata(metadata)
         self._loop.call_soon_threadsafe(self.member.commit_async, offsets, callback, metadata)
 
-    def committed(self, partitions=None) -> dict:
+    def committed(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
         return self._run(self.member.committed(partitions))
 
     @property

@@ -16,6 +16,9 @@ Writers use ``open_partition_log(dir, LogConfig(...))`` -> ``PartitionLog`` (``l
 """
 
 import os
+from collections.abc import Callable
+
+from groupcoord.coordinator.shard import Shard
 
 from .codec import HEADER_BYTES, BatchHeader, RecordFormatError, decode_records, encode_record
 from .config import (
@@ -47,7 +50,9 @@ def partition_dir(log_dir: str, partition: int) -> str:
     return os.path.join(log_dir, f"partition-{partition}")
 
 
-def load(log_dir: str, shard, progress=None) -> LoadSummary:
+def load(
+    log_dir: str, shard: Shard, progress: Callable[[LoadProgress], None] | None = None
+) -> LoadSummary:
     """Load ``shard`` from the partition directory ``log_dir`` read-only (no lock, no repair:
     a torn tail is skipped and reported, not truncated)."""
     return load_partition(log_dir, shard, None, progress)

@@ -35,6 +35,8 @@ from contextlib import contextmanager
 
 import msgspec
 
+from groupcoord.coordinator.shard import Shard
+
 from .config import CorruptLogError
 from .segments import (
     SegmentInfo,
@@ -148,7 +150,7 @@ def scan_last_segment(partition_dir: str, segments: list[SegmentInfo]) -> Recove
 
 def load_partition(
     partition_dir: str,
-    shard,
+    shard: Shard,
     state: CompactState | None = None,
     progress: Callable[[LoadProgress], None] | None = None,
     truncated: TruncationReport | None = None,

@@ -61,6 +61,7 @@ from itertools import pairwise
 
 from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
+from groupcoord.coordinator.shard import Shard
 
 from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
 from .config import (
@@ -368,7 +369,7 @@ class PartitionLog:
         return fd
 
     def load_into(
-        self, shard, progress: Callable[[LoadProgress], None] | None = None
+        self, shard: Shard, progress: Callable[[LoadProgress], None] | None = None
     ) -> LoadSummary:
         """Load ``shard`` (newest usable snapshot + log tail) and storage's own compact state."""
         self._check_usable()
@@ -585,7 +586,7 @@ class PartitionLog:
 
     # -- snapshots and retention ---------------------------------------------------------------
 
-    def maybe_snapshot(self, shard=None) -> str | None:
+    def maybe_snapshot(self, shard: Shard | None = None) -> str | None:
         """Take a snapshot if a threshold is crossed (the ``shard`` argument is not used: see the
         module docstring). Returns the snapshot path, or None."""
         if not self._state_loaded or self._closed or self._failed is not None:

@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-LAYERS = ["groupcoord.coordinator", "groupcoord.storage", "groupcoord.actors"]
+LAYERS = ["groupcoord.coordinator", "groupcoord.storage", "groupcoord.actors", "groupcoord.wire"]
 
 
 def _public_callables():

@@ -24,6 +24,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
+from kio.static.protocol import Payload
 
 if TYPE_CHECKING:
     from .connection import WireRequest
@@ -129,7 +130,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
 _SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def api_versions_response(request: WireRequest):
+def api_versions_response(request: WireRequest) -> Payload:
     """Kafka's answer to an ApiVersions request: every supported range, at the request's version.
 
     Two errors, as Kafka's ``ApiVersionsRequest``: a version above ours is answered in v0 with

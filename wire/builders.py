@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import Payload
 
 from . import apis
 from .connection import WireRequest
@@ -43,7 +44,9 @@ class Node:
     port: int
 
 
-def find_coordinator_response(request: WireRequest, coordinator_for: Callable[[str], Node | None]):
+def find_coordinator_response(
+    request: WireRequest, coordinator_for: Callable[[str], Node | None]
+) -> Payload:
     """Answer FindCoordinator: ``coordinator_for(group_id)`` is the listener of the partition that
     owns the group, or None while it is not serving (COORDINATOR_NOT_AVAILABLE: clients retry).
     Keys of another type (transactions, share groups) get INVALID_REQUEST: groupcoord
@@ -96,7 +99,7 @@ def metadata_response(
     leader_id: int,
     partitions: Mapping[str, int],
     cluster_id: str | None = None,
-):
+) -> Payload:
     """Answer Metadata from the topic catalog ``partitions`` ({topic: partition count}): every
     partition is led by ``leader_id``; unknown topics get UNKNOWN_TOPIC_OR_PARTITION (nothing is
     created). No topics asked (v0: an empty list; v1+: null) means all of them."""
@@ -174,7 +177,7 @@ def list_offsets_response(
     *,
     partitions: Mapping[str, int],
     end_offsets: Mapping[tuple[str, int], int] | None = None,
-):
+) -> Payload:
     """Answer ListOffsets: the earliest offset is 0, the latest ``end_offsets[(topic, p)]``
     (0 when absent); a lookup by time finds nothing (offset -1), as Kafka answers for a time
     after the last record."""
@@ -222,7 +225,7 @@ def fetch_response(
     *,
     partitions: Mapping[str, int],
     end_offsets: Mapping[tuple[str, int], int] | None = None,
-):
+) -> Payload:
     """Answer Fetch with no records: known partitions report their end offset (at least the
     fetch offset, see the module docstring), unknown ones UNKNOWN_TOPIC_OR_PARTITION. No fetch
     session is ever created (session id 0), so clients send full fetches."""

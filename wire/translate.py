@@ -31,7 +31,9 @@ import datetime
 from collections.abc import Iterable, Sequence
 from functools import cache
 
+import msgspec
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import Payload
 
 from groupcoord.coordinator import messages as core
 from groupcoord.coordinator.errors import Errors
@@ -78,7 +80,7 @@ def _grouped(items: Iterable, topic_of) -> dict[str, list]:
 # ---- requests ---------------------------------------------------------------------------------
 
 
-def request_to_core(request: WireRequest, *, client_host: str = ""):
+def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.Struct:
     """The core request for a decoded group request (not OffsetFetch: ``offset_fetch_to_core``).
     ``client_host`` is the peer's address, which JoinGroup records for DescribeGroups.
     ``ValueError`` for an api the core does not handle."""
@@ -194,7 +196,7 @@ def offset_fetch_to_core(request: WireRequest) -> list[core.OffsetFetchRequest]:
 # ---- responses --------------------------------------------------------------------------------
 
 
-def response_from_core(request: WireRequest, response):
+def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payload:
     """kio's response, at the request's version, for the core's answer to ``request_to_core``."""
     cls = apis.response_class(request.api_key, request.api_version)
     version = request.api_version
@@ -307,7 +309,7 @@ def response_from_core(request: WireRequest, response):
     raise ValueError(f"api key {request.api_key} has no core response")
 
 
-def error_response(request: WireRequest, error: Errors):
+def error_response(request: WireRequest, error: Errors) -> Payload:
     """kio's response to a group request (OffsetFetch included) that the core never saw, with
     ``error`` wherever a client of that version reads it: for a listener whose partition is
     loading (COORDINATOR_LOAD_IN_PROGRESS), gone (NOT_COORDINATOR) or over a limit."""
@@ -407,7 +409,9 @@ def _describe_groups(cls: type, response: core.DescribeGroupsResponse):
     )
 
 
-def offset_fetch_from_core(request: WireRequest, responses: Sequence[core.OffsetFetchResponse]):
+def offset_fetch_from_core(
+    request: WireRequest, responses: Sequence[core.OffsetFetchResponse]
+) -> Payload:
     """kio's OffsetFetch response for the answers to ``offset_fetch_to_core(request)``, one per
     group in the same order."""
     cls = apis.response_class(request.api_key, request.api_version)
