@@ -9,7 +9,7 @@ KAFKA_POM   := tools/kafka/pom.xml
 KAFKA_LIBS  := build/kafka-libs
 KAFKA_STAMP := $(KAFKA_LIBS)/.fetched-$(shell cksum $(KAFKA_POM) | cut -d' ' -f1)
 
-.PHONY: setup kafka-libs demo test test-core bench clean
+.PHONY: setup kafka-libs demo lint test test-core bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ setup: $(STAMP) $(KAFKA_STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/groupcoord demo
 
-test: $(STAMP) $(KAFKA_STAMP)
+# Lint, format check and the public API's type check (tools/typecheck.py): part of `make test`.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/python tools/typecheck.py
+
+test: lint $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python -m pytest -q
 
 test-core: $(STAMP)

@@ -15,8 +15,22 @@ from .runtime import PartitionRuntime
 from .wire_service import WireConfig
 
 __all__ = [
-    "AdminClient", "AdminError", "AssignmentPlan", "CommitFailedError", "CoordinatorChannel",
-    "CoordinatorUnavailable", "DEFAULT_NAMESPACE", "Deployment", "GroupDescription",
-    "GroupMember", "GroupMemberError", "PartitionRuntime", "RebalanceListener",
-    "SyncGroupMember", "WireConfig", "connect", "start", "stop",
+    "AdminClient",
+    "AdminError",
+    "AssignmentPlan",
+    "CommitFailedError",
+    "CoordinatorChannel",
+    "CoordinatorUnavailable",
+    "DEFAULT_NAMESPACE",
+    "Deployment",
+    "GroupDescription",
+    "GroupMember",
+    "GroupMemberError",
+    "PartitionRuntime",
+    "RebalanceListener",
+    "SyncGroupMember",
+    "WireConfig",
+    "connect",
+    "start",
+    "stop",
 ]

@@ -34,7 +34,7 @@ from groupcoord.coordinator import (
 )
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
-from .channel import CoordinatorChannel
+from .channel import CoordinatorChannel, RouterHandle
 from .offsets import checked_offset, checked_partitions
 
 MAX_GROUPS_PER_CALL = 10_000
@@ -62,7 +62,7 @@ class PartitionOffset(msgspec.Struct, frozen=True):
     committed_offset: int
     end_offset: int | None = None
     lag: int | None = None
-    owner: str | None = None          # member id of the current owner, if any
+    owner: str | None = None  # member id of the current owner, if any
 
 
 class GroupDescription(msgspec.Struct, frozen=True):
@@ -87,7 +87,7 @@ def _assignment_of(raw: bytes, protocol_type: str) -> tuple[tuple[str, int], ...
 
 
 class AdminClient:
-    def __init__(self, router, *, timeout_ms: int = ADMIN_TIMEOUT_MS) -> None:
+    def __init__(self, router: RouterHandle, *, timeout_ms: int = ADMIN_TIMEOUT_MS) -> None:
         self.router = router
         self.timeout_ms = timeout_ms
 
@@ -98,7 +98,7 @@ class AdminClient:
 
     @staticmethod
     def _group_ids(group_ids: Iterable[str]) -> list[str]:
-        if isinstance(group_ids, str):        # iterating "orders" would name groups o, r, d, ...
+        if isinstance(group_ids, str):  # iterating "orders" would name groups o, r, d, ...
             raise ValueError(f"give a list of group ids, not the string {group_ids!r}")
         ids = list(dict.fromkeys(group_ids))
         if len(ids) > MAX_GROUPS_PER_CALL:
@@ -114,12 +114,14 @@ class AdminClient:
         deadline = loop.time() + self.timeout_ms / 1000
         while True:
             try:
-                response = await asyncio.wait_for(self.router.list_groups.remote(list(states)),
-                                                  max(deadline - loop.time(), 0))
-            except TimeoutError:                 # the router, or a partition it asks, is stuck
-                raise AdminError(Errors.REQUEST_TIMED_OUT,
-                                 f"no answer to ListGroups within {self.timeout_ms} ms") from None
-            except RayActorError as exc:         # the router is restarting: Ray brings it back
+                response = await asyncio.wait_for(
+                    self.router.list_groups.remote(list(states)), max(deadline - loop.time(), 0)
+                )
+            except TimeoutError:  # the router, or a partition it asks, is stuck
+                raise AdminError(
+                    Errors.REQUEST_TIMED_OUT, f"no answer to ListGroups within {self.timeout_ms} ms"
+                ) from None
+            except RayActorError as exc:  # the router is restarting: Ray brings it back
                 error, why = Errors.COORDINATOR_NOT_AVAILABLE, f"router unavailable ({exc!r})"
             else:
                 if response.error == Errors.NONE:
@@ -129,23 +131,38 @@ class AdminClient:
                 raise AdminError(error, why)
             await asyncio.sleep(0.1)
 
-    async def describe_groups(self, group_ids: Iterable[str], *, with_offsets: bool = False,
-                              end_offsets: Callable[[str, int], int] | None = None,
-                              ) -> list[GroupDescription]:
+    async def describe_groups(
+        self,
+        group_ids: Iterable[str],
+        *,
+        with_offsets: bool = False,
+        end_offsets: Callable[[str, int], int] | None = None,
+    ) -> list[GroupDescription]:
         """Describe groups (unknown ones come back state Dead). ``with_offsets`` adds committed
         offsets; ``end_offsets(topic, partition)`` adds each partition's end offset and lag."""
         ids = self._group_ids(group_ids)
-        return list(await asyncio.gather(*(
-            self._describe_one(g, with_offsets or end_offsets is not None, end_offsets)
-            for g in ids)))
+        return list(
+            await asyncio.gather(
+                *(
+                    self._describe_one(g, with_offsets or end_offsets is not None, end_offsets)
+                    for g in ids
+                )
+            )
+        )
 
     async def _describe_one(self, group_id, with_offsets, end_offsets) -> GroupDescription:
         channel = self._channel(group_id)
         described = (await channel.call(DescribeGroupsRequest([group_id]))).groups[0]
-        members = tuple(MemberDescription(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            _assignment_of(m.member_assignment, described.protocol_type))
-            for m in described.members)
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                _assignment_of(m.member_assignment, described.protocol_type),
+            )
+            for m in described.members
+        )
         offsets: tuple[PartitionOffset, ...] = ()
         if with_offsets and described.error == Errors.NONE:
             owners = {tp: m.member_id for m in members for tp in m.assignment}
@@ -154,12 +171,23 @@ class AdminClient:
             for (topic, partition), offset in sorted(committed.items()):
                 end = end_offsets(topic, partition) if end_offsets else None
                 lag = None if end is None or offset < 0 else max(end - offset, 0)
-                rows.append(PartitionOffset(topic, partition, offset, end, lag,
-                                            owners.get((topic, partition))))
+                rows.append(
+                    PartitionOffset(
+                        topic, partition, offset, end, lag, owners.get((topic, partition))
+                    )
+                )
             offsets = tuple(rows)
-        return GroupDescription(group_id, described.group_state, described.protocol_type,
-                                described.protocol_data, described.generation_id,
-                                described.leader, members, offsets, described.error.name)
+        return GroupDescription(
+            group_id,
+            described.group_state,
+            described.protocol_type,
+            described.protocol_data,
+            described.generation_id,
+            described.leader,
+            members,
+            offsets,
+            described.error.name,
+        )
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
         """Delete groups that have no members (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND for
@@ -169,11 +197,14 @@ class AdminClient:
         async def one(group_id: str) -> Errors:
             response = await self._channel(group_id).call(DeleteGroupsRequest([group_id]))
             return response.results[0].error
+
         return dict(zip(ids, await asyncio.gather(*(one(g) for g in ids)), strict=True))
 
-    async def fetch_offsets(self, group_id: str,
-                            partitions: Iterable[tuple[str, int]] | None = None,
-                            ) -> dict[tuple[str, int], int]:
+    async def fetch_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], int]:
         checked = checked_partitions(partitions)
         tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
         response = await self._channel(group_id).call(OffsetFetchRequest(group_id, tps))
@@ -181,8 +212,11 @@ class AdminClient:
             raise AdminError(response.error, f"OffsetFetch for {group_id!r}")
         return {(p.topic, p.partition): p.committed_offset for p in response.partitions}
 
-    async def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
-                             ) -> dict[tuple[str, int], Errors]:
+    async def delete_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], Errors]:
         """KIP-496 OffsetDelete: partitions the group still subscribes to are refused
         (GROUP_SUBSCRIBED_TO_TOPIC)."""
         if partitions is None:
@@ -193,11 +227,15 @@ class AdminClient:
             raise AdminError(response.error, f"OffsetDelete for {group_id!r}")
         return {(p.topic, p.partition): p.error for p in response.partitions}
 
-    async def reset_offsets(self, group_id: str, *, to_offset: int | None = None,
-                            to_earliest: Callable[[str, int], int] | None = None,
-                            to_latest: Callable[[str, int], int] | None = None,
-                            partitions: Iterable[tuple[str, int]] | None = None,
-                            ) -> dict[tuple[str, int], int]:
+    async def reset_offsets(
+        self,
+        group_id: str,
+        *,
+        to_offset: int | None = None,
+        to_earliest: Callable[[str, int], int] | None = None,
+        to_latest: Callable[[str, int], int] | None = None,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], int]:
         """Reset the group's offsets (all committed partitions unless ``partitions`` is given)
         to one offset, or to earliest/latest through ``offsets_of(topic, partition)``.
         Returns the offsets written. Refused (AdminError NON_EMPTY_GROUP) while the group has
@@ -210,10 +248,15 @@ class AdminClient:
         chosen_partitions = checked_partitions(partitions)
         (described,) = await self.describe_groups([group_id])
         if described.state not in RESETTABLE_STATES:
-            raise AdminError(Errors.NON_EMPTY_GROUP,
-                             f"group {group_id!r} is {described.state}; stop its members first")
-        targets = (sorted(set(chosen_partitions)) if chosen_partitions is not None
-                   else sorted(await self.fetch_offsets(group_id)))
+            raise AdminError(
+                Errors.NON_EMPTY_GROUP,
+                f"group {group_id!r} is {described.state}; stop its members first",
+            )
+        targets = (
+            sorted(set(chosen_partitions))
+            if chosen_partitions is not None
+            else sorted(await self.fetch_offsets(group_id))
+        )
         offsets_of = to_earliest or to_latest
         new: dict[tuple[str, int], int] = {}
         for tp in targets:
@@ -221,10 +264,17 @@ class AdminClient:
             new[tp] = checked_offset(value, f"{tp[0]}-{tp[1]}")
         if not new:
             return {}
-        response = await self._channel(group_id).call(OffsetCommitRequest(
-            group_id, -1, "", [OffsetCommitRequestPartition(t, p, o) for (t, p), o in new.items()]))
-        errors = {(p.topic, p.partition): p.error for p in response.partitions
-                  if p.error != Errors.NONE}
+        response = await self._channel(group_id).call(
+            OffsetCommitRequest(
+                group_id,
+                -1,
+                "",
+                [OffsetCommitRequestPartition(t, p, o) for (t, p), o in new.items()],
+            )
+        )
+        errors = {
+            (p.topic, p.partition): p.error for p in response.partitions if p.error != Errors.NONE
+        }
         if errors:
             error = next(iter(errors.values()))
             raise AdminError(error, f"reset of {group_id!r} refused for {sorted(errors)}")

@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from groupcoord.coordinator import JoinGroupResponseMember
 from groupcoord.coordinator.assignors import get_assignor
 from groupcoord.coordinator.consumer_protocol import (
     Assignment,
@@ -73,10 +74,13 @@ async def call_listener(method: Callable[[Partitions], Any], partitions: Partiti
 
 
 class AssignmentPlan:
-    def __init__(self, topics: Iterable[str],
-                 topic_partitions: Mapping[str, int] | Callable[[str], int],
-                 assignors: Iterable[Any]) -> None:
-        if isinstance(topics, str):             # iterating "orders" would subscribe to o, r, ...
+    def __init__(
+        self,
+        topics: Iterable[str],
+        topic_partitions: Mapping[str, int] | Callable[[str], int],
+        assignors: Iterable[Any],
+    ) -> None:
+        if isinstance(topics, str):  # iterating "orders" would subscribe to o, r, ...
             raise ValueError(f"give a list of topics, not the string {topics!r}")
         self.topics = tuple(sorted(set(topics)))
         if not self.topics or len(self.topics) > MAX_TOPICS:
@@ -87,10 +91,12 @@ class AssignmentPlan:
         self.assignors = [resolve_assignor(a) for a in assignors]
         if not self.assignors:
             raise ValueError("at least one assignor is needed")
-        ranks = [max((_protocol_rank(p) for p in a.supported_protocols), default=0)
-                 for a in self.assignors]
+        ranks = [
+            max((_protocol_rank(p) for p in a.supported_protocols), default=0)
+            for a in self.assignors
+        ]
         self.cooperative = min(ranks) == 1
-        self.assigned_counts: dict[str, int] | None = None   # the leader's, at its last assign
+        self.assigned_counts: dict[str, int] | None = None  # the leader's, at its last assign
 
     def partition_count(self, topic: str) -> int:
         source = self._topic_partitions
@@ -114,14 +120,17 @@ class AssignmentPlan:
         """What changed in the remembered partition counts (``"t: 2 -> 3"``), or None."""
         if self.assigned_counts is None:
             return None
-        changes = [f"{topic}: {count} -> {now}" for topic, count in self.assigned_counts.items()
-                   if (now := self.partition_count(topic)) != count]
+        changes = [
+            f"{topic}: {count} -> {now}"
+            for topic, count in self.assigned_counts.items()
+            if (now := self.partition_count(topic)) != count
+        ]
         return ", ".join(changes) or None
 
     def forget_counts(self) -> None:
         self.assigned_counts = None
 
-    def remember_counts(self, members) -> None:
+    def remember_counts(self, members: Iterable[JoinGroupResponseMember]) -> None:
         """Read and remember the partition count of every topic ``members`` subscribe to."""
         self._remember_counts(self._subscriptions(members))
 
@@ -131,16 +140,18 @@ class AssignmentPlan:
         return self.assigned_counts
 
     @staticmethod
-    def _subscriptions(members) -> dict[str, Subscription]:
+    def _subscriptions(members: Iterable[JoinGroupResponseMember]) -> dict[str, Subscription]:
         subscriptions: dict[str, Subscription] = {}
         for member in members:
             try:
                 subscriptions[member.member_id] = decode_subscription(member.metadata)
-            except ValueError:        # a member we cannot read gets nothing, as in Kafka's tools
+            except ValueError:  # a member we cannot read gets nothing, as in Kafka's tools
                 subscriptions[member.member_id] = Subscription(())
         return subscriptions
 
-    def assign(self, protocol_name: str, members) -> dict[str, bytes]:
+    def assign(
+        self, protocol_name: str, members: Iterable[JoinGroupResponseMember]
+    ) -> dict[str, bytes]:
         """The leader's work: members are JoinGroupResponseMembers; returns member -> bytes."""
         assignor = next((a for a in self.assignors if a.name == protocol_name), None)
         if assignor is None:
@@ -149,8 +160,10 @@ class AssignmentPlan:
         counts = self._remember_counts(subscriptions)
         partitions_per_topic = {t: n for t, n in counts.items() if n}
         plan = assignor.assign(partitions_per_topic, subscriptions)
-        return {member_id: encode_assignment(plan.get(member_id, Assignment(())))
-                for member_id in subscriptions}
+        return {
+            member_id: encode_assignment(plan.get(member_id, Assignment(())))
+            for member_id in subscriptions
+        }
 
     @staticmethod
     def decode(assignment: bytes) -> Partitions:

@@ -25,11 +25,14 @@ from typing import Any
 
 import msgspec
 import ray
+from ray._private.services import find_gcs_addresses
 
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
+from groupcoord.storage import LogConfig
 
 from . import identity
+from .channel import RouterHandle
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 from .wire_service import WireConfig
 
@@ -42,13 +45,13 @@ BROKEN_STATES = ("load_failed", "broken")
 
 class Deployment(msgspec.Struct, frozen=True):
     namespace: str
-    router: Any            # RouterActor handle
+    router: RouterHandle
     num_partitions: int
     log_dir: str
-    cluster_id: str = ""   # deployment.json's: the same for every start on this log root
+    cluster_id: str = ""  # deployment.json's: the same for every start on this log root
     ray_address: str = ""  # the GCS address of the Ray cluster it runs in
-    ray_source: str = ""   # how that cluster was chosen (see resolve_address)
-    kafka: str | None = None      # the Kafka bootstrap listener's host:port, when it has one
+    ray_source: str = ""  # how that cluster was chosen (see resolve_address)
+    kafka: str | None = None  # the Kafka bootstrap listener's host:port, when it has one
 
     def partitions(self) -> list:
         return ray.get(self.router.partitions.remote())
@@ -68,8 +71,9 @@ class Deployment(msgspec.Struct, frozen=True):
             if any(i["state"] in BROKEN_STATES for i in infos):
                 raise RuntimeError(f"cannot serve: {not_serving(infos, BROKEN_STATES)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"partitions not serving after {timeout_s}s: "
-                                   f"{not_serving(infos)}")
+                raise TimeoutError(
+                    f"partitions not serving after {timeout_s}s: {not_serving(infos)}"
+                )
             time.sleep(READY_POLL_S)
 
 
@@ -87,7 +91,6 @@ def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str
 def local_ray_clusters() -> set[str]:
     """GCS addresses of the Ray clusters with a node on this machine (Ray's own process scan,
     the one its ``auto`` lookup uses)."""
-    from ray._private.services import find_gcs_addresses  # noqa: PLC0415 (private: only here)
     find_gcs_addresses.cache_clear()
     return set(find_gcs_addresses())
 
@@ -108,17 +111,20 @@ def resolve_address(address: str | None, *, embedded: bool) -> tuple[str, str]:
         return "local", "embedded"
     clusters = local_ray_clusters()
     if len(clusters) > 1:
-        raise LookupError(f"{len(clusters)} Ray clusters run on this machine "
-                          f"({', '.join(sorted(clusters))}): pass --address (groupcoord serve "
-                          f"printed the one to use) or set RAY_ADDRESS")
+        raise LookupError(
+            f"{len(clusters)} Ray clusters run on this machine "
+            f"({', '.join(sorted(clusters))}): pass --address (groupcoord serve "
+            f"printed the one to use) or set RAY_ADDRESS"
+        )
     return "auto", "auto-detected"
 
 
-_connected_via = "this process's Ray"      # how ensure_ray chose the cluster, when it did
+_connected_via = "this process's Ray"  # how ensure_ray chose the cluster, when it did
 
 
-def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None, *,
-               embedded: bool = True) -> str:
+def ensure_ray(
+    address: str | None, namespace: str, num_cpus: int | None = None, *, embedded: bool = True
+) -> str:
     """Connect to Ray unless connected already (see ``resolve_address``). Returns how the
     cluster was chosen when this call connected, ``""`` when the process was connected
     already (so a true value means this call connected and should disconnect)."""
@@ -129,8 +135,14 @@ def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None,
     target, source = resolve_address(address, embedded=embedded)
     _connected_via = source
     if target == "local":
-        ray.init(address="local", namespace=namespace, include_dashboard=False,
-                 num_cpus=num_cpus, log_to_driver=False, configure_logging=False)
+        ray.init(
+            address="local",
+            namespace=namespace,
+            include_dashboard=False,
+            num_cpus=num_cpus,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     else:
         try:
             ray.init(address=target, namespace=namespace, log_to_driver=False)
@@ -139,8 +151,10 @@ def ensure_ray(address: str | None, namespace: str, num_cpus: int | None = None,
                 raise
             # Ray turns token authentication on by default, but a driver given an address
             # (not auto-detected) only uses the token when told to.
-            raise ConnectionError(f"{exc} (if the cluster uses token authentication, Ray's "
-                                  f"default, set RAY_AUTH_MODE=token)") from None
+            raise ConnectionError(
+                f"{exc} (if the cluster uses token authentication, Ray's "
+                f"default, set RAY_AUTH_MODE=token)"
+            ) from None
     return source
 
 
@@ -152,8 +166,9 @@ def _check_same_cluster(address: str | None) -> None:
         return
     current = ray_address()
     if address.rpartition(":")[2] != current.rpartition(":")[2]:
-        raise ValueError(f"this process is connected to the Ray cluster at {current}, "
-                         f"not {address}")
+        raise ValueError(
+            f"this process is connected to the Ray cluster at {current}, not {address}"
+        )
 
 
 def ray_address() -> str:
@@ -161,7 +176,7 @@ def ray_address() -> str:
     return ray.get_runtime_context().gcs_address
 
 
-def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
+def log_config_for(config: CoordinatorConfig, log_config: LogConfig | None = None) -> LogConfig:
     """The log configuration to run with: storage's defaults raised to hold the largest record
     the coordinator accepts (``record_size.largest_record_bytes``, measured as the log measures
     records); an explicit one is checked instead.
@@ -170,32 +185,43 @@ def log_config_for(config: CoordinatorConfig, log_config: Any = None) -> Any:
     retry of the same request, so such a configuration is refused up front (ValueError)."""
     biggest = largest_record_bytes(config)
     if log_config is None:
-        from groupcoord.storage import LogConfig  # noqa: PLC0415 (actors import storage late)
         default = LogConfig()
         return msgspec.structs.replace(
-            default, max_record_bytes=max(default.max_record_bytes, biggest),
+            default,
+            max_record_bytes=max(default.max_record_bytes, biggest),
             # A batch holds at least one whole record plus its framing.
-            max_batch_bytes=max(default.max_batch_bytes, 2 * biggest))
+            max_batch_bytes=max(default.max_batch_bytes, 2 * biggest),
+        )
     max_record = getattr(log_config, "max_record_bytes", None)
     if max_record is not None and max_record < biggest:
-        raise ValueError(f"LogConfig.max_record_bytes ({max_record}) is below the largest "
-                         f"record the coordinator accepts ({biggest} bytes); raise it or "
-                         f"lower CoordinatorConfig.group_metadata_max_bytes")
+        raise ValueError(
+            f"LogConfig.max_record_bytes ({max_record}) is below the largest "
+            f"record the coordinator accepts ({biggest} bytes); raise it or "
+            f"lower CoordinatorConfig.group_metadata_max_bytes"
+        )
     return log_config
 
 
-def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
-          namespace: str = DEFAULT_NAMESPACE, config: CoordinatorConfig | None = None,
-          log_config: Any = None, address: str | None = None,
-          num_cpus: int | None = None, wire: WireConfig | None = None) -> Deployment:
+def start(
+    num_partitions: int = 4,
+    log_dir: str = DEFAULT_LOG_DIR,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    config: CoordinatorConfig | None = None,
+    log_config: LogConfig | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    wire: WireConfig | None = None,
+) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
     ``log_dir`` must be reachable from every node Ray may restart a partition on: a local
     directory for the embedded single-node default, a shared filesystem on a cluster.
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
-        raise ValueError(f"num_partitions must be an int in [1, {MAX_PARTITIONS}], "
-                         f"got {num_partitions!r}")
+        raise ValueError(
+            f"num_partitions must be an int in [1, {MAX_PARTITIONS}], got {num_partitions!r}"
+        )
     if not isinstance(namespace, str) or not namespace:
         raise ValueError("namespace must be a non-empty str")
     config = config or CoordinatorConfig()
@@ -211,23 +237,37 @@ def start(num_partitions: int = 4, log_dir: str = DEFAULT_LOG_DIR, *,
         claimed = identity.claim(log_dir, num_partitions, namespace)
         writer = identity.writer_of(log_dir, num_partitions)
         if writer is not None:
-            raise RuntimeError(f"{writer}: another groupcoord serves {log_dir}; stop it, "
-                               f"connect to its Ray cluster, or use another --log-dir")
+            raise RuntimeError(
+                f"{writer}: another groupcoord serves {log_dir}; stop it, "
+                f"connect to its Ray cluster, or use another --log-dir"
+            )
         cluster_id = claimed.cluster_id
     else:
         _check_same_deployment(running[1], namespace, num_partitions, log_dir)
         cluster_id = running[1].get("cluster_id", "")
     router = RouterActor.options(
-        name=ROUTER_NAME, namespace=namespace, lifetime="detached", max_restarts=-1,
-        max_task_retries=0, get_if_exists=True, num_cpus=0,
+        name=ROUTER_NAME,
+        namespace=namespace,
+        lifetime="detached",
+        max_restarts=-1,
+        max_task_retries=0,
+        get_if_exists=True,
+        num_cpus=0,
     ).remote(num_partitions, log_dir, namespace, config, log_config, cluster_id, wire)
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")
-    _check_same_deployment(described, namespace, num_partitions, log_dir)   # a start raced us
-    return Deployment(namespace, router, num_partitions, described["log_dir"],
-                      described.get("cluster_id", ""), ray_address(), source,
-                      ray.get(router.kafka_address.remote()))
+    _check_same_deployment(described, namespace, num_partitions, log_dir)  # a start raced us
+    return Deployment(
+        namespace,
+        router,
+        num_partitions,
+        described["log_dir"],
+        described.get("cluster_id", ""),
+        ray_address(),
+        source,
+        ray.get(router.kafka_address.remote()),
+    )
 
 
 def _running(namespace: str) -> tuple[Any, dict] | None:
@@ -239,17 +279,22 @@ def _running(namespace: str) -> tuple[Any, dict] | None:
     return router, ray.get(router.describe.remote())
 
 
-def _check_same_deployment(described: dict, namespace: str, num_partitions: int,
-                           log_dir: str) -> None:
+def _check_same_deployment(
+    described: dict, namespace: str, num_partitions: int, log_dir: str
+) -> None:
     if os.path.realpath(described["log_dir"]) != os.path.realpath(log_dir):
-        raise ValueError(f"namespace {namespace!r} on this Ray cluster already runs a groupcoord "
-                         f"deployment with logs in {described['log_dir']}: two coordinators "
-                         f"would split its clients; use that --log-dir, another --namespace, "
-                         f"or stop it first")
+        raise ValueError(
+            f"namespace {namespace!r} on this Ray cluster already runs a groupcoord "
+            f"deployment with logs in {described['log_dir']}: two coordinators "
+            f"would split its clients; use that --log-dir, another --namespace, "
+            f"or stop it first"
+        )
     if described["num_partitions"] != num_partitions:
-        raise ValueError(f"namespace {namespace!r} already runs {described['num_partitions']} "
-                         f"partitions, not {num_partitions}: start with --partitions "
-                         f"{described['num_partitions']} (another count would move every group)")
+        raise ValueError(
+            f"namespace {namespace!r} already runs {described['num_partitions']} "
+            f"partitions, not {num_partitions}: start with --partitions "
+            f"{described['num_partitions']} (another count would move every group)"
+        )
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> Deployment:
@@ -259,12 +304,21 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> D
     source = ensure_ray(address, namespace, embedded=False) or _connected_via
     running = _running(namespace)
     if running is None:
-        raise LookupError(f"no groupcoord deployment in namespace {namespace!r} on the Ray "
-                          f"cluster at {ray_address()} ({source})")
+        raise LookupError(
+            f"no groupcoord deployment in namespace {namespace!r} on the Ray "
+            f"cluster at {ray_address()} ({source})"
+        )
     router, described = running
-    return Deployment(namespace, router, described["num_partitions"], described["log_dir"],
-                      described.get("cluster_id", ""), ray_address(), source,
-                      ray.get(router.kafka_address.remote()))
+    return Deployment(
+        namespace,
+        router,
+        described["num_partitions"],
+        described["log_dir"],
+        described.get("cluster_id", ""),
+        ray_address(),
+        source,
+        ray.get(router.kafka_address.remote()),
+    )
 
 
 def stop(deployment: Deployment, timeout_s: float | None = None) -> None:

@@ -23,7 +23,7 @@ from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
 
 CATALOG_FILE = "topics.json"
-MAX_TOPIC_NAME_CHARS = 249                  # Kafka's limit
+MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_TOPICS = 100_000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -40,24 +40,30 @@ class CatalogError(ValueError):
 def check_topic_name(name: object) -> str:
     """``name`` if it is a legal Kafka topic name, else CatalogError saying why."""
     if not isinstance(name, str) or not name:
-        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
-                           f"a topic name must be a non-empty str, got {name!r}")
+        raise CatalogError(
+            Errors.INVALID_TOPIC_EXCEPTION, f"a topic name must be a non-empty str, got {name!r}"
+        )
     if len(name) > MAX_TOPIC_NAME_CHARS:
-        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
-                           f"topic name {name[:40]!r}... is {len(name)} characters; "
-                           f"the most is {MAX_TOPIC_NAME_CHARS}")
+        raise CatalogError(
+            Errors.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name[:40]!r}... is {len(name)} characters; "
+            f"the most is {MAX_TOPIC_NAME_CHARS}",
+        )
     if name in (".", "..") or not _LEGAL_NAME.fullmatch(name):
-        raise CatalogError(Errors.INVALID_TOPIC_EXCEPTION,
-                           f"illegal topic name {name!r}: use ASCII letters, digits, '.', '_' "
-                           "and '-' (not '.' or '..')")
+        raise CatalogError(
+            Errors.INVALID_TOPIC_EXCEPTION,
+            f"illegal topic name {name!r}: use ASCII letters, digits, '.', '_' "
+            "and '-' (not '.' or '..')",
+        )
     return name
 
 
 def check_partitions(partitions: object) -> int:
     if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
-        raise CatalogError(Errors.INVALID_PARTITIONS,
-                           f"partitions must be an int in [1, {MAX_PARTITIONS_PER_TOPIC}], "
-                           f"got {partitions!r}")
+        raise CatalogError(
+            Errors.INVALID_PARTITIONS,
+            f"partitions must be an int in [1, {MAX_PARTITIONS_PER_TOPIC}], got {partitions!r}",
+        )
     return partitions
 
 
@@ -77,12 +83,17 @@ class TopicCatalog:
             return 0, {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"{self.path}: unreadable topic catalog ({exc})") from None
-        if (not isinstance(raw, dict) or type(raw.get("version")) is not int
-                or not isinstance(raw.get("topics"), dict)):
-            raise ValueError(f"{self.path}: expected {{\"version\": int, \"topics\": {{...}}}}")
+        if (
+            not isinstance(raw, dict)
+            or type(raw.get("version")) is not int
+            or not isinstance(raw.get("topics"), dict)
+        ):
+            raise ValueError(f'{self.path}: expected {{"version": int, "topics": {{...}}}}')
         try:
-            topics = {check_topic_name(name): check_partitions(count)
-                      for name, count in raw["topics"].items()}
+            topics = {
+                check_topic_name(name): check_partitions(count)
+                for name, count in raw["topics"].items()
+            }
         except CatalogError as exc:
             raise ValueError(f"{self.path}: {exc}") from None
         return raw["version"], topics
@@ -96,11 +107,15 @@ class TopicCatalog:
         check_topic_name(name)
         check_partitions(partitions)
         if name in self._topics:
-            raise CatalogError(Errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists "
-                               f"with {self._topics[name]} partitions")
+            raise CatalogError(
+                Errors.TOPIC_ALREADY_EXISTS,
+                f"topic {name!r} already exists with {self._topics[name]} partitions",
+            )
         if len(self._topics) >= MAX_TOPICS:
-            raise CatalogError(Errors.INVALID_REQUEST, f"the catalog already holds {MAX_TOPICS} "
-                               "topics, the most it may")
+            raise CatalogError(
+                Errors.INVALID_REQUEST,
+                f"the catalog already holds {MAX_TOPICS} topics, the most it may",
+            )
         if not validate_only:
             self._write({**self._topics, name: partitions})
 
@@ -110,8 +125,11 @@ class TopicCatalog:
         check_partitions(partitions)
         current = self._known(name)
         if partitions <= current:
-            raise CatalogError(Errors.INVALID_PARTITIONS, f"topic {name!r} has {current} "
-                               f"partitions; a topic can only grow, not to {partitions}")
+            raise CatalogError(
+                Errors.INVALID_PARTITIONS,
+                f"topic {name!r} has {current} "
+                f"partitions; a topic can only grow, not to {partitions}",
+            )
         if not validate_only:
             self._write({**self._topics, name: partitions})
 
@@ -126,11 +144,9 @@ class TopicCatalog:
         for change in changes:
             try:
                 if change.kind == "create":
-                    self.create(change.name, change.partitions,
-                                validate_only=change.validate_only)
+                    self.create(change.name, change.partitions, validate_only=change.validate_only)
                 elif change.kind == "grow":
-                    self.alter(change.name, change.partitions,
-                               validate_only=change.validate_only)
+                    self.alter(change.name, change.partitions, validate_only=change.validate_only)
                 elif change.kind == "delete":
                     self.delete(change.name)
                 else:
@@ -150,5 +166,5 @@ class TopicCatalog:
     def _write(self, topics: dict[str, int]) -> None:
         version = self.version + 1
         data = json.dumps({"version": version, "topics": topics}, sort_keys=True).encode()
-        write_atomically(self.path, [data])        # fsyncs the file and the directory
+        write_atomically(self.path, [data])  # fsyncs the file and the directory
         self.version, self._topics = version, topics

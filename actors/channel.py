@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from groupcoord.coordinator import Errors
@@ -34,14 +35,25 @@ from .responses import response_error
 REDISCOVER = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 RETRY_SAME = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS})
 
+# The Ray actor handle of the router (router.py's RouterActor, ``Deployment.router``). Ray's
+# handles are untyped (their ``.remote`` methods are made at run time), hence Any, named once.
+RouterHandle = Any
+
 
 class CoordinatorUnavailable(RuntimeError):
     """No coordinator answered within the call's timeout."""
 
 
 class CoordinatorChannel:
-    def __init__(self, router, group_id: str, *, retry_backoff_ms: int = 50,
-                 retry_backoff_max_ms: int = 1_000, timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        router: RouterHandle,
+        group_id: str,
+        *,
+        retry_backoff_ms: int = 50,
+        retry_backoff_max_ms: int = 1_000,
+        timeout_ms: int = 60_000,
+    ) -> None:
         if retry_backoff_ms < 1 or retry_backoff_max_ms < retry_backoff_ms or timeout_ms < 1:
             raise ValueError("need 1 <= retry_backoff_ms <= retry_backoff_max_ms, timeout_ms >= 1")
         self.router = router
@@ -51,7 +63,7 @@ class CoordinatorChannel:
         self.timeout_ms = timeout_ms
         self.partition: int | None = None
         self._handle = None
-        self.discoveries = 0           # how often the coordinator was (re)discovered
+        self.discoveries = 0  # how often the coordinator was (re)discovered
         self.retries = 0
 
     async def _coordinator(self):
@@ -63,8 +75,13 @@ class CoordinatorChannel:
     def forget(self) -> None:
         self._handle = None
 
-    async def call(self, request, *, attempt_timeout_s: float | None = None,
-                   timeout_ms: int | None = None) -> Any:
+    async def call(
+        self,
+        request: msgspec.Struct,
+        *,
+        attempt_timeout_s: float | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
         """Send ``request`` to the group's coordinator until it gives a final answer; raise
         ``CoordinatorUnavailable`` if none came by the deadline (``timeout_ms``, default the
         channel's)."""
@@ -92,7 +109,8 @@ class CoordinatorChannel:
                     self.forget()
             if loop.time() + backoff_s >= deadline:
                 raise CoordinatorUnavailable(
-                    f"group {self.group_id!r}: no coordinator answered in time (last: {last!r})")
+                    f"group {self.group_id!r}: no coordinator answered in time (last: {last!r})"
+                )
             self.retries += 1
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.retry_backoff_max_ms / 1000)

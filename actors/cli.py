@@ -38,67 +38,32 @@ import ray
 from . import bootstrap
 from .admin import AdminClient
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
+from .demo_run import run_demo
+from .output import Output, show_descriptions
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0
 
 # -- output ------------------------------------------------------------------------------------
 
-def table(title: str, rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """A plain-text table; every value shown with ``str``."""
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    line = "  ".join("-" * w for w in widths)
-    out = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths)), line]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    if not rows:
-        out.append("(none)")
-    return "\n".join(out)
-
-
-class Output:
-    """Collects tables; prints them as text as they come, or as one JSON document at the end."""
-
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-        self.document: dict = {}
-
-    def show(self, key: str, title: str, rows: list[dict], columns: Sequence[str]) -> None:
-        self.document[key] = rows
-        if not self.as_json:
-            print(table(title, rows, columns), end="\n\n", flush=True)
-
-    def note(self, text: str) -> None:
-        self.document.setdefault("notes", []).append(text)
-        if not self.as_json:
-            print(text, flush=True)
-
-    def show_text(self, key: str, text: str) -> None:
-        self.document[key] = text
-        if not self.as_json:
-            print(text, end="\n\n", flush=True)
-
-    def finish(self) -> None:
-        if self.as_json:
-            print(json.dumps(msgspec.to_builtins(self.document), indent=2, default=str))
-
 
 def _offsets_file(path: str) -> Callable[[str, int], int]:
     with open(path) as f:
         raw = json.load(f)
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object {{\"topic:partition\": offset}}")
+        raise ValueError(f'{path}: expected a JSON object {{"topic:partition": offset}}')
     table_ = {}
     for key, value in raw.items():
         topic, _, partition = key.rpartition(":")
         if not topic or not partition.isdigit() or type(value) is not int:
-            raise ValueError(f"{path}: entries must look like \"topic:partition\": offset")
+            raise ValueError(f'{path}: entries must look like "topic:partition": offset')
         table_[(topic, int(partition))] = value
 
     def offset_of(topic: str, partition: int) -> int:
         if (topic, partition) not in table_:
             raise ValueError(f"{path} has no offset for {topic}:{partition}")
         return table_[(topic, partition)]
+
     return offset_of
 
 
@@ -108,10 +73,17 @@ PARTITION_COLUMNS = ("partition", "state", "epoch", "groups", "pid", "node", "at
 
 
 def partitions_rows(infos: list[dict]) -> list[dict]:
-    return [{k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
-            | {"node": str(info.get("node", ""))[:12], "attempts": info.get("load_attempts"),
-               "error": (info.get("load_error") or info.get("init_error")
-                         or info.get("fatal_error") or "")[:100]} for info in infos]
+    return [
+        {k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
+        | {
+            "node": str(info.get("node", ""))[:12],
+            "attempts": info.get("load_attempts"),
+            "error": (
+                info.get("load_error") or info.get("init_error") or info.get("fatal_error") or ""
+            )[:100],
+        }
+        for info in infos
+    ]
 
 
 class Stopped(BaseException):
@@ -128,12 +100,17 @@ def _raise_stopped(signum, frame) -> None:
 
 
 def cmd_serve(args, out: Output) -> int:
-    if args.detach and not ray.is_initialized() and \
-            bootstrap.resolve_address(args.address, embedded=True)[0] == "local":
+    if (
+        args.detach
+        and not ray.is_initialized()
+        and bootstrap.resolve_address(args.address, embedded=True)[0] == "local"
+    ):
         # An embedded Ray belongs to this process: detached actors would die with it at exit.
-        raise ValueError("--detach needs a Ray cluster that outlives this command: start one "
-                         "with `ray start --head` and pass --address (or run serve without "
-                         "--detach, which stays in the foreground)")
+        raise ValueError(
+            "--detach needs a Ray cluster that outlives this command: start one "
+            "with `ray start --head` and pass --address (or run serve without "
+            "--detach, which stays in the foreground)"
+        )
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     deployment = None
     try:
@@ -142,37 +119,52 @@ def cmd_serve(args, out: Output) -> int:
         ensure_ray(args.address, args.namespace)
         for s in previous:
             signal.signal(s, _raise_stopped)
-        deployment = start(args.partitions, args.log_dir, namespace=args.namespace,
-                           address=args.address)
+        deployment = start(
+            args.partitions, args.log_dir, namespace=args.namespace, address=args.address
+        )
         infos = deployment.wait_ready(args.ready_timeout)
-        out.note(f"groupcoord serving {deployment.num_partitions} partitions in namespace "
-                 f"{deployment.namespace!r}, logs in {deployment.log_dir} "
-                 f"(deployment {deployment.cluster_id})")
-        out.note(f"Ray cluster at {deployment.ray_address} ({deployment.ray_source}); clients "
-                 f"use --address {deployment.ray_address} --namespace {deployment.namespace} "
-                 f"(or RAY_ADDRESS={deployment.ray_address})"
-                 + ("; token authentication is on: clients need RAY_AUTH_MODE=token and the "
-                    "token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
-                    if os.environ.get("RAY_AUTH_MODE") == "token" else ""))
-        out.document.update(ray_address=deployment.ray_address, namespace=deployment.namespace,
-                            cluster_id=deployment.cluster_id, log_dir=deployment.log_dir)
+        out.note(
+            f"groupcoord serving {deployment.num_partitions} partitions in namespace "
+            f"{deployment.namespace!r}, logs in {deployment.log_dir} "
+            f"(deployment {deployment.cluster_id})"
+        )
+        out.note(
+            f"Ray cluster at {deployment.ray_address} ({deployment.ray_source}); clients "
+            f"use --address {deployment.ray_address} --namespace {deployment.namespace} "
+            f"(or RAY_ADDRESS={deployment.ray_address})"
+            + (
+                "; token authentication is on: clients need RAY_AUTH_MODE=token and the "
+                "token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                if os.environ.get("RAY_AUTH_MODE") == "token"
+                else ""
+            )
+        )
+        out.document.update(
+            ray_address=deployment.ray_address,
+            namespace=deployment.namespace,
+            cluster_id=deployment.cluster_id,
+            log_dir=deployment.log_dir,
+        )
         out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
         out.finish()
         if args.detach:
             return 0
-        while True:                        # stay up: an embedded Ray lives as long as we do
+        while True:  # stay up: an embedded Ray lives as long as we do
             signal.pause()
     except Stopped as stopped:
-        for s in previous:                 # a second signal must not interrupt the close
+        for s in previous:  # a second signal must not interrupt the close
             signal.signal(s, signal.SIG_IGN)
         print(f"groupcoord: {stopped}: closing the partitions", file=sys.stderr, flush=True)
         status = 0
         if deployment is not None:
             try:
                 stop(deployment, timeout_s=STOP_TIMEOUT_S)
-            except Exception as exc:       # Ray went first (a Ctrl-C reaches its processes too)
-                print(f"groupcoord: could not close every partition: {exc!r}".splitlines()[0],
-                      file=sys.stderr, flush=True)
+            except Exception as exc:  # Ray went first (a Ctrl-C reaches its processes too)
+                print(
+                    f"groupcoord: could not close every partition: {exc!r}".splitlines()[0],
+                    file=sys.stderr,
+                    flush=True,
+                )
                 status = 1
         if ray.is_initialized():
             ray.shutdown()
@@ -185,12 +177,16 @@ def cmd_serve(args, out: Output) -> int:
 
 # -- status and groups -------------------------------------------------------------------------
 
+
 def _connect(args):
     """The deployment, saying on stderr which cluster and namespace were reached."""
     deployment = connect(args.namespace, args.address)
-    print(f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
-          f"{deployment.namespace!r}, deployment {deployment.cluster_id or '?'}",
-          file=sys.stderr, flush=True)
+    print(
+        f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
+        f"{deployment.namespace!r}, deployment {deployment.cluster_id or '?'}",
+        file=sys.stderr,
+        flush=True,
+    )
     return deployment
 
 
@@ -199,35 +195,6 @@ def cmd_status(args, out: Output) -> int:
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
-
-
-def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
-    groups, members, offsets = [], [], []
-    for d in descriptions:
-        groups.append({"group": d.group_id, "state": d.state, "protocol": d.protocol,
-                       "generation": d.generation_id, "members": len(d.members),
-                       "leader": d.leader[:24]})
-        for m in d.members:
-            members.append({"group": d.group_id, "member": m.member_id[:40],
-                            "instance": m.group_instance_id or "", "client": m.client_id,
-                            "partitions": ",".join(f"{t}-{p}" for t, p in m.assignment)})
-        for o in d.offsets:
-            offsets.append({"group": d.group_id, "topic": o.topic, "partition": o.partition,
-                            "committed": o.committed_offset,
-                            "end": "" if o.end_offset is None else o.end_offset,
-                            "lag": "" if o.lag is None else o.lag,
-                            "owner": (o.owner or "")[:40]})
-    return groups, members, offsets
-
-
-def show_descriptions(out: Output, descriptions) -> None:
-    groups, members, offsets = describe_rows(descriptions)
-    out.show("groups", "groups", groups,
-             ("group", "state", "protocol", "generation", "members", "leader"))
-    out.show("members", "members and assignments", members,
-             ("group", "member", "instance", "client", "partitions"))
-    out.show("offsets", "committed offsets", offsets,
-             ("group", "topic", "partition", "committed", "end", "lag", "owner"))
 
 
 def cmd_groups(args, out: Output) -> int:
@@ -240,16 +207,28 @@ def cmd_groups(args, out: Output) -> int:
             broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
             raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
         groups = asyncio.run(admin.list_groups(args.state or ()))
-        out.show("groups", "groups", [msgspec.to_builtins(g) for g in groups],
-                 ("group_id", "group_state", "protocol_type"))
+        out.show(
+            "groups",
+            "groups",
+            [msgspec.to_builtins(g) for g in groups],
+            ("group_id", "group_state", "protocol_type"),
+        )
     elif args.action == "describe":
         end_offsets = _offsets_file(args.end_offsets) if args.end_offsets else None
-        show_descriptions(out, asyncio.run(admin.describe_groups(
-            args.groups, with_offsets=True, end_offsets=end_offsets)))
+        show_descriptions(
+            out,
+            asyncio.run(
+                admin.describe_groups(args.groups, with_offsets=True, end_offsets=end_offsets)
+            ),
+        )
     elif args.action == "delete":
         results = asyncio.run(admin.delete_groups(args.groups))
-        out.show("deleted", "delete groups",
-                 [{"group": g, "result": e.name} for g, e in results.items()], ("group", "result"))
+        out.show(
+            "deleted",
+            "delete groups",
+            [{"group": g, "result": e.name} for g, e in results.items()],
+            ("group", "result"),
+        )
         out.finish()
         return 0 if all(e == 0 for e in results.values()) else 1
     else:
@@ -260,34 +239,43 @@ def cmd_groups(args, out: Output) -> int:
         elif args.to_latest:
             options = {"to_latest": _offsets_file(args.to_latest)}
         written = asyncio.run(admin.reset_offsets(group, **options))
-        out.show("reset", f"offsets of {group} reset",
-                 [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(written.items())],
-                 ("topic", "partition", "offset"))
+        out.show(
+            "reset",
+            f"offsets of {group} reset",
+            [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(written.items())],
+            ("topic", "partition", "offset"),
+        )
     out.finish()
     return 0
 
 
 # -- demo --------------------------------------------------------------------------------------
 
+
 def demo_lake_report(work_dir: str, log_dir: str, topic, out: Output) -> None:
     """The demo's last act: export the partition logs into a Delta lake with Spark and print a
     short analytics report, judging the consumers against the synthetic topic's end offsets."""
     try:
-        from groupcoord.spark_export.report import export_and_report
-    except ImportError as exc:          # installed without the [spark] extra
+        # Lazy: the [spark] extra is optional, and PySpark takes seconds to import.
+        from groupcoord.spark_export.report import export_and_report  # noqa: PLC0415
+    except ImportError as exc:  # installed without the [spark] extra
         out.note(f"lake export skipped: {exc} (pip install 'groupcoord[spark]')")
         return
     log_end_path = os.path.join(work_dir, "log-end.csv")
     topic.write_log_end_history(log_end_path, until_s=time.time())
     lake_dir = os.path.join(work_dir, "lake")
     out.note(f"[lake] exporting {log_dir} into {lake_dir} with Spark (start-up takes a while)")
-    text = export_and_report(log_dir, lake_dir, log_end_path=log_end_path,
-                             plot_dir=os.path.join(work_dir, "plots"), progress=out.note)
+    text = export_and_report(
+        log_dir,
+        lake_dir,
+        log_end_path=log_end_path,
+        plot_dir=os.path.join(work_dir, "plots"),
+        progress=out.note,
+    )
     out.show_text("lake_report", text)
 
 
 def cmd_demo(args, out: Output) -> int:
-    from .demo_run import run_demo
     work_dir = tempfile.mkdtemp(prefix="groupcoord-demo-")
     log_dir = args.log_dir or os.path.join(work_dir, "logs")
     topic = run_demo(log_dir, args.seconds, out)
@@ -298,6 +286,7 @@ def cmd_demo(args, out: Output) -> int:
 
 
 # -- entry point -------------------------------------------------------------------------------
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="groupcoord", description=__doc__.split("\n\n")[0])
@@ -312,8 +301,11 @@ def parser() -> argparse.ArgumentParser:
     common(serve, "Ray cluster (GCS host:port); default RAY_ADDRESS, else an embedded Ray")
     serve.add_argument("--partitions", type=int, default=4)
     serve.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
-    serve.add_argument("--detach", action="store_true",
-                       help="return once serving (the actors are detached and stay)")
+    serve.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once serving (the actors are detached and stay)",
+    )
     serve.add_argument("--ready-timeout", type=float, default=120.0)
 
     demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
@@ -323,13 +315,19 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-lake", action="store_true", help="skip the Spark export and report")
 
     # Dispatched before parsing (see main); listed here so that --help shows them.
-    sub.add_parser("export", add_help=False,
-                   help="export partition logs into the Delta lake (groupcoord export --help)")
-    sub.add_parser("report", add_help=False,
-                   help="analytics report from the lake (groupcoord report --help)")
+    sub.add_parser(
+        "export",
+        add_help=False,
+        help="export partition logs into the Delta lake (groupcoord export --help)",
+    )
+    sub.add_parser(
+        "report", add_help=False, help="analytics report from the lake (groupcoord report --help)"
+    )
 
-    client_address = ("Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, "
-                      "else the one cluster running on this machine")
+    client_address = (
+        "Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, "
+        "else the one cluster running on this machine"
+    )
     status = sub.add_parser("status", help="the partitions: state, epoch, load errors")
     common(status, client_address)
 
@@ -350,7 +348,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("export", "report"):
         # The lake commands belong to spark_export, which has its own options and parser.
-        from groupcoord.spark_export import cli as lake_cli
+        # Lazy: it loads PySpark, which the other commands do not need.
+        from groupcoord.spark_export import cli as lake_cli  # noqa: PLC0415
+
         return (lake_cli.export_main if argv[0] == "export" else lake_cli.report_main)(argv[1:])
     args = parser().parse_args(argv)
     out = Output(getattr(args, "json", False))
@@ -358,11 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action in ("describe", "delete") and not args.groups:
             parser().error(f"groups {args.action} needs at least one group id")
         if args.action == "reset-offsets" and (
-                len(args.groups) != 1 or (args.to_offset is None and not args.to_earliest
-                                          and not args.to_latest)):
+            len(args.groups) != 1
+            or (args.to_offset is None and not args.to_earliest and not args.to_latest)
+        ):
             parser().error("groups reset-offsets needs one group and one --to-... option")
-    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups,
-                "status": cmd_status}
+    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups, "status": cmd_status}
     try:
         return commands[args.command](args, out)
     # OSError: an unreadable offsets file, no Ray cluster to connect to (ConnectionError),

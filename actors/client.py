@@ -69,19 +69,19 @@ from groupcoord.coordinator import (
 )
 
 from .assignment import AssignmentPlan, Partitions, RebalanceListener, call_listener
-from .channel import CoordinatorChannel, CoordinatorUnavailable
+from .channel import CoordinatorChannel, CoordinatorUnavailable, RouterHandle
 from .offsets import checked_metadata, checked_offsets, checked_partitions
 
 log = logging.getLogger("groupcoord.client")
 
 LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
 PROTOCOL_TYPE = "consumer"
-HISTORY_MAX = 1_000                 # (generation, assignment) pairs kept for inspection
-CALL_SLACK_MS = 5_000               # over the rebalance timeout, for a parked join or sync
-CLOSE_TIMEOUT_MS = 30_000           # Kafka's default for close()
-LEAVE_TIMEOUT_MS = 5_000            # past it, the session timeout removes the member instead
-METADATA_MAX_AGE_MS = 300_000       # Kafka's metadata.max.age.ms default
-REASON_MAX_CHARS = 255              # Kafka's JoinGroupRequest.maybeTruncateReason
+HISTORY_MAX = 1_000  # (generation, assignment) pairs kept for inspection
+CALL_SLACK_MS = 5_000  # over the rebalance timeout, for a parked join or sync
+CLOSE_TIMEOUT_MS = 30_000  # Kafka's default for close()
+LEAVE_TIMEOUT_MS = 5_000  # past it, the session timeout removes the member instead
+METADATA_MAX_AGE_MS = 300_000  # Kafka's metadata.max.age.ms default
+REASON_MAX_CHARS = 255  # Kafka's JoinGroupRequest.maybeTruncateReason
 
 
 class GroupMemberError(RuntimeError):
@@ -96,14 +96,25 @@ class CommitFailedError(GroupMemberError):
 
 
 class GroupMember:
-    def __init__(self, router, group_id: str, topics: Iterable[str], *,
-                 topic_partitions: Mapping[str, int] | Callable[[str], int],
-                 assignors: Iterable[Any] = ("range",), group_instance_id: str | None = None,
-                 client_id: str = "groupcoord-consumer", client_host: str = "",
-                 session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000,
-                 heartbeat_interval_ms: int = 3_000, listener: RebalanceListener | None = None,
-                 retry_backoff_ms: int = 50, request_timeout_ms: int = 60_000,
-                 metadata_max_age_ms: int = METADATA_MAX_AGE_MS) -> None:
+    def __init__(
+        self,
+        router: RouterHandle,
+        group_id: str,
+        topics: Iterable[str],
+        *,
+        topic_partitions: Mapping[str, int] | Callable[[str], int],
+        assignors: Iterable[Any] = ("range",),
+        group_instance_id: str | None = None,
+        client_id: str = "groupcoord-consumer",
+        client_host: str = "",
+        session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 30_000,
+        heartbeat_interval_ms: int = 3_000,
+        listener: RebalanceListener | None = None,
+        retry_backoff_ms: int = 50,
+        request_timeout_ms: int = 60_000,
+        metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
+    ) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise ValueError("group_id must be a non-empty str")
         if not 0 < heartbeat_interval_ms < session_timeout_ms:
@@ -111,8 +122,9 @@ class GroupMember:
         if rebalance_timeout_ms < 1:
             raise ValueError("rebalance_timeout_ms must be >= 1")
         if type(metadata_max_age_ms) is not int or metadata_max_age_ms < 0:
-            raise ValueError(f"metadata_max_age_ms must be an int >= 0, "
-                             f"got {metadata_max_age_ms!r}")
+            raise ValueError(
+                f"metadata_max_age_ms must be an int >= 0, got {metadata_max_age_ms!r}"
+            )
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -123,8 +135,9 @@ class GroupMember:
         self.metadata_max_age_ms = metadata_max_age_ms
         self.plan = AssignmentPlan(topics, topic_partitions, assignors)
         self.listener = listener or RebalanceListener()
-        self.channel = CoordinatorChannel(router, group_id, retry_backoff_ms=retry_backoff_ms,
-                                          timeout_ms=request_timeout_ms)
+        self.channel = CoordinatorChannel(
+            router, group_id, retry_backoff_ms=retry_backoff_ms, timeout_ms=request_timeout_ms
+        )
         self.member_id = ""
         self.generation_id = -1
         self.protocol_name: str | None = None
@@ -133,8 +146,8 @@ class GroupMember:
         self.history: deque[tuple[int, Partitions]] = deque(maxlen=HISTORY_MAX)
         self.rebalances = 0
         self._needs_join = True
-        self._rejoin_reason: str | None = None      # sent with the next JoinGroup (KIP-800)
-        self._metadata_due_s = 0.0                   # loop time of the next count check
+        self._rejoin_reason: str | None = None  # sent with the next JoinGroup (KIP-800)
+        self._metadata_due_s = 0.0  # loop time of the next count check
         # Kafka's PreparingRebalance/CompletingRebalance: from the JoinGroup being sent until the
         # sync is applied. Only then are commits refused: a rejoin that was merely requested
         # still commits with the current generation (e.g. from on_partitions_revoked).
@@ -144,7 +157,7 @@ class GroupMember:
         # actors and failover retries do not keep a caller's order, and an older offset landing
         # after a newer acknowledged one would undo it.
         self._commit_lock = asyncio.Lock()
-        self._async_commits: set[asyncio.Task] = set()    # close() waits for these
+        self._async_commits: set[asyncio.Task] = set()  # close() waits for these
         self._fatal: GroupMemberError | None = None
         self._task: asyncio.Task | None = None
 
@@ -185,8 +198,9 @@ class GroupMember:
         deadline = loop.time() + timeout_ms / 1000
         if self._async_commits:
             # The member keeps heartbeating meanwhile, so the commits keep their generation.
-            _, late = await asyncio.wait(set(self._async_commits),
-                                         timeout=max(deadline - loop.time(), 0))
+            _, late = await asyncio.wait(
+                set(self._async_commits), timeout=max(deadline - loop.time(), 0)
+            )
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
@@ -205,12 +219,15 @@ class GroupMember:
         leave_ms = min(LEAVE_TIMEOUT_MS, int((deadline - loop.time()) * 1000))
         if leave and self.member_id and self.group_instance_id is None and leave_ms > 0:
             try:
-                await self.channel.call(LeaveGroupRequest(
-                    self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]),
-                    timeout_ms=leave_ms)
+                await self.channel.call(
+                    LeaveGroupRequest(
+                        self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]
+                    ),
+                    timeout_ms=leave_ms,
+                )
             except CoordinatorUnavailable:
-                pass                      # the session timeout will remove us instead
-        self.generation_id = -1           # a closed member commits nothing more
+                pass  # the session timeout will remove us instead
+        self.generation_id = -1  # a closed member commits nothing more
         self._needs_join = True
 
     # -- the coordination loop -------------------------------------------------------------------
@@ -244,18 +261,19 @@ class GroupMember:
     async def _heartbeat(self) -> None:
         generation = self.generation_id
         try:
-            response = await self.channel.call(HeartbeatRequest(
-                self.group_id, generation, self.member_id, self.group_instance_id),
-                timeout_ms=self.session_timeout_ms)
+            response = await self.channel.call(
+                HeartbeatRequest(self.group_id, generation, self.member_id, self.group_instance_id),
+                timeout_ms=self.session_timeout_ms,
+            )
         except CoordinatorUnavailable:
-            return                           # keep trying; the session may still be alive
+            return  # keep trying; the session may still be alive
         error = response.error
         if error == Errors.REBALANCE_IN_PROGRESS:
             self._request_rejoin("the group is rebalancing")
         elif error in LOST_ERRORS:
             if generation == self.generation_id:
                 await self._lose_partitions(error)
-        elif error != Errors.NONE:           # fatal: see the table in the module docstring
+        elif error != Errors.NONE:  # fatal: see the table in the module docstring
             raise GroupMemberError(error, "heartbeat refused")
 
     def _request_rejoin(self, why: str) -> None:
@@ -275,9 +293,13 @@ class GroupMember:
             return
         try:
             change = self.plan.counts_changed()
-        except Exception as exc:         # as a failed metadata refresh: try again next time
-            log.warning("member %s of %s could not read partition counts: %r",
-                        self.member_id, self.group_id, exc)
+        except Exception as exc:  # as a failed metadata refresh: try again next time
+            log.warning(
+                "member %s of %s could not read partition counts: %r",
+                self.member_id,
+                self.group_id,
+                exc,
+            )
             return
         if change:
             self._request_rejoin(f"partition counts changed since the assignment: {change}")
@@ -310,13 +332,21 @@ class GroupMember:
 
     async def _join(self):
         request = JoinGroupRequest(
-            self.group_id, self.member_id, PROTOCOL_TYPE,
-            [JoinGroupRequestProtocol(name, metadata)
-             for name, metadata in self.plan.protocols(self.assignment, self.generation_id)],
-            self.session_timeout_ms, self.rebalance_timeout_ms,
-            group_instance_id=self.group_instance_id, client_id=self.client_id,
-            client_host=self.client_host, require_known_member_id=True,
-            reason=None if self._rejoin_reason is None else self._rejoin_reason[:REASON_MAX_CHARS])
+            self.group_id,
+            self.member_id,
+            PROTOCOL_TYPE,
+            [
+                JoinGroupRequestProtocol(name, metadata)
+                for name, metadata in self.plan.protocols(self.assignment, self.generation_id)
+            ],
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            group_instance_id=self.group_instance_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            require_known_member_id=True,
+            reason=None if self._rejoin_reason is None else self._rejoin_reason[:REASON_MAX_CHARS],
+        )
         self._rejoin_reason = None
         try:
             response = await self._call_parked(request)
@@ -331,47 +361,62 @@ class GroupMember:
             self.member_id = response.member_id
         elif error in LOST_ERRORS:
             await self._lose_partitions(error)
-        elif error == Errors.REBALANCE_IN_PROGRESS:      # join again
+        elif error == Errors.REBALANCE_IN_PROGRESS:  # join again
             await asyncio.sleep(self.channel.retry_backoff_ms / 1000)
-        else:                                # fatal: see the table in the module docstring
+        else:  # fatal: see the table in the module docstring
             raise GroupMemberError(error, f"JoinGroup to {self.group_id!r} failed")
         return None
 
     async def _call_parked(self, request):
         """A JoinGroup or SyncGroup, which the coordinator may park for a rebalance timeout."""
         parked_ms = self.rebalance_timeout_ms + CALL_SLACK_MS
-        return await self.channel.call(request, attempt_timeout_s=parked_ms / 1000,
-                                       timeout_ms=max(self.channel.timeout_ms, parked_ms))
+        return await self.channel.call(
+            request,
+            attempt_timeout_s=parked_ms / 1000,
+            timeout_ms=max(self.channel.timeout_ms, parked_ms),
+        )
 
     async def _sync(self, join):
         assignments = []
         if join.member_id != join.leader:
-            self.plan.forget_counts()            # only the leader watches partition counts
+            self.plan.forget_counts()  # only the leader watches partition counts
         elif join.skip_assignment:
             self.plan.remember_counts(join.members)
         else:
             plan = self.plan.assign(join.protocol_name, join.members)
             assignments = [SyncGroupRequestAssignment(m, a) for m, a in plan.items()]
         try:
-            response = await self._call_parked(SyncGroupRequest(
-                self.group_id, join.generation_id, self.member_id, assignments,
-                self.group_instance_id, PROTOCOL_TYPE, join.protocol_name))
+            response = await self._call_parked(
+                SyncGroupRequest(
+                    self.group_id,
+                    join.generation_id,
+                    self.member_id,
+                    assignments,
+                    self.group_instance_id,
+                    PROTOCOL_TYPE,
+                    join.protocol_name,
+                )
+            )
         except CoordinatorUnavailable:
             return None
         error = response.error
         if error == Errors.NONE:
             # KIP-559: a coordinator that names another protocol than the join chose is not
             # talking about our generation; Kafka's consumer treats that as fatal.
-            if (response.protocol_type not in (None, PROTOCOL_TYPE)
-                    or response.protocol_name not in (None, join.protocol_name)):
-                raise GroupMemberError(Errors.INCONSISTENT_GROUP_PROTOCOL,
-                                       f"SyncGroup answered protocol {response.protocol_type}/"
-                                       f"{response.protocol_name}, joined with "
-                                       f"{PROTOCOL_TYPE}/{join.protocol_name}")
+            if response.protocol_type not in (
+                None,
+                PROTOCOL_TYPE,
+            ) or response.protocol_name not in (None, join.protocol_name):
+                raise GroupMemberError(
+                    Errors.INCONSISTENT_GROUP_PROTOCOL,
+                    f"SyncGroup answered protocol {response.protocol_type}/"
+                    f"{response.protocol_name}, joined with "
+                    f"{PROTOCOL_TYPE}/{join.protocol_name}",
+                )
             return response
         if error in LOST_ERRORS:
             await self._lose_partitions(error)
-        elif error != Errors.REBALANCE_IN_PROGRESS:      # that one: rejoin
+        elif error != Errors.REBALANCE_IN_PROGRESS:  # that one: rejoin
             # fatal: see the table in the module docstring
             raise GroupMemberError(error, f"SyncGroup to {self.group_id!r} failed")
         return None
@@ -391,7 +436,7 @@ class GroupMember:
             # Called after every rebalance, even with nothing added (as Kafka's consumer does):
             # listeners use it to learn that the rebalance is over.
             await call_listener(self.listener.on_partitions_assigned, added)
-            if revoked:                          # KIP-429: let the new owners take them
+            if revoked:  # KIP-429: let the new owners take them
                 self._request_rejoin(f"revoked {len(revoked)} partitions")
                 return
         else:
@@ -416,18 +461,28 @@ class GroupMember:
             return
         async with self._commit_lock:
             if self._joining or self.generation_id < 0:
-                raise CommitFailedError(Errors.REBALANCE_IN_PROGRESS,
-                                        "the member is not in a stable generation (rebalancing "
-                                        "or closed); commit again after the rebalance")
+                raise CommitFailedError(
+                    Errors.REBALANCE_IN_PROGRESS,
+                    "the member is not in a stable generation (rebalancing "
+                    "or closed); commit again after the rebalance",
+                )
             generation = self.generation_id
-            response = await self.channel.call(OffsetCommitRequest(
-                self.group_id, generation, self.member_id,
-                [OffsetCommitRequestPartition(t, p, o, -1, metadata)
-                 for (t, p), o in offsets.items()],
-                self.group_instance_id))
+            response = await self.channel.call(
+                OffsetCommitRequest(
+                    self.group_id,
+                    generation,
+                    self.member_id,
+                    [
+                        OffsetCommitRequestPartition(t, p, o, -1, metadata)
+                        for (t, p), o in offsets.items()
+                    ],
+                    self.group_instance_id,
+                )
+            )
         # Outside the lock: losing the partitions calls the listener, which may commit.
-        errors = {(p.topic, p.partition): p.error for p in response.partitions
-                  if p.error != Errors.NONE}
+        errors = {
+            (p.topic, p.partition): p.error for p in response.partitions if p.error != Errors.NONE
+        }
         if not errors:
             return
         error = next(iter(errors.values()))
@@ -440,9 +495,12 @@ class GroupMember:
             raise CommitFailedError(error, "this member is no longer part of the generation")
         raise GroupMemberError(error, f"commit failed for {sorted(errors)}")
 
-    def commit_async(self, offsets: Mapping[tuple[str, int], int],
-                     callback: Callable[[BaseException | None], Any] | None = None,
-                     metadata: str = "") -> asyncio.Task:
+    def commit_async(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        callback: Callable[[BaseException | None], Any] | None = None,
+        metadata: str = "",
+    ) -> asyncio.Task:
         """Commit in the background; ``callback(None)`` or ``callback(exception)`` afterwards.
         A bad offset or partition raises ``ValueError`` here, and nothing is sent."""
         checked, metadata = checked_offsets(offsets), checked_metadata(metadata)
@@ -457,20 +515,26 @@ class GroupMember:
             try:
                 await self._commit(checked, metadata)
             except asyncio.CancelledError:
-                report(CoordinatorUnavailable("the commit was abandoned (the member closed) "
-                                              "before it was acknowledged"))
+                report(
+                    CoordinatorUnavailable(
+                        "the commit was abandoned (the member closed) before it was acknowledged"
+                    )
+                )
                 raise
-            except Exception as exc:             # every failure reaches the callback, as in Kafka
+            except Exception as exc:  # every failure reaches the callback, as in Kafka
                 report(exc)
                 return
             report(None)
+
         task = asyncio.get_running_loop().create_task(run())
         self._async_commits.add(task)
         task.add_done_callback(self._async_commits.discard)
         return task
 
-    async def committed(self, partitions: Iterable[tuple[str, int]] | None = None,
-                        ) -> dict[tuple[str, int], int]:
+    async def committed(
+        self,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], int]:
         """Committed offsets (-1 where none), like ``KafkaConsumer.committed``; all when None."""
         checked = checked_partitions(partitions)
         tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
@@ -483,10 +547,14 @@ class GroupMember:
 class SyncGroupMember:
     """``GroupMember`` behind blocking methods, for code that is not async."""
 
-    def __init__(self, router, group_id: str, topics: Iterable[str], **kwargs) -> None:
+    def __init__(
+        self, router: RouterHandle, group_id: str, topics: Iterable[str], **kwargs: Any
+    ) -> None:
+        """``kwargs``: ``GroupMember``'s keyword arguments."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"groupcoord-member-{group_id}")
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name=f"groupcoord-member-{group_id}"
+        )
         self._thread.start()
         try:
             self.member: GroupMember = self._run(self._make(router, group_id, topics, kwargs))
@@ -506,17 +574,24 @@ class SyncGroupMember:
     def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
         return self._run(self.member.wait_assigned(timeout_s))
 
-    def commit(self, offsets, metadata: str = "") -> None:
+    def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
         self._run(self.member.commit(offsets, metadata))
 
-    def commit_async(self, offsets, callback=None, metadata: str = "") -> None:
+    def commit_async(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        callback: Callable[[BaseException | None], Any] | None = None,
+        metadata: str = "",
+    ) -> None:
         """As ``GroupMember.commit_async``; a bad offset raises ``ValueError`` in the caller's
         thread. ``callback`` runs on the member's thread."""
         checked_offsets(offsets)
         checked_metadata(metadata)
         self._loop.call_soon_threadsafe(self.member.commit_async, offsets, callback, metadata)
 
-    def committed(self, partitions=None) -> dict:
+    def committed(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
         return self._run(self.member.committed(partitions))
 
     @property

@@ -15,8 +15,8 @@ import time
 import msgspec
 import ray
 
-from .client import CommitFailedError, GroupMember, GroupMemberError
 from .channel import CoordinatorUnavailable
+from .client import CommitFailedError, GroupMember, GroupMemberError
 
 MAX_DEMO_MEMBERS = 64
 
@@ -50,17 +50,30 @@ class SyntheticTopic(msgspec.Struct, frozen=True):
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class DemoConsumer:
-    def __init__(self, router, group_id: str, topic: SyntheticTopic, assignor: str,
-                 session_timeout_ms: int, commit_interval_ms: int) -> None:
+    def __init__(
+        self,
+        router,
+        group_id: str,
+        topic: SyntheticTopic,
+        assignor: str,
+        session_timeout_ms: int,
+        commit_interval_ms: int,
+    ) -> None:
         self.topic = topic
         self.commit_interval_ms = commit_interval_ms
         self.positions: dict[tuple[str, int], int] = {}
         self.commits = self.failed_commits = 0
         self.member = GroupMember(
-            router, group_id, [topic.name], topic_partitions={topic.name: topic.partitions},
-            assignors=(assignor,), session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=max(session_timeout_ms // 5, 1), client_id="demo-consumer",
-            rebalance_timeout_ms=4 * session_timeout_ms)
+            router,
+            group_id,
+            [topic.name],
+            topic_partitions={topic.name: topic.partitions},
+            assignors=(assignor,),
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(session_timeout_ms // 5, 1),
+            client_id="demo-consumer",
+            rebalance_timeout_ms=4 * session_timeout_ms,
+        )
         self.member.start()
         self._task = asyncio.get_running_loop().create_task(self._consume())
 
@@ -71,7 +84,7 @@ class DemoConsumer:
             if not owned or not self.member.stable:
                 continue
             missing = [tp for tp in owned if tp not in self.positions]
-            if missing:                           # resume from the committed offsets
+            if missing:  # resume from the committed offsets
                 committed = await self.member.committed(missing)
                 for tp in missing:
                     self.positions[tp] = max(committed.get(tp, -1), 0)
@@ -82,16 +95,23 @@ class DemoConsumer:
                 self.commits += 1
             except (CommitFailedError, GroupMemberError, CoordinatorUnavailable):
                 self.failed_commits += 1
-            for tp in list(self.positions):       # forget partitions we no longer own
+            for tp in list(self.positions):  # forget partitions we no longer own
                 if tp not in self.member.assignment:
                     del self.positions[tp]
 
     async def status(self) -> dict:
         m = self.member
-        return {"member_id": m.member_id, "generation": m.generation_id, "stable": m.stable,
-                "leader": m.is_leader, "assignment": sorted(m.assignment),
-                "commits": self.commits, "failed_commits": self.failed_commits,
-                "rebalances": m.rebalances, "retries": m.channel.retries}
+        return {
+            "member_id": m.member_id,
+            "generation": m.generation_id,
+            "stable": m.stable,
+            "leader": m.is_leader,
+            "assignment": sorted(m.assignment),
+            "commits": self.commits,
+            "failed_commits": self.failed_commits,
+            "rebalances": m.rebalances,
+            "retries": m.channel.retries,
+        }
 
     async def stop(self) -> None:
         self._task.cancel()

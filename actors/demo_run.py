@@ -22,6 +22,7 @@ from groupcoord.coordinator import CoordinatorConfig, partition_for
 from .admin import AdminClient
 from .bootstrap import ensure_ray, start, stop
 from .demo import DemoConsumer, SyntheticTopic
+from .output import show_descriptions
 
 DEMO_NAMESPACE = "groupcoord-demo"
 DEMO_GROUPS = (("demo-orders", 3, "cooperative-sticky"), ("demo-audit", 2, "range"))
@@ -47,7 +48,7 @@ def _all_stable(consumers, group: str | None = None) -> bool:
     picked = [(g, c) for g, c in consumers if group in (None, g)]
     statuses = _statuses(picked)
     by_group: dict[str, set] = {}
-    for (g, _), s in zip(picked, statuses):
+    for (g, _), s in zip(picked, statuses, strict=True):
         if not s["stable"]:
             return False
         by_group.setdefault(g, set()).add(s["generation"])
@@ -57,8 +58,9 @@ def _all_stable(consumers, group: str | None = None) -> bool:
 def run_demo(log_dir: str, seconds: float, out) -> SyntheticTopic:
     """Run the demo against logs in ``log_dir``; returns the synthetic topic it consumed."""
     started_ray = ensure_ray(None, DEMO_NAMESPACE)
-    config = CoordinatorConfig(group_min_session_timeout_ms=100,
-                               group_initial_rebalance_delay_ms=500)
+    config = CoordinatorConfig(
+        group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=500
+    )
     deployment = start(2, log_dir, namespace=DEMO_NAMESPACE, config=config)
     try:
         return _run(deployment, seconds, out)
@@ -72,12 +74,21 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     out.note(f"[1/4] coordinator: 2 partition actors, logs in {deployment.log_dir}")
     deployment.wait_ready(WAIT_LIMIT_S)
     topic = SyntheticTopic("events", 8, 50, time.time())
-    consumers = [(group, DemoConsumer.remote(deployment.router, group, topic, assignor,
-                                             SESSION_MS, COMMIT_INTERVAL_MS))
-                 for group, count, assignor in DEMO_GROUPS for _ in range(count)]
+    consumers = [
+        (
+            group,
+            DemoConsumer.remote(
+                deployment.router, group, topic, assignor, SESSION_MS, COMMIT_INTERVAL_MS
+            ),
+        )
+        for group, count, assignor in DEMO_GROUPS
+        for _ in range(count)
+    ]
     took = _wait(lambda: _all_stable(consumers), "the groups to become Stable")
-    out.note(f"      {len(consumers)} consumer actors in {len(DEMO_GROUPS)} groups are Stable "
-             f"after {took:.1f}s")
+    out.note(
+        f"      {len(consumers)} consumer actors in {len(DEMO_GROUPS)} groups are Stable "
+        f"after {took:.1f}s"
+    )
     _show_members(out, consumers, "assignments", "assignments before the failure")
 
     out.note(f"[2/4] consuming and committing for {seconds:.0f}s")
@@ -88,8 +99,10 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     victim = partition_for("demo-orders", deployment.num_partitions)
     handle = deployment.partitions()[victim]
     old = ray.get(handle.info.remote())
-    out.note(f"[3/4] killing partition actor {victim} (pid {old['pid']}, epoch {old['epoch']}) "
-             f"that coordinates demo-orders")
+    out.note(
+        f"[3/4] killing partition actor {victim} (pid {old['pid']}, epoch {old['epoch']}) "
+        f"that coordinates demo-orders"
+    )
     killed_at = time.monotonic()
     ray.kill(handle, no_restart=False)
 
@@ -99,6 +112,7 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             return False
         return info["state"] == "serving" and info["epoch"] > old["epoch"]
+
     _wait(serving_again, "the partition to serve again")
     serving_s = time.monotonic() - killed_at
     _wait(lambda: _all_stable(consumers, "demo-orders"), "demo-orders to be Stable again")
@@ -106,37 +120,73 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     new = ray.get(handle.info.remote())
     after = asyncio.run(admin.fetch_offsets("demo-orders"))
     regressions = [tp for tp, o in before.items() if after.get(tp, -1) < o]
-    out.show("recovery", "recovery after the kill", [{
-        "partition": victim, "old_pid": old["pid"], "new_pid": new["pid"],
-        "old_epoch": old["epoch"], "new_epoch": new["epoch"],
-        "serving_after_s": round(serving_s, 2), "members_stable_after_s": round(stable_s, 2),
-        "acknowledged_offsets_kept": not regressions}],
-        ("partition", "old_pid", "new_pid", "old_epoch", "new_epoch", "serving_after_s",
-         "members_stable_after_s", "acknowledged_offsets_kept"))
+    out.show(
+        "recovery",
+        "recovery after the kill",
+        [
+            {
+                "partition": victim,
+                "old_pid": old["pid"],
+                "new_pid": new["pid"],
+                "old_epoch": old["epoch"],
+                "new_epoch": new["epoch"],
+                "serving_after_s": round(serving_s, 2),
+                "members_stable_after_s": round(stable_s, 2),
+                "acknowledged_offsets_kept": not regressions,
+            }
+        ],
+        (
+            "partition",
+            "old_pid",
+            "new_pid",
+            "old_epoch",
+            "new_epoch",
+            "serving_after_s",
+            "members_stable_after_s",
+            "acknowledged_offsets_kept",
+        ),
+    )
     if regressions:
         raise RuntimeError(f"demo: committed offsets went backwards for {regressions}")
 
     out.note(f"[4/4] consuming for {seconds:.0f}s more, then stopping the consumers")
     time.sleep(seconds)
     _show_members(out, consumers, "consumers", "consumers")
-    from .cli import show_descriptions
-    show_descriptions(out, asyncio.run(admin.describe_groups(
-        [g for g, _, _ in DEMO_GROUPS], end_offsets=topic.end_offset)))
+    show_descriptions(
+        out,
+        asyncio.run(
+            admin.describe_groups([g for g, _, _ in DEMO_GROUPS], end_offsets=topic.end_offset)
+        ),
+    )
     ray.get([c.stop.remote() for _, c in consumers])
     groups = asyncio.run(admin.list_groups())
-    out.show("listed", "groups after the consumers left (ListGroups)",
-             [{"group": g.group_id, "state": g.group_state, "type": g.protocol_type}
-              for g in groups], ("group", "state", "type"))
+    out.show(
+        "listed",
+        "groups after the consumers left (ListGroups)",
+        [{"group": g.group_id, "state": g.group_state, "type": g.protocol_type} for g in groups],
+        ("group", "state", "type"),
+    )
     return topic
 
 
 def _show_members(out, consumers, key: str, title: str) -> None:
     rows = []
-    for (group, _), s in zip(consumers, _statuses(consumers)):
-        rows.append({"group": group, "member": s["member_id"][-12:], "generation": s["generation"],
-                     "leader": "yes" if s["leader"] else "",
-                     "partitions": ",".join(f"{t}-{p}" for t, p in s["assignment"]),
-                     "commits": s["commits"], "failed": s["failed_commits"],
-                     "retries": s["retries"]})
-    out.show(key, title, rows, ("group", "member", "generation", "leader", "partitions",
-                                "commits", "failed", "retries"))
+    for (group, _), s in zip(consumers, _statuses(consumers), strict=True):
+        rows.append(
+            {
+                "group": group,
+                "member": s["member_id"][-12:],
+                "generation": s["generation"],
+                "leader": "yes" if s["leader"] else "",
+                "partitions": ",".join(f"{t}-{p}" for t, p in s["assignment"]),
+                "commits": s["commits"],
+                "failed": s["failed_commits"],
+                "retries": s["retries"],
+            }
+        )
+    out.show(
+        key,
+        title,
+        rows,
+        ("group", "member", "generation", "leader", "partitions", "commits", "failed", "retries"),
+    )

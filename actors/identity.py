@@ -55,8 +55,10 @@ def read_identity(log_dir: str) -> DeploymentIdentity | None:
     except FileNotFoundError:
         return None
     except (OSError, msgspec.DecodeError) as exc:
-        raise ValueError(f"{path} is unreadable ({exc}); restore it (it names the partition "
-                         f"count the logs were written with) before starting") from None
+        raise ValueError(
+            f"{path} is unreadable ({exc}); restore it (it names the partition "
+            f"count the logs were written with) before starting"
+        ) from None
 
 
 def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdentity:
@@ -67,12 +69,15 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
     if identity is None:
         existing = _existing_partitions(log_dir)
         # Evidence of another count: a partition beyond this one's, or a complete other set.
-        if existing and (existing[-1] >= num_partitions
-                         or existing == list(range(len(existing))) != list(range(num_partitions))):
+        if existing and (
+            existing[-1] >= num_partitions
+            or existing == list(range(len(existing))) != list(range(num_partitions))
+        ):
             raise ValueError(
                 f"{log_dir} holds the logs of {len(existing)} partitions "
                 f"(partition-{existing[0]}..partition-{existing[-1]}), not {num_partitions}: "
-                f"start with --partitions {len(existing)}, or use another --log-dir")
+                f"start with --partitions {len(existing)}, or use another --log-dir"
+            )
         identity = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
         write_atomically(os.path.join(log_dir, IDENTITY_FILE), [msgspec.json.encode(identity)])
         return identity
@@ -82,7 +87,8 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
             f"{identity.num_partitions} partitions in namespace {identity.namespace!r}, not "
             f"{num_partitions} in {namespace!r}: start it with --partitions "
             f"{identity.num_partitions} --namespace {identity.namespace}, or use another "
-            f"--log-dir (another partition count would move every group)")
+            f"--log-dir (another partition count would move every group)"
+        )
     return identity
 
 
@@ -92,15 +98,15 @@ def writer_of(log_dir: str, num_partitions: int) -> str | None:
     for n in range(num_partitions):
         try:
             fd = os.open(os.path.join(partition_dir(log_dir, n), LOCK_FILE), os.O_RDONLY)
-        except OSError:                     # no lock yet, or no usable directory: the partition
-            continue                        # itself will report what is wrong with it
+        except OSError:  # no lock yet, or no usable directory: the partition
+            continue  # itself will report what is wrong with it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
-            found = _HOLDER.match(holder)     # storage writes "pid N on HOSTNAME"
+            found = _HOLDER.match(holder)  # storage writes "pid N on HOSTNAME"
             holder = f"pid {found[1]} on host {found[2]}" if found else "another live process"
             return f"partition-{n} is being written by {holder}"
         finally:
-            os.close(fd)                    # also drops the lock if this probe took it
+            os.close(fd)  # also drops the lock if this probe took it
     return None

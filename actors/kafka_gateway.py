@@ -73,10 +73,19 @@ class KafkaGateway:
     listeners answer Fetch and ListOffsets alike).
     """
 
-    def __init__(self, *, node: Node, route: Route, list_groups: ListAll, coordinator_for: Locate,
-                 brokers: Callable[[], Sequence[Node]], topics: Callable[[], Mapping[str, int]],
-                 change_topics: ChangeTopics, cluster_id: str,
-                 max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS) -> None:
+    def __init__(
+        self,
+        *,
+        node: Node,
+        route: Route,
+        list_groups: ListAll,
+        coordinator_for: Locate,
+        brokers: Callable[[], Sequence[Node]],
+        topics: Callable[[], Mapping[str, int]],
+        change_topics: ChangeTopics,
+        cluster_id: str,
+        max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
+    ) -> None:
         if max_fetch_wait_ms < 0:
             raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
         self.node = node
@@ -98,9 +107,13 @@ class KafkaGateway:
                 return api_versions_response(request)
             case ApiKey.METADATA:
                 brokers = self._brokers()
-                return metadata_response(request, brokers=brokers,
-                                         leader_id=self._leader_id(brokers),
-                                         partitions=self._topics(), cluster_id=self.cluster_id)
+                return metadata_response(
+                    request,
+                    brokers=brokers,
+                    leader_id=self._leader_id(brokers),
+                    partitions=self._topics(),
+                    cluster_id=self.cluster_id,
+                )
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request)
             case ApiKey.LIST_OFFSETS:

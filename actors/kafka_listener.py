@@ -35,8 +35,8 @@ from groupcoord.wire.connection import MAX_READ_BYTES
 log = logging.getLogger("groupcoord.listener")
 
 DEFAULT_MAX_CONNECTIONS = 1_000
-DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000      # Kafka's connections.max.idle.ms
-DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024   # every connection's unparsed bytes together
+DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # every connection's unparsed bytes together
 
 Respond = Callable[[WireRequest, str], Awaitable[object]]
 
@@ -48,22 +48,31 @@ def check_loopback(host: str) -> None:
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
-        raise ValueError(f"listener host must be an IP address or localhost, got {host!r}") \
-            from None
+        raise ValueError(
+            f"listener host must be an IP address or localhost, got {host!r}"
+        ) from None
     if not loopback:
-        raise ValueError(f"listener host {host} is not a loopback address: authentication "
-                         "(SASL/TLS) is not implemented yet, so only local listeners are allowed")
+        raise ValueError(
+            f"listener host {host} is not a loopback address: authentication "
+            "(SASL/TLS) is not implemented yet, so only local listeners are allowed"
+        )
 
 
 class KafkaListener:
     """One listening socket. ``await start()`` binds (port 0: any free port) and returns the
     port; ``await close()`` stops accepting and closes every connection."""
 
-    def __init__(self, respond: Respond, *, host: str = "127.0.0.1", port: int = 0,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 connection_max_idle_ms: int = DEFAULT_CONNECTION_MAX_IDLE_MS,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES) -> None:
+    def __init__(
+        self,
+        respond: Respond,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        connection_max_idle_ms: int = DEFAULT_CONNECTION_MAX_IDLE_MS,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    ) -> None:
         check_loopback(host)
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {port}")
@@ -76,7 +85,7 @@ class KafkaListener:
         self.connection_max_idle_ms = connection_max_idle_ms
         self.max_frame_bytes = max_frame_bytes
         self.max_buffered_bytes = max_buffered_bytes
-        self.buffered_bytes = 0                   # unparsed bytes of every connection
+        self.buffered_bytes = 0  # unparsed bytes of every connection
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self.refused_connections = 0
@@ -111,7 +120,7 @@ class KafkaListener:
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass                                  # the client went away
+            pass  # the client went away
         finally:
             self._tasks.discard(task)
             writer.close()
@@ -127,9 +136,15 @@ class KafkaListener:
         finally:
             self.buffered_bytes -= connection.buffered_bytes
 
-    async def _answer(self, connection: Connection, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter, client_host: str, idle_s: float,
-                      released: deque[WireRequest | ProtocolError]) -> None:
+    async def _answer(
+        self,
+        connection: Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client_host: str,
+        idle_s: float,
+        released: deque[WireRequest | ProtocolError],
+    ) -> None:
         while True:
             while released:
                 item = released.popleft()
@@ -141,8 +156,13 @@ class KafkaListener:
                     response = await self._respond(item, client_host)
                 except ValueError as exc:
                     self.protocol_errors += 1
-                    log.info("closing connection from %s: refused api %d v%d: %s",
-                             client_host, item.api_key, item.api_version, exc)
+                    log.info(
+                        "closing connection from %s: refused api %d v%d: %s",
+                        client_host,
+                        item.api_key,
+                        item.api_version,
+                        exc,
+                    )
                     return
                 writer.write(connection.send_response(item, response))
                 await writer.drain()
@@ -152,14 +172,18 @@ class KafkaListener:
             try:
                 data = await asyncio.wait_for(reader.read(MAX_READ_BYTES), idle_s)
             except TimeoutError:
-                return                            # idle: Kafka closes it too
+                return  # idle: Kafka closes it too
             if not data:
                 return
             if self.buffered_bytes + len(data) > self.max_buffered_bytes:
                 self.protocol_errors += 1
-                log.warning("closing connection from %s: listeners hold %d unparsed bytes "
-                            "(max_buffered_bytes=%d)", client_host, self.buffered_bytes,
-                            self.max_buffered_bytes)
+                log.warning(
+                    "closing connection from %s: listeners hold %d unparsed bytes "
+                    "(max_buffered_bytes=%d)",
+                    client_host,
+                    self.buffered_bytes,
+                    self.max_buffered_bytes,
+                )
                 return
             released.extend(self._feed(connection, data))
 

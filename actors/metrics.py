@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import logging
 
+from ray.util import metrics as m
+
 log = logging.getLogger("groupcoord.metrics")
 
 # substring of the Shard's rebalance reason -> cause label
 _REBALANCE_CAUSES = (
-    ("new member", "member_joined"), ("member left", "member_left"),
-    ("session timeout", "session_timeout"), ("SyncGroup", "sync_timeout"),
-    ("leader rejoined", "leader_rejoined"), ("metadata changed", "metadata_changed"),
-    ("joining during", "member_rejoined"), ("static member", "static_member"),
-    ("max.size", "group_max_size"), ("too large", "group_record_too_large"),
+    ("new member", "member_joined"),
+    ("member left", "member_left"),
+    ("session timeout", "session_timeout"),
+    ("SyncGroup", "sync_timeout"),
+    ("leader rejoined", "leader_rejoined"),
+    ("metadata changed", "metadata_changed"),
+    ("joining during", "member_rejoined"),
+    ("static member", "static_member"),
+    ("max.size", "group_max_size"),
+    ("too large", "group_record_too_large"),
 )
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 _LATENCY_BOUNDARIES_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0]
@@ -35,33 +42,41 @@ def rebalance_cause(detail: str) -> str:
 
 class RayMetrics:
     def __init__(self) -> None:
-        from ray.util import metrics as m
         tags = ("partition",)
         self.commits = m.Counter("groupcoord_commits", "OffsetCommit requests answered", tags)
-        self.committed_offsets = m.Counter("groupcoord_committed_offsets",
-                                           "partitions in answered OffsetCommit requests", tags)
-        self.commit_seconds = m.Histogram("groupcoord_commit_seconds",
-                                          "OffsetCommit latency inside the partition",
-                                          _LATENCY_BOUNDARIES_S, tags)
+        self.committed_offsets = m.Counter(
+            "groupcoord_committed_offsets", "partitions in answered OffsetCommit requests", tags
+        )
+        self.commit_seconds = m.Histogram(
+            "groupcoord_commit_seconds",
+            "OffsetCommit latency inside the partition",
+            _LATENCY_BOUNDARIES_S,
+            tags,
+        )
         self.appends = m.Counter("groupcoord_appends", "log appends (one fsync each)", tags)
         self.records = m.Counter("groupcoord_records", "records appended", tags)
-        self.append_seconds = m.Histogram("groupcoord_append_seconds", "append+fsync latency",
-                                          _LATENCY_BOUNDARIES_S, tags)
-        self.rebalances = m.Counter("groupcoord_rebalances", "rebalances started, by cause",
-                                    ("partition", "cause"))
-        self.group_events = m.Counter("groupcoord_group_events", "group events by kind",
-                                      ("partition", "kind"))
+        self.append_seconds = m.Histogram(
+            "groupcoord_append_seconds", "append+fsync latency", _LATENCY_BOUNDARIES_S, tags
+        )
+        self.rebalances = m.Counter(
+            "groupcoord_rebalances", "rebalances started, by cause", ("partition", "cause")
+        )
+        self.group_events = m.Counter(
+            "groupcoord_group_events", "group events by kind", ("partition", "kind")
+        )
         self.groups_gauge = m.Gauge("groupcoord_groups", "groups by state", ("partition", "state"))
         self.load_seconds = m.Gauge("groupcoord_load_seconds", "last load time", tags)
-        self.load_failures = m.Counter("groupcoord_load_failures",
-                                       "failed load attempts, by kind (locked, corrupt, io)",
-                                       ("partition", "kind"))
+        self.load_failures = m.Counter(
+            "groupcoord_load_failures",
+            "failed load attempts, by kind (locked, corrupt, io)",
+            ("partition", "kind"),
+        )
 
     @classmethod
-    def create(cls) -> "RayMetrics | None":
+    def create(cls) -> RayMetrics | None:
         try:
             return cls()
-        except Exception as exc:          # metrics must never keep a partition from starting
+        except Exception as exc:  # metrics must never keep a partition from starting
             log.warning("metrics disabled: %r", exc)
             return None
 
@@ -81,8 +96,9 @@ class RayMetrics:
     def event(self, partition: int, event) -> None:
         self.group_events.inc(1, {"partition": str(partition), "kind": event.kind})
         if event.kind == "rebalance":
-            self.rebalances.inc(1, {"partition": str(partition),
-                                    "cause": rebalance_cause(event.detail)})
+            self.rebalances.inc(
+                1, {"partition": str(partition), "cause": rebalance_cause(event.detail)}
+            )
 
     def loaded(self, partition: int, seconds: float) -> None:
         self.load_seconds.set(seconds, {"partition": str(partition)})
@@ -92,5 +108,6 @@ class RayMetrics:
 
     def groups(self, partition: int, counts: dict[str, int]) -> None:
         for state in GROUP_STATES:
-            self.groups_gauge.set(counts.get(state, 0), {"partition": str(partition),
-                                                         "state": state})
+            self.groups_gauge.set(
+                counts.get(state, 0), {"partition": str(partition), "state": state}
+            )

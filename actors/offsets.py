@@ -25,8 +25,10 @@ def checked_partition(tp: Any) -> tuple[str, int]:
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"a topic is a non-empty str, got {topic!r}")
     if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:
-        raise ValueError(f"a partition number is an int in 0..{MAX_PARTITION}, "
-                         f"got {partition!r} for topic {topic!r}")
+        raise ValueError(
+            f"a partition number is an int in 0..{MAX_PARTITION}, "
+            f"got {partition!r} for topic {topic!r}"
+        )
     return topic, partition
 
 
@@ -40,8 +42,9 @@ def checked_offset(offset: Any, where: str) -> int:
 def checked_offsets(offsets: Any) -> dict[tuple[str, int], int]:
     """A commit's ``{(topic, partition): offset}`` mapping, every key and value checked."""
     if not isinstance(offsets, Mapping):
-        raise ValueError(f"offsets are a mapping {{(topic, partition): offset}}, "
-                         f"got {type(offsets).__name__}")
+        raise ValueError(
+            f"offsets are a mapping {{(topic, partition): offset}}, got {type(offsets).__name__}"
+        )
     checked: dict[tuple[str, int], int] = {}
     for tp, offset in offsets.items():
         topic, partition = checked_partition(tp)
@@ -53,7 +56,7 @@ def checked_partitions(partitions: Iterable[Any] | None) -> list[tuple[str, int]
     """A list of partitions (``None`` stays ``None``: "all of them" where a call allows it)."""
     if partitions is None:
         return None
-    if isinstance(partitions, (str, bytes)):      # iterating "t0" would name partitions t, 0
+    if isinstance(partitions, (str, bytes)):  # iterating "t0" would name partitions t, 0
         raise ValueError(f"give a list of (topic, partition) pairs, not {partitions!r}")
     return [checked_partition(tp) for tp in partitions]
 

@@ -29,6 +29,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
 from groupcoord.storage import open_partition_log
 
+from .metrics import RayMetrics
 from .responses import error_response
 from .runtime import PartitionRuntime
 from .wire_service import PartitionListener, WireConfig
@@ -55,7 +56,7 @@ def open_log(directory: str, log_config: Any):
 
 
 def _load_restarts_key(directory: str) -> bytes:
-    return f"load-restarts:{directory}".encode()     # one log directory, one partition
+    return f"load-restarts:{directory}".encode()  # one log directory, one partition
 
 
 def load_restarts(directory: str) -> int:
@@ -65,8 +66,9 @@ def load_restarts(directory: str) -> int:
 
 
 def set_load_restarts(directory: str, count: int) -> None:
-    internal_kv._internal_kv_put(_load_restarts_key(directory), str(count).encode(),
-                                 overwrite=True, namespace=_KV_NAMESPACE)
+    internal_kv._internal_kv_put(
+        _load_restarts_key(directory), str(count).encode(), overwrite=True, namespace=_KV_NAMESPACE
+    )
 
 
 def _exit_for_restart(exc: BaseException) -> None:
@@ -79,26 +81,38 @@ def _exit_for_restart(exc: BaseException) -> None:
 class PartitionActor:
     """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``."""
 
-    def __init__(self, partition: int, num_partitions: int, log_dir: str,
-                 config: CoordinatorConfig, log_config: Any = None,
-                 wire: WireConfig | None = None, router: Any = None) -> None:
+    def __init__(
+        self,
+        partition: int,
+        num_partitions: int,
+        log_dir: str,
+        config: CoordinatorConfig,
+        log_config: Any = None,
+        wire: WireConfig | None = None,
+        router: Any = None,
+    ) -> None:
         self._runtime: PartitionRuntime | None = None
         self._wire: PartitionListener | None = None
         self._init_error: str | None = None
         self._partition = partition
-        self.load_restarts: int | None = None     # read when a load fails
+        self.load_restarts: int | None = None  # read when a load fails
         try:
-            from .metrics import RayMetrics
             directory = self._directory = partition_dir(log_dir, partition)
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(
-                partition, num_partitions, config,
+                partition,
+                num_partitions,
+                config,
                 open_log=lambda: open_log(directory, log_config),
-                metrics=self._metrics, on_fatal=self._on_fatal, on_loaded=self._on_loaded)
+                metrics=self._metrics,
+                on_fatal=self._on_fatal,
+                on_loaded=self._on_loaded,
+            )
             self._runtime.start()
             if wire is not None:
-                self._wire = PartitionListener(partition, num_partitions, wire, self._runtime,
-                                               router)
+                self._wire = PartitionListener(
+                    partition, num_partitions, wire, self._runtime, router
+                )
                 self._wire_task = asyncio.get_running_loop().create_task(self._start_wire())
             if self._metrics is not None:
                 self._gauge_task = asyncio.get_running_loop().create_task(self._report_groups())
@@ -109,9 +123,10 @@ class PartitionActor:
     async def _start_wire(self) -> None:
         try:
             await self._wire.start()
-        except Exception as exc:                  # a taken port: say so, keep serving Ray
-            log.critical("partition %d: Kafka listener cannot start: %r",
-                         self._runtime.partition, exc)
+        except Exception as exc:  # a taken port: say so, keep serving Ray
+            log.critical(
+                "partition %d: Kafka listener cannot start: %r", self._runtime.partition, exc
+            )
             self._init_error = f"Kafka listener: {exc!r}"
 
     def _on_fatal(self, exc: BaseException) -> None:
@@ -119,21 +134,28 @@ class PartitionActor:
             try:
                 self.load_restarts = load_restarts(self._directory)
                 if self.load_restarts >= MAX_LOAD_RESTARTS:
-                    log.critical("partition %d: %d restarts in a row could not load it either; "
-                                 "staying up as load_failed: fix the cause, then restart the "
-                                 "deployment", self._partition, self.load_restarts)
+                    log.critical(
+                        "partition %d: %d restarts in a row could not load it either; "
+                        "staying up as load_failed: fix the cause, then restart the "
+                        "deployment",
+                        self._partition,
+                        self.load_restarts,
+                    )
                     return
                 set_load_restarts(self._directory, self.load_restarts + 1)
-            except Exception as kv_error:         # cannot count: do not risk a silent loop
-                log.critical("partition %d: cannot count load restarts (%r); staying up as "
-                             "load_failed", self._partition, kv_error)
+            except Exception as kv_error:  # cannot count: do not risk a silent loop
+                log.critical(
+                    "partition %d: cannot count load restarts (%r); staying up as load_failed",
+                    self._partition,
+                    kv_error,
+                )
                 return
         _exit_for_restart(exc)
 
     def _on_loaded(self) -> None:
         try:
             set_load_restarts(self._directory, 0)
-        except Exception as exc:                  # only the crash-loop bound is affected
+        except Exception as exc:  # only the crash-loop bound is affected
             log.warning("partition %d: cannot reset load restarts: %r", self._partition, exc)
 
     async def _report_groups(self) -> None:
@@ -155,8 +177,12 @@ class PartitionActor:
         return payload
 
     async def info(self) -> dict:
-        base = {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                "init_error": self._init_error, "load_restarts": self.load_restarts}
+        base = {
+            "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
+            "init_error": self._init_error,
+            "load_restarts": self.load_restarts,
+        }
         if self._runtime is None:
             return {**base, "state": "broken", "epoch": -1}
         node = self._wire.node if self._wire is not None else None

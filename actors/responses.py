@@ -10,6 +10,7 @@ from __future__ import annotations
 from groupcoord.coordinator import messages as m
 from groupcoord.coordinator.errors import Errors
 
+
 def error_response(request, error: Errors):
     """The response Kafka would send for ``request`` failing as a whole with ``error``."""
     kind = type(request)
@@ -22,15 +23,17 @@ def error_response(request, error: Errors):
     if kind is m.LeaveGroupRequest:
         return m.LeaveGroupResponse(error, [])
     if kind is m.OffsetCommitRequest:
-        return m.OffsetCommitResponse([m.OffsetCommitResponsePartition(p.topic, p.partition, error)
-                                       for p in request.offsets])
+        return m.OffsetCommitResponse(
+            [m.OffsetCommitResponsePartition(p.topic, p.partition, error) for p in request.offsets]
+        )
     if kind is m.OffsetFetchRequest:
         return m.OffsetFetchResponse(error, [])
     if kind is m.OffsetDeleteRequest:
         return m.OffsetDeleteResponse(error, [])
     if kind is m.DescribeGroupsRequest:
-        return m.DescribeGroupsResponse([m.DescribedGroup(error, g, "", "", "", [], -1, "")
-                                         for g in request.group_ids])
+        return m.DescribeGroupsResponse(
+            [m.DescribedGroup(error, g, "", "", "", [], -1, "") for g in request.group_ids]
+        )
     if kind is m.ListGroupsRequest:
         return m.ListGroupsResponse(error, [])
     if kind is m.DeleteGroupsRequest:

@@ -28,7 +28,7 @@ from .wire_service import BootstrapListener, WireConfig, WireDirectory
 log = logging.getLogger("groupcoord.router")
 
 ROUTER_NAME = "groupcoord-router"
-MAX_PARTITIONS = 1_000          # each partition is a process; more is a configuration mistake
+MAX_PARTITIONS = 1_000  # each partition is a process; more is a configuration mistake
 # Slots beyond the parked-request limit, for commits, heartbeats and admin calls in flight.
 EXTRA_CONCURRENCY = 1_000
 # How long a topic change waits for the partition listeners to confirm they know it.
@@ -38,8 +38,9 @@ PUBLISH_TIMEOUT_S = 5.0
 class RouterRuntime:
     def __init__(self, num_partitions: int, partition_factory: Callable[[int], Any]) -> None:
         if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
-            raise ValueError(f"num_partitions must be an int in [1, {MAX_PARTITIONS}], "
-                             f"got {num_partitions!r}")
+            raise ValueError(
+                f"num_partitions must be an int in [1, {MAX_PARTITIONS}], got {num_partitions!r}"
+            )
         self.num_partitions = num_partitions
         self._factory = partition_factory
         self._handles: dict[int, Any] = {}
@@ -60,10 +61,16 @@ class RouterRuntime:
 
 
 def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
-    return dict(namespace=namespace, lifetime="detached", max_restarts=-1, max_task_retries=0,
-                get_if_exists=True, num_cpus=0,
-                # Parked joins and syncs each hold a concurrency slot while they wait.
-                max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY)
+    return dict(
+        namespace=namespace,
+        lifetime="detached",
+        max_restarts=-1,
+        max_task_retries=0,
+        get_if_exists=True,
+        num_cpus=0,
+        # Parked joins and syncs each hold a concurrency slot while they wait.
+        max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY,
+    )
 
 
 def merge_list_groups(responses: list) -> ListGroupsResponse:
@@ -87,33 +94,47 @@ class RouterActor:
     ``create_topic``, ``alter_topic``, ``delete_topic``, ``change_topics``; for the Kafka
     listeners: ``exchange(partition, node)`` and ``kafka_address()``."""
 
-    def __init__(self, num_partitions: int, log_dir: str, namespace: str,
-                 config: CoordinatorConfig, log_config: Any = None, cluster_id: str = "",
-                 wire: WireConfig | None = None) -> None:
+    def __init__(
+        self,
+        num_partitions: int,
+        log_dir: str,
+        namespace: str,
+        config: CoordinatorConfig,
+        log_config: Any = None,
+        cluster_id: str = "",
+        wire: WireConfig | None = None,
+    ) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.cluster_id = cluster_id
         self.init_error: str | None = None
-        self._nodes: dict = {}                   # partition -> its listener's Node
+        self._nodes: dict = {}  # partition -> its listener's Node
         self._bootstrap: BootstrapListener | None = None
         try:
-            myself = ray.get_runtime_context().current_actor     # partition listeners ask it
+            myself = ray.get_runtime_context().current_actor  # partition listeners ask it
 
             def factory(n: int):
-                return PartitionActor.options(name=partition_actor_name(n),
-                                              **partition_options(namespace, config)).remote(
-                    n, num_partitions, log_dir, config, log_config, wire, myself)
+                return PartitionActor.options(
+                    name=partition_actor_name(n), **partition_options(namespace, config)
+                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself)
 
             self.catalog = TopicCatalog(log_dir)
             self._runtime = RouterRuntime(num_partitions, factory)
-            for n in range(num_partitions):      # start loading every partition now
+            for n in range(num_partitions):  # start loading every partition now
                 self._runtime.partition(n)
             if wire is not None:
                 self._bootstrap = BootstrapListener(
-                    wire, num_partitions, self._runtime.partition, self.list_groups,
-                    self._nodes, self.catalog.topics, self.change_topics)
+                    wire,
+                    num_partitions,
+                    self._runtime.partition,
+                    self.list_groups,
+                    self._nodes,
+                    self.catalog.topics,
+                    self.change_topics,
+                )
                 self._bootstrap_started = asyncio.get_running_loop().create_task(
-                    self._bootstrap.start())
-        except Exception as exc:                 # never raise from __init__: report instead
+                    self._bootstrap.start()
+                )
+        except Exception as exc:  # never raise from __init__: report instead
             log.critical("router cannot start: %r", exc)
             self.init_error = repr(exc)
             self._runtime = None
@@ -131,16 +152,21 @@ class RouterActor:
         return [runtime.partition(n) for n in range(runtime.num_partitions)]
 
     async def describe(self) -> dict:
-        return {"num_partitions": self._runtime.num_partitions if self._runtime else 0,
-                "log_dir": self.log_dir, "namespace": self.namespace, "config": self.config,
-                "cluster_id": self.cluster_id, "init_error": self.init_error}
+        return {
+            "num_partitions": self._runtime.num_partitions if self._runtime else 0,
+            "log_dir": self.log_dir,
+            "namespace": self.namespace,
+            "config": self.config,
+            "cluster_id": self.cluster_id,
+            "init_error": self.init_error,
+        }
 
     async def ping(self) -> None:
         return None
 
     async def exchange(self, partition: int, node: Any) -> WireDirectory:
         """A partition listener registers its address; it learns everyone's and the catalog."""
-        self._live().partition(partition)        # ValueError for a partition out of range
+        self._live().partition(partition)  # ValueError for a partition out of range
         self._nodes[partition] = node
         return self._directory()
 
@@ -148,7 +174,7 @@ class RouterActor:
         """The bootstrap listener's host:port, once it listens (None without listeners)."""
         if self._bootstrap is None:
             return None
-        node = await self._bootstrap_started      # raises what its start raised
+        node = await self._bootstrap_started  # raises what its start raised
         return f"{node.host}:{node.port}"
 
     async def topics(self) -> dict[str, int]:
@@ -170,8 +196,10 @@ class RouterActor:
         that created a topic finds it on whichever listener it asks next (a partition that is
         restarting learns it on its first refresh)."""
         results = self.catalog.apply(changes)
-        if any(r.error == Errors.NONE and not c.validate_only
-               for c, r in zip(changes, results, strict=True)):
+        if any(
+            r.error == Errors.NONE and not c.validate_only
+            for c, r in zip(changes, results, strict=True)
+        ):
             await self._publish_directory()
         return results
 
@@ -187,23 +215,28 @@ class RouterActor:
         directory = self._directory()
         calls = [self._live().partition(n).wire_directory.remote(directory) for n in self._nodes]
         try:
-            await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True),
-                                   PUBLISH_TIMEOUT_S)
+            await asyncio.wait_for(
+                asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S
+            )
         except TimeoutError:
-            log.warning("topic catalog v%d: not every partition listener confirmed it within "
-                        "%.0f s; they learn it on their next refresh", directory.catalog_version,
-                        PUBLISH_TIMEOUT_S)
+            log.warning(
+                "topic catalog v%d: not every partition listener confirmed it within "
+                "%.0f s; they learn it on their next refresh",
+                directory.catalog_version,
+                PUBLISH_TIMEOUT_S,
+            )
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(
-                isinstance(s, str) for s in states_filter):
+            isinstance(s, str) for s in states_filter
+        ):
             raise ValueError("states_filter must be a list of state names")
         request = ListGroupsRequest(list(states_filter))
         handles = await self.partitions()
-        responses = await asyncio.gather(*(h.handle.remote(request) for h in handles),
-                                         return_exceptions=True)
+        responses = await asyncio.gather(
+            *(h.handle.remote(request) for h in handles), return_exceptions=True
+        )
         return merge_list_groups(responses)
 
 
-__all__ = ["ROUTER_NAME", "RouterActor", "RouterRuntime", "merge_list_groups",
-           "partition_options"]
+__all__ = ["ROUTER_NAME", "RouterActor", "RouterRuntime", "merge_list_groups", "partition_options"]

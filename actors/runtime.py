@@ -91,11 +91,19 @@ class PartitionRuntime:
     request (the partition is unaffected). ``info()`` describes the partition.
     """
 
-    def __init__(self, partition: int, num_partitions: int, config: CoordinatorConfig,
-                 open_log: Callable[[], Any], *, clock_ms: Callable[[], int] = wall_clock_ms,
-                 ids: Callable[[], str] | None = None, metrics: Any = None,
-                 on_fatal: Callable[[BaseException], None] | None = None,
-                 on_loaded: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        partition: int,
+        num_partitions: int,
+        config: CoordinatorConfig,
+        open_log: Callable[[], Any],
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        ids: Callable[[], str] | None = None,
+        metrics: Any = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        on_loaded: Callable[[], None] | None = None,
+    ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
         self.config = config
@@ -110,30 +118,31 @@ class PartitionRuntime:
         self.state = "loading"
         self.load_summary: Any = None
         self.load_seconds: float | None = None
-        self.load_error: str | None = None        # the last failed attempt's, one line
-        self.load_failure: str | None = None      # its load_failure_kind
+        self.load_error: str | None = None  # the last failed attempt's, one line
+        self.load_failure: str | None = None  # its load_failure_kind
         self.load_attempts = 0
         self.fatal_error: str | None = None
-        self._shard = Shard(partition, num_partitions, config)   # answers while loading
+        self._shard = Shard(partition, num_partitions, config)  # answers while loading
         self._log: Any = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"p{partition}-io")
         # Snapshots get their own thread: building one for a million offsets takes ~0.3 s, and
         # appends (and so every reply) must not queue behind it. The log makes the two safe.
         self._snapshots = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix=f"p{partition}-snapshot")
+            1, thread_name_prefix=f"p{partition}-snapshot"
+        )
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, tuple[asyncio.Future, Any]] = {}
-        self._queued: list = []                   # records not yet handed to the log
-        self._queued_total = 0                    # records ever queued (the barrier clock)
-        self._durable_total = 0                   # records ever made durable
-        self._held: deque = deque()               # (barrier, request id, response), barrier order
+        self._queued: list = []  # records not yet handed to the log
+        self._queued_total = 0  # records ever queued (the barrier clock)
+        self._durable_total = 0  # records ever made durable
+        self._held: deque = deque()  # (barrier, request id, response), barrier order
         self._flush_wanted = asyncio.Event()
         self._durable_changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task] = []
         self.appends = 0
-        self.snapshots_checked = 0                # maybe_snapshot calls completed (thread-safe +=)
-        self._snapshot_queued = False             # a maybe_snapshot call is queued or running
+        self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
+        self._snapshot_queued = False  # a maybe_snapshot call is queued or running
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -142,8 +151,10 @@ class PartitionRuntime:
         if self._tasks:
             return
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._load_forever()),
-                       loop.create_task(self._flush_forever())]
+        self._tasks = [
+            loop.create_task(self._load_forever()),
+            loop.create_task(self._flush_forever()),
+        ]
 
     async def close(self) -> None:
         """Give the partition up: parked requests get NOT_COORDINATOR, the log is closed."""
@@ -164,7 +175,7 @@ class PartitionRuntime:
         # after this point would otherwise stay open, its writer lock held for good.
         await asyncio.get_running_loop().run_in_executor(self._io, self._close_log)
         self._io.shutdown(wait=False)
-        self._snapshots.shutdown(wait=False)    # a queued check finds the log closed: a no-op
+        self._snapshots.shutdown(wait=False)  # a queued check finds the log closed: a no-op
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -182,31 +193,47 @@ class PartitionRuntime:
             except Exception as exc:
                 # Never retry on the same object: a failed open or load can leave it half-made.
                 await loop.run_in_executor(self._io, self._discard_log)
-                if self.state != "loading":       # closed meanwhile
+                if self.state != "loading":  # closed meanwhile
                     return
                 kind = self._load_failed(exc)
                 io_failures += kind == "io"
                 if kind == "corrupt" or io_failures >= LOAD_ATTEMPTS_PER_PROCESS:
                     self.state = "load_failed"
-                    log.critical("partition %d: cannot load (%s, %d attempts): %s",
-                                 self.partition, kind, self.load_attempts, self.load_error)
-                    if kind != "corrupt":         # a fresh process may succeed
+                    log.critical(
+                        "partition %d: cannot load (%s, %d attempts): %s",
+                        self.partition,
+                        kind,
+                        self.load_attempts,
+                        self.load_error,
+                    )
+                    if kind != "corrupt":  # a fresh process may succeed
                         self._on_fatal(exc)
                     return
-                log.error("partition %d: load attempt %d failed (%s): %s; retrying in %.1fs",
-                          self.partition, self.load_attempts, kind, self.load_error, backoff_s)
+                log.error(
+                    "partition %d: load attempt %d failed (%s): %s; retrying in %.1fs",
+                    self.partition,
+                    self.load_attempts,
+                    kind,
+                    self.load_error,
+                    backoff_s,
+                )
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, LOAD_RETRY_MAX_S)
                 continue
-            if self.state != "loading":           # closed while loading
+            if self.state != "loading":  # closed while loading
                 return
             self.load_summary = summary
             self._shard = shard
             self.state = "serving"
             self._run_step(shard.on_loaded, self._clock_ms())
             self.load_seconds = time.perf_counter() - started
-            log.info("partition %d (epoch %d) loaded %d groups in %.3fs",
-                     self.partition, self.epoch, len(shard.groups()), self.load_seconds)
+            log.info(
+                "partition %d (epoch %d) loaded %d groups in %.3fs",
+                self.partition,
+                self.epoch,
+                len(shard.groups()),
+                self.load_seconds,
+            )
             if self._metrics is not None:
                 self._metrics.loaded(self.partition, self.load_seconds)
             self._on_loaded()
@@ -225,7 +252,7 @@ class PartitionRuntime:
         if log_ is not None:
             try:
                 log_.close()
-            except Exception as exc:              # already failed: the next open starts clean
+            except Exception as exc:  # already failed: the next open starts clean
                 log.warning("partition %d: closing the failed log: %r", self.partition, exc)
 
     def _load_blocking(self):
@@ -239,10 +266,10 @@ class PartitionRuntime:
     # -- requests ----------------------------------------------------------------------------------
 
     async def handle(self, request: Any) -> Any:
-        request = validate(request)               # ValueError for anything ill-typed
+        request = validate(request)  # ValueError for anything ill-typed
         if self.state in ("closed", "failed"):
             return error_response(request, Errors.NOT_COORDINATOR)
-        if self.state == "load_failed":           # no load in progress: nothing to wait for
+        if self.state == "load_failed":  # no load in progress: nothing to wait for
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
         started = time.perf_counter()
         request_id = next(self._request_ids)
@@ -254,15 +281,16 @@ class PartitionRuntime:
         finally:
             self._waiting.pop(request_id, None)
         if self._metrics is not None and type(request) is OffsetCommitRequest:
-            self._metrics.committed(self.partition, len(request.offsets),
-                                    time.perf_counter() - started)
+            self._metrics.committed(
+                self.partition, len(request.offsets), time.perf_counter() - started
+            )
         return response
 
     def _run_step(self, method, *args) -> None:
         """Run one Shard call and route its Step; a Shard exception fails the partition."""
         try:
             step = method(*args)
-        except Exception as exc:                  # a core bug: memory may be half-changed
+        except Exception as exc:  # a core bug: memory may be half-changed
             self._fail(exc)
             return
         self._process(step)
@@ -278,14 +306,19 @@ class PartitionRuntime:
                 self._release(request_id, response)
             else:
                 self._held.append((barrier, request_id, response))
-        for request_id in step.dropped:           # Kafka forgets these; release the caller
+        for request_id in step.dropped:  # Kafka forgets these; release the caller
             entry = self._waiting.get(request_id)
             if entry is not None and not entry[0].done():
                 entry[0].set_result(error_response(entry[1], Errors.REBALANCE_IN_PROGRESS))
         for event in step.events:
             # Structured: one line per event, saying which group and why.
-            log.info("partition=%d group=%s event=%s detail=%s",
-                     self.partition, event.group_id, event.kind, event.detail)
+            log.info(
+                "partition=%d group=%s event=%s detail=%s",
+                self.partition,
+                event.group_id,
+                event.kind,
+                event.detail,
+            )
             if self._metrics is not None:
                 self._metrics.event(self.partition, event)
         self._aim_timer()
@@ -311,7 +344,7 @@ class PartitionRuntime:
             except Exception as exc:
                 self._fail(exc)
                 return
-            if self.state != "serving":           # failed by the Shard meanwhile
+            if self.state != "serving":  # failed by the Shard meanwhile
                 return
             self.appends += 1
             self._durable_total += len(batch)
@@ -330,12 +363,13 @@ class PartitionRuntime:
                 # snapshots from its own data, never from the live shard.
                 self._snapshot_queued = True
                 self._snapshots.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
-                    self._snapshot_done)
+                    self._snapshot_done
+                )
 
     def _snapshot_done(self, future: concurrent.futures.Future) -> None:
-        self._snapshot_queued = False             # a plain store: safe from the snapshot thread
+        self._snapshot_queued = False  # a plain store: safe from the snapshot thread
         exc = future.exception()
-        if exc is not None:                       # an optimisation: log it and go on
+        if exc is not None:  # an optimisation: log it and go on
             log.error("partition %d: snapshot failed: %r", self.partition, exc)
         else:
             self.snapshots_checked += 1
@@ -374,14 +408,20 @@ class PartitionRuntime:
 
     def info(self) -> dict:
         return {
-            "partition": self.partition, "epoch": self.epoch, "state": self.state,
+            "partition": self.partition,
+            "epoch": self.epoch,
+            "state": self.state,
             "groups": len(self._shard.groups()) if self.state == "serving" else 0,
             "group_states": self.group_states(),
             "parked_requests": self._shard.parked_requests,
-            "durable_records": self._durable_total, "queued_records": len(self._queued),
-            "appends": self.appends, "load_seconds": self.load_seconds,
-            "load_error": self.load_error, "load_failure": self.load_failure,
-            "load_attempts": self.load_attempts, "fatal_error": self.fatal_error,
+            "durable_records": self._durable_total,
+            "queued_records": len(self._queued),
+            "appends": self.appends,
+            "load_seconds": self.load_seconds,
+            "load_error": self.load_error,
+            "load_failure": self.load_failure,
+            "load_attempts": self.load_attempts,
+            "fatal_error": self.fatal_error,
             "load_summary": repr(self.load_summary) if self.load_summary is not None else None,
         }
 

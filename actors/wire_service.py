@@ -42,6 +42,7 @@ class WireConfig(msgspec.Struct, frozen=True):
     """Where the Kafka listeners listen. ``bootstrap_port`` 0: any free port. ``partition_ports``
     0: each partition listener takes any free port; else partition n listens on
     ``partition_ports + n`` (stable addresses across restarts on the same node)."""
+
     host: str = "127.0.0.1"
     bootstrap_port: int = 9092
     partition_ports: int = 0
@@ -63,13 +64,18 @@ class WireConfig(msgspec.Struct, frozen=True):
         return self.partition_ports + partition if self.partition_ports else 0
 
     def listener(self, respond: Any, port: int) -> KafkaListener:
-        return KafkaListener(respond, host=self.host, port=port,
-                             max_connections=self.max_connections,
-                             max_frame_bytes=self.max_frame_bytes)
+        return KafkaListener(
+            respond,
+            host=self.host,
+            port=port,
+            max_connections=self.max_connections,
+            max_frame_bytes=self.max_frame_bytes,
+        )
 
 
 class WireDirectory(msgspec.Struct):
     """What the router tells listeners: every partition's listener and the topic catalog."""
+
     nodes: dict[int, Node]
     topics: dict[str, int]
     catalog_version: int
@@ -78,8 +84,9 @@ class WireDirectory(msgspec.Struct):
 class PartitionListener:
     """The Kafka listener of one partition actor (see the module docstring)."""
 
-    def __init__(self, partition: int, num_partitions: int, config: WireConfig, runtime: Any,
-                 router: Any) -> None:
+    def __init__(
+        self, partition: int, num_partitions: int, config: WireConfig, runtime: Any, router: Any
+    ) -> None:
         self.partition, self.num_partitions, self.config = partition, num_partitions, config
         self._runtime = runtime
         self._router = router
@@ -90,12 +97,18 @@ class PartitionListener:
 
     async def start(self) -> Node:
         gateway = KafkaGateway(
-            node=Node(self.partition, self.config.host, 0), route=self._route,
-            list_groups=self._list_groups, coordinator_for=self._coordinator_for,
-            brokers=self._brokers, topics=lambda: self.directory.topics,
-            change_topics=self._change_topics, cluster_id=f"groupcoord-{self.num_partitions}")
-        self._listener = self.config.listener(gateway.respond,
-                                              self.config.partition_port(self.partition))
+            node=Node(self.partition, self.config.host, 0),
+            route=self._route,
+            list_groups=self._list_groups,
+            coordinator_for=self._coordinator_for,
+            brokers=self._brokers,
+            topics=lambda: self.directory.topics,
+            change_topics=self._change_topics,
+            cluster_id=f"groupcoord-{self.num_partitions}",
+        )
+        self._listener = self.config.listener(
+            gateway.respond, self.config.partition_port(self.partition)
+        )
         port = await self._listener.start()
         self.node = gateway.node = Node(self.partition, self.config.host, port)
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
@@ -128,29 +141,41 @@ class PartitionListener:
         while True:
             try:
                 self.directory = await self._router.exchange.remote(self.partition, self.node)
-            except Exception as exc:              # the router is restarting: keep what we know
-                log.info("partition %d: no listener directory from the router (%r)",
-                         self.partition, exc)
+            except Exception as exc:  # the router is restarting: keep what we know
+                log.info(
+                    "partition %d: no listener directory from the router (%r)", self.partition, exc
+                )
             await asyncio.sleep(self.config.metadata_refresh_ms / 1000)
 
 
 class BootstrapListener:
     """The router's listener: forwards each group to its partition actor."""
 
-    def __init__(self, config: WireConfig, num_partitions: int, partition_handle: Any,
-                 list_groups: Any, nodes: Mapping[int, Node],
-                 topics: Callable[[], Mapping[str, int]], change_topics: Any) -> None:
+    def __init__(
+        self,
+        config: WireConfig,
+        num_partitions: int,
+        partition_handle: Any,
+        list_groups: Any,
+        nodes: Mapping[int, Node],
+        topics: Callable[[], Mapping[str, int]],
+        change_topics: Any,
+    ) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._partition_handle = partition_handle
         self._list_groups = list_groups
         self._nodes = nodes
         self._listener: KafkaListener | None = None
         self.gateway = KafkaGateway(
-            node=Node(-1, config.host, 0), route=self._route, list_groups=self._list_all,
+            node=Node(-1, config.host, 0),
+            route=self._route,
+            list_groups=self._list_all,
             coordinator_for=self._coordinator_for,
             brokers=lambda: [self._nodes[n] for n in sorted(self._nodes)],
-            topics=topics, change_topics=change_topics,
-            cluster_id=f"groupcoord-{num_partitions}")
+            topics=topics,
+            change_topics=change_topics,
+            cluster_id=f"groupcoord-{num_partitions}",
+        )
 
     async def start(self) -> Node:
         self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
@@ -166,7 +191,7 @@ class BootstrapListener:
         handle = self._partition_handle(partition_for(group_id, self.num_partitions))
         try:
             return await handle.handle.remote(request)
-        except RayActorError:                     # restarting: the client retries
+        except RayActorError:  # restarting: the client retries
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
 
     async def _list_all(self, request: Any) -> list:

@@ -28,18 +28,28 @@ import platform
 import sys
 import time
 import tracemalloc
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest, SequentialIds, Shard,
-    SyncGroupRequest, SyncGroupRequestAssignment, TopicPartition,
+    CoordinatorConfig,
+    Errors,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetFetchRequest,
+    SequentialIds,
+    Shard,
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+    TopicPartition,
 )
 from groupcoord.coordinator.records import OffsetCommitValue
 from groupcoord.coordinator.timing_wheel import TimingWheel
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "core.json")
-SESSION_MS = 10_000                 # the churn workload's session timeout
+SESSION_MS = 10_000  # the churn workload's session timeout
 
 
 class HeapTimer:
@@ -47,7 +57,7 @@ class HeapTimer:
 
     def __init__(self) -> None:
         self._heap: list = []
-        self._live: dict = {}                    # key -> its current entry's sequence number
+        self._live: dict = {}  # key -> its current entry's sequence number
         self._seq = itertools.count()
 
     def schedule(self, key, deadline_ms: int, payload=None) -> None:
@@ -98,16 +108,24 @@ REBALANCE_MS = 1_000
 
 
 def _join(group: str) -> JoinGroupRequest:
-    return JoinGroupRequest(group, "", "consumer", [JoinGroupRequestProtocol("range", b"")],
-                            MEMBER_SESSION_MS, REBALANCE_MS, client_id="bench",
-                            require_known_member_id=False)
+    return JoinGroupRequest(
+        group,
+        "",
+        "consumer",
+        [JoinGroupRequestProtocol("range", b"")],
+        MEMBER_SESSION_MS,
+        REBALANCE_MS,
+        client_id="bench",
+        require_known_member_id=False,
+    )
 
 
 def stable_shard(groups: int, members_per_group: int):
     """A loaded shard with Stable groups, built through the protocol itself.
     Returns the shard, its members as (group, member id, generation) and the shard's clock."""
-    shard = Shard(0, 1, CoordinatorConfig(group_initial_rebalance_delay_ms=100),
-                  ids=SequentialIds(1))
+    shard = Shard(
+        0, 1, CoordinatorConfig(group_initial_rebalance_delay_ms=100), ids=SequentialIds(1)
+    )
     shard.on_loaded(0)
     rid = itertools.count()
     now = 0
@@ -118,15 +136,20 @@ def stable_shard(groups: int, members_per_group: int):
         replies = {}
         for request_id in parked:
             replies.update(shard.handle(now, request_id, _join(group)).replies)
-        while any(r not in replies for r in parked):   # initial delay windows, then the phase ends
+        while any(r not in replies for r in parked):  # initial delay windows, then the phase ends
             now += 100
             replies.update(shard.on_timer(now).replies)
         joined = [replies[r] for r in parked]
         generation, leader = joined[0].generation_id, joined[0].leader
         assignments = [SyncGroupRequestAssignment(j.member_id, b"") for j in joined]
         for j in joined:
-            shard.handle(now, next(rid), SyncGroupRequest(
-                group, generation, j.member_id, assignments if j.member_id == leader else []))
+            shard.handle(
+                now,
+                next(rid),
+                SyncGroupRequest(
+                    group, generation, j.member_id, assignments if j.member_id == leader else []
+                ),
+            )
             members.append((group, j.member_id, generation))
     return shard, members, now
 
@@ -140,8 +163,11 @@ def _rate(shard: Shard, requests_list, count: int, now: int) -> float:
     # Refuse to report the speed of an error path.
     for request in (requests_list[0], requests_list[-1]):
         response = shard.handle(now, -1, request).replies[0][1]
-        errors = [p.error for p in response.partitions] if hasattr(response, "partitions") \
+        errors = (
+            [p.error for p in response.partitions]
+            if hasattr(response, "partitions")
             else [response.error]
+        )
         if any(errors):
             raise SystemExit(f"benchmark request failed: {response}")
     return rate
@@ -149,8 +175,10 @@ def _rate(shard: Shard, requests_list, count: int, now: int) -> float:
 
 def shard_rates(shard: Shard, members, count: int, now: int) -> tuple[float, float]:
     heartbeats = [HeartbeatRequest(g, gen, m) for g, m, gen in members]
-    commits = [OffsetCommitRequest(g, gen, m, [OffsetCommitRequestPartition("topic", i % 64, i)])
-               for i, (g, m, gen) in enumerate(members)]
+    commits = [
+        OffsetCommitRequest(g, gen, m, [OffsetCommitRequestPartition("topic", i % 64, i)])
+        for i, (g, m, gen) in enumerate(members)
+    ]
     return _rate(shard, heartbeats, count, now), _rate(shard, commits, count, now)
 
 
@@ -167,13 +195,14 @@ def bytes_per(build, count: int) -> float:
 
 
 def timer_memory(count: int) -> float:
-    keys = [("hb", "group", f"member-{i}") for i in range(count)]   # owned by the caller
+    keys = [("hb", "group", f"member-{i}") for i in range(count)]  # owned by the caller
 
     def build():
         wheel = TimingWheel(0)
         for i, key in enumerate(keys):
             wheel.schedule(key, SESSION_MS + i % 5_000)
         return wheel
+
     return bytes_per(build, count)
 
 
@@ -186,10 +215,21 @@ def offset_memory(count: int) -> float:
         shard = Shard(0, 1, CoordinatorConfig())
         shard.on_loaded(0)
         for i in range(count // 100):
-            shard.handle(1, i, OffsetCommitRequest(
-                f"group-{i % 100}", -1, "",
-                [OffsetCommitRequestPartition(f"topic-{i}", p, 1_000_000 + p) for p in range(100)]))
+            shard.handle(
+                1,
+                i,
+                OffsetCommitRequest(
+                    f"group-{i % 100}",
+                    -1,
+                    "",
+                    [
+                        OffsetCommitRequestPartition(f"topic-{i}", p, 1_000_000 + p)
+                        for p in range(100)
+                    ],
+                ),
+            )
         return shard
+
     return bytes_per(build, count)
 
 
@@ -201,7 +241,7 @@ def many_groups_shard(groups: int) -> Shard:
     for i in range(groups):
         shard.restore(f"group-{i}", None, {("topic", 0): value})
     shard.on_loaded(0)
-    while shard.next_deadline_ms() == 1:      # let the first cleanup sweep finish
+    while shard.next_deadline_ms() == 1:  # let the first cleanup sweep finish
         shard.on_timer(1)
     return shard
 
@@ -240,8 +280,9 @@ def fetch_seconds(partitions: int, config: CoordinatorConfig) -> tuple[float, Er
     """Seconds to answer one OffsetFetch naming ``partitions`` partitions, and its error."""
     shard = Shard(0, 1, config)
     shard.on_loaded(0)
-    shard.handle(0, 0, OffsetCommitRequest("group", -1, "", [
-        OffsetCommitRequestPartition("topic", 0, 1)]))
+    shard.handle(
+        0, 0, OffsetCommitRequest("group", -1, "", [OffsetCommitRequestPartition("topic", 0, 1)])
+    )
     request = OffsetFetchRequest("group", [TopicPartition("topic", p) for p in range(partitions)])
     started = time.perf_counter()
     response = shard.handle(0, 1, request).replies[0][1]
@@ -255,17 +296,25 @@ def bounds(groups: int, fetched: int) -> dict:
     del shard
     bound = CoordinatorConfig().max_partitions_per_request
     refused_s, refused = fetch_seconds(fetched, CoordinatorConfig())
-    unbounded = CoordinatorConfig(max_partitions_per_request=fetched,
-                                  max_topics_per_request=fetched)
+    unbounded = CoordinatorConfig(
+        max_partitions_per_request=fetched, max_topics_per_request=fetched
+    )
     served_s, served = fetch_seconds(fetched, unbounded)
     at_bound_s, at_bound = fetch_seconds(bound, CoordinatorConfig())
     if (refused, served, at_bound) != (Errors.INVALID_REQUEST, Errors.NONE, Errors.NONE):
         raise SystemExit(f"unexpected OffsetFetch answers: {refused!r} {served!r} {at_bound!r}")
-    return {"groups": groups, "gauge_counts_s": counts_s, "gauge_scan_s": scan_s,
-            "cleanup_longest_turn_s": turn_s, "cleanup_sweep_s": sweep_s,
-            "fetch_partitions": fetched, "fetch_refused_s": refused_s,
-            "fetch_served_unbounded_s": served_s, "fetch_bound_partitions": bound,
-            "fetch_at_bound_s": at_bound_s}
+    return {
+        "groups": groups,
+        "gauge_counts_s": counts_s,
+        "gauge_scan_s": scan_s,
+        "cleanup_longest_turn_s": turn_s,
+        "cleanup_sweep_s": sweep_s,
+        "fetch_partitions": fetched,
+        "fetch_refused_s": refused_s,
+        "fetch_served_unbounded_s": served_s,
+        "fetch_bound_partitions": bound,
+        "fetch_at_bound_s": at_bound_s,
+    }
 
 
 def main() -> None:
@@ -287,24 +336,54 @@ def main() -> None:
     rows = [
         ("heapq timer churn (baseline)", heap_rate, "ops/s", 1.0, ""),
         ("timing wheel churn", wheel_rate, "ops/s", wheel_rate / heap_rate, ">= 1.5 x heapq"),
-        ("shard heartbeats, 10k members", hb_rate, "req/s", hb_rate / wheel_rate,
-         ">= 0.33 x wheel"),
+        (
+            "shard heartbeats, 10k members",
+            hb_rate,
+            "req/s",
+            hb_rate / wheel_rate,
+            ">= 0.33 x wheel",
+        ),
         ("shard commits (1 partition)", commit_rate, "req/s", commit_rate / wheel_rate, ""),
         ("bytes per live timer", per_timer, "B", None, "<= 150"),
         ("bytes per member", per_member, "B", None, ""),
         ("bytes per committed offset", per_offset, "B", None, ""),
         (f"full scan of {bound['groups']:,} groups", bound["gauge_scan_s"] * 1e3, "ms", 1.0, ""),
-        ("groups-by-state counts read", bound["gauge_counts_s"] * 1e3, "ms",
-         bound["gauge_counts_s"] / bound["gauge_scan_s"], "<= 0.001 x scan"),
+        (
+            "groups-by-state counts read",
+            bound["gauge_counts_s"] * 1e3,
+            "ms",
+            bound["gauge_counts_s"] / bound["gauge_scan_s"],
+            "<= 0.001 x scan",
+        ),
         ("whole cleanup sweep", bound["cleanup_sweep_s"] * 1e3, "ms", 1.0, ""),
-        ("longest cleanup turn", bound["cleanup_longest_turn_s"] * 1e3, "ms",
-         bound["cleanup_longest_turn_s"] / bound["cleanup_sweep_s"], ""),
-        (f"OffsetFetch {bound['fetch_partitions']:,} p, no bound",
-         bound["fetch_served_unbounded_s"] * 1e3, "ms", 1.0, ""),
-        ("  same, refused by the bound", bound["fetch_refused_s"] * 1e3, "ms",
-         bound["fetch_refused_s"] / bound["fetch_served_unbounded_s"], "<= 0.001 x served"),
-        (f"  at the bound ({bound['fetch_bound_partitions']:,} p)", bound["fetch_at_bound_s"] * 1e3,
-         "ms", bound["fetch_at_bound_s"] / bound["fetch_served_unbounded_s"], ""),
+        (
+            "longest cleanup turn",
+            bound["cleanup_longest_turn_s"] * 1e3,
+            "ms",
+            bound["cleanup_longest_turn_s"] / bound["cleanup_sweep_s"],
+            "",
+        ),
+        (
+            f"OffsetFetch {bound['fetch_partitions']:,} p, no bound",
+            bound["fetch_served_unbounded_s"] * 1e3,
+            "ms",
+            1.0,
+            "",
+        ),
+        (
+            "  same, refused by the bound",
+            bound["fetch_refused_s"] * 1e3,
+            "ms",
+            bound["fetch_refused_s"] / bound["fetch_served_unbounded_s"],
+            "<= 0.001 x served",
+        ),
+        (
+            f"  at the bound ({bound['fetch_bound_partitions']:,} p)",
+            bound["fetch_at_bound_s"] * 1e3,
+            "ms",
+            bound["fetch_at_bound_s"] / bound["fetch_served_unbounded_s"],
+            "",
+        ),
     ]
     print(f"{'measure':34} {'value':>14} {'unit':6} {'ratio':>8}  goal")
     for name, value, unit, ratio, goal in rows:
@@ -314,16 +393,28 @@ def main() -> None:
         print(f"{name:34} {value_text} {unit:6} {ratio_text}  {goal}")
 
     result = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {sys.version.split()[0]}",
         "quick": args.quick,
-        "timer_churn": {"members": members, "heartbeats": heartbeats, "heapq_ops_per_s": heap_rate,
-                        "wheel_ops_per_s": wheel_rate, "wheel_over_heapq": wheel_rate / heap_rate},
-        "shard": {"members": len(shard_members), "heartbeats_per_s": hb_rate,
-                  "commits_per_s": commit_rate, "heartbeats_over_wheel": hb_rate / wheel_rate,
-                  "commits_over_wheel": commit_rate / wheel_rate},
-        "memory_bytes": {"per_live_timer": per_timer, "per_member": per_member,
-                         "per_offset": per_offset},
+        "timer_churn": {
+            "members": members,
+            "heartbeats": heartbeats,
+            "heapq_ops_per_s": heap_rate,
+            "wheel_ops_per_s": wheel_rate,
+            "wheel_over_heapq": wheel_rate / heap_rate,
+        },
+        "shard": {
+            "members": len(shard_members),
+            "heartbeats_per_s": hb_rate,
+            "commits_per_s": commit_rate,
+            "heartbeats_over_wheel": hb_rate / wheel_rate,
+            "commits_over_wheel": commit_rate / wheel_rate,
+        },
+        "memory_bytes": {
+            "per_live_timer": per_timer,
+            "per_member": per_member,
+            "per_offset": per_offset,
+        },
         "bounds": bound,
     }
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)

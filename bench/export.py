@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
 from groupcoord.spark_export import lake
@@ -42,10 +42,16 @@ class Writer:
     """Appends synthetic commits to the partition logs, continuing offsets and clocks."""
 
     def __init__(self, log_dir: str) -> None:
-        config = LogConfig(fsync_policy="never", segment_bytes=16 * 1024 * 1024,
-                           snapshot_every_records=0, snapshot_every_bytes=0)
-        self.logs = [open_partition_log(os.path.join(log_dir, f"partition-{p}"), config)
-                     for p in range(PARTITIONS)]
+        config = LogConfig(
+            fsync_policy="never",
+            segment_bytes=16 * 1024 * 1024,
+            snapshot_every_records=0,
+            snapshot_every_bytes=0,
+        )
+        self.logs = [
+            open_partition_log(os.path.join(log_dir, f"partition-{p}"), config)
+            for p in range(PARTITIONS)
+        ]
         self.sequence = 0
 
     def commits(self, total: int) -> None:
@@ -54,10 +60,16 @@ class Writer:
             batch = []
             for i in range(per):
                 n = self.sequence + i
-                batch.append(Record(
-                    OffsetCommitKey(f"group-{p}-{n % GROUPS_PER_PARTITION}", "events",
-                                    n // GROUPS_PER_PARTITION % TOPIC_PARTITIONS),
-                    OffsetCommitValue(n, 3, "", T0_MS + n * 50, None)))
+                batch.append(
+                    Record(
+                        OffsetCommitKey(
+                            f"group-{p}-{n % GROUPS_PER_PARTITION}",
+                            "events",
+                            n // GROUPS_PER_PARTITION % TOPIC_PARTITIONS,
+                        ),
+                        OffsetCommitValue(n, 3, "", T0_MS + n * 50, None),
+                    )
+                )
                 if len(batch) == APPEND_BATCH:
                     log.append(batch)
                     batch = []
@@ -97,8 +109,9 @@ def main() -> None:
         rows = lake.read_arrow(lake_dir, OFFSET_COMMITS)
         assert rows.num_rows == total == full.rows[OFFSET_COMMITS]
         parquet_dir = os.path.join(work, "parquet")
-        base_s, _ = timed(lambda: spark.createDataFrame(rows).write.mode("overwrite")
-                          .parquet(parquet_dir))
+        base_s, _ = timed(
+            lambda: spark.createDataFrame(rows).write.mode("overwrite").parquet(parquet_dir)
+        )
 
         increments = {}
         for share in (0.01, 0.05):
@@ -131,16 +144,29 @@ def main() -> None:
     print("-" * 55)
     for key, value in figures.items():
         print(f"{key:<40} {value:>14}")
-    print(f"\ngoal: export_vs_parquet_ratio >= 0.5 -> "
-          f"{'met' if figures['export_vs_parquet_ratio'] >= 0.5 else 'NOT met'}; "
-          f"incremental 1% takes {figures['incremental_1pct_vs_full_time_ratio']:.1%} of a "
-          f"full export")
+    print(
+        f"\ngoal: export_vs_parquet_ratio >= 0.5 -> "
+        f"{'met' if figures['export_vs_parquet_ratio'] >= 0.5 else 'NOT met'}; "
+        f"incremental 1% takes {figures['incremental_1pct_vs_full_time_ratio']:.1%} of a "
+        f"full export"
+    )
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
-        json.dump({"benchmark": "export", "when": datetime.now(timezone.utc).isoformat(),
-                   "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                               "cpus": os.cpu_count()},
-                   "quick": args.quick, "figures": figures}, f, indent=2)
+        json.dump(
+            {
+                "benchmark": "export",
+                "when": datetime.now(UTC).isoformat(),
+                "machine": {
+                    "python": sys.version.split()[0],
+                    "platform": platform.platform(),
+                    "cpus": os.cpu_count(),
+                },
+                "quick": args.quick,
+                "figures": figures,
+            },
+            f,
+            indent=2,
+        )
     print(f"wrote {RESULTS}")
 
 

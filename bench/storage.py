@@ -27,11 +27,15 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from groupcoord.coordinator import Shard
 from groupcoord.coordinator.records import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadataValue, OffsetCommitKey, OffsetCommitValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
     Record,
 )
 from groupcoord.storage import LogConfig, list_segments, open_partition_log, read_log
@@ -41,14 +45,18 @@ BASE_MS = 1_700_000_000_000
 
 
 def commit(group: int, topic: int, partition: int, offset: int) -> Record:
-    return Record(OffsetCommitKey(f"group-{group:05d}", f"topic-{topic}", partition),
-                  OffsetCommitValue(offset, 0, "", BASE_MS + offset))
+    return Record(
+        OffsetCommitKey(f"group-{group:05d}", f"topic-{topic}", partition),
+        OffsetCommitValue(offset, 0, "", BASE_MS + offset),
+    )
 
 
-# -- append ------------------------------------------------------------------------------------------
+# -- append --------------------------------------------------------------------------------------
 
-def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int],
-                 policy: str = "always") -> list[dict]:
+
+def bench_append(
+    workdir: str, sizes: list[int], rounds: dict[int, int], policy: str = "always"
+) -> list[dict]:
     """Log appends against raw writes of the same bytes (fsynced, as the log, under "always")."""
     rows = []
     for size in sizes:
@@ -66,13 +74,13 @@ def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int],
                 started = time.perf_counter()
                 log.append(batch)
                 log_s += time.perf_counter() - started
-                with open(segment, "rb") as f:      # the very bytes the log just wrote
+                with open(segment, "rb") as f:  # the very bytes the log just wrote
                     f.seek(before)
                     chunk = f.read()
                 started = time.perf_counter()
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(raw_fd, view):]
+                    view = view[os.write(raw_fd, view) :]
                 if policy == "always":
                     os.fsync(raw_fd)
                 raw_s += time.perf_counter() - started
@@ -81,12 +89,19 @@ def bench_append(workdir: str, sizes: list[int], rounds: dict[int, int],
             log.close()
             os.close(raw_fd)
         records = size * rounds[size]
-        rows.append({"policy": policy, "batch_records": size, "appends": rounds[size],
-                     "bytes": written,
-                     "log_records_per_s": records / log_s, "raw_records_per_s": records / raw_s,
-                     "log_ms_per_append": log_s / rounds[size] * 1000,
-                     "raw_ms_per_append": raw_s / rounds[size] * 1000,
-                     "ratio": raw_s / log_s})
+        rows.append(
+            {
+                "policy": policy,
+                "batch_records": size,
+                "appends": rounds[size],
+                "bytes": written,
+                "log_records_per_s": records / log_s,
+                "raw_records_per_s": records / raw_s,
+                "log_ms_per_append": log_s / rounds[size] * 1000,
+                "raw_ms_per_append": raw_s / rounds[size] * 1000,
+                "ratio": raw_s / log_s,
+            }
+        )
         shutil.rmtree(path)
         os.remove(raw_path)
     return rows
@@ -107,21 +122,42 @@ def bench_owner_checks(workdir: str, calls: int = 20_000) -> dict:
             log._publish_durable_end(0)
         publish_us = (time.perf_counter() - started) / calls * 1e6
     shutil.rmtree(path)
-    return {"check_owner_us": check_us, "publish_durable_end_us": publish_us,
-            "per_append_always_us": 2 * check_us + publish_us,
-            "per_append_other_policies_us": 2 * check_us}
+    return {
+        "check_owner_us": check_us,
+        "publish_durable_end_us": publish_us,
+        "per_append_always_us": 2 * check_us + publish_us,
+        "per_append_other_policies_us": 2 * check_us,
+    }
 
 
-# -- load --------------------------------------------------------------------------------------------
+# -- load ----------------------------------------------------------------------------------------
 
-def build_partition(path: str, groups: int, topics: int, partitions: int, history: int,
-                    snapshot_every_records: int, seed: int) -> dict:
+
+def build_partition(
+    path: str,
+    groups: int,
+    topics: int,
+    partitions: int,
+    history: int,
+    snapshot_every_records: int,
+    seed: int,
+) -> dict:
     """``history`` rounds of commits to every offset, then a 5% tail of random commits."""
     rng = random.Random(seed)
-    config = LogConfig(fsync_policy="never", snapshot_every_records=snapshot_every_records,
-                       snapshot_every_bytes=0, keep_snapshots=2)
-    keys = [[OffsetCommitKey(f"group-{g:05d}", f"topic-{t}", p) for t in range(topics)
-             for p in range(partitions)] for g in range(groups)]
+    config = LogConfig(
+        fsync_policy="never",
+        snapshot_every_records=snapshot_every_records,
+        snapshot_every_bytes=0,
+        keep_snapshots=2,
+    )
+    keys = [
+        [
+            OffsetCommitKey(f"group-{g:05d}", f"topic-{t}", p)
+            for t in range(topics)
+            for p in range(partitions)
+        ]
+        for g in range(groups)
+    ]
     started = time.perf_counter()
     appended = 0
     with open_partition_log(path, config) as log:
@@ -130,18 +166,43 @@ def build_partition(path: str, groups: int, topics: int, partitions: int, histor
             for first in range(0, groups, 10):
                 batch = []
                 for g in range(first, min(first + 10, groups)):
-                    member = MemberMetadataValue(f"m-{g}-{round_}", None, "c", "/10.0.0.1",
-                                                 300_000, 45_000, b"s" * 20, b"a" * 20)
-                    batch.append(Record(GroupMetadataKey(f"group-{g:05d}"), GroupMetadataValue(
-                        "consumer", round_ + 1, "range", member.member_id, BASE_MS, (member,))))
+                    member = MemberMetadataValue(
+                        f"m-{g}-{round_}",
+                        None,
+                        "c",
+                        "/10.0.0.1",
+                        300_000,
+                        45_000,
+                        b"s" * 20,
+                        b"a" * 20,
+                    )
+                    batch.append(
+                        Record(
+                            GroupMetadataKey(f"group-{g:05d}"),
+                            GroupMetadataValue(
+                                "consumer",
+                                round_ + 1,
+                                "range",
+                                member.member_id,
+                                BASE_MS,
+                                (member,),
+                            ),
+                        )
+                    )
                     offset = round_ * 1_000_000
-                    batch.extend(Record(key, OffsetCommitValue(offset + i, 0, "", BASE_MS + offset))
-                                 for i, key in enumerate(keys[g]))
+                    batch.extend(
+                        Record(key, OffsetCommitValue(offset + i, 0, "", BASE_MS + offset))
+                        for i, key in enumerate(keys[g])
+                    )
                 log.append(batch)
                 log.maybe_snapshot(None)
                 appended += len(batch)
-            print(f"  built round {round_ + 1}/{history}: {appended:,} records, "
-                  f"{time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+            print(
+                f"  built round {round_ + 1}/{history}: {appended:,} records, "
+                f"{time.perf_counter() - started:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
         if snapshot_every_records:
             # Both histories end in the same steady state: a snapshot, then the same 5% tail,
             # so load(10x) / load(1x) isolates the cost of history (threshold drift otherwise
@@ -149,19 +210,28 @@ def build_partition(path: str, groups: int, topics: int, partitions: int, histor
             log.snapshot()
         tail = groups * topics * partitions // 20
         for first in range(0, tail, 1000):
-            log.append([Record(keys[rng.randrange(groups)][rng.randrange(topics * partitions)],
-                               OffsetCommitValue(10**9 + first + i, 0, "", BASE_MS))
-                        for i in range(min(1000, tail - first))])
+            log.append(
+                [
+                    Record(
+                        keys[rng.randrange(groups)][rng.randrange(topics * partitions)],
+                        OffsetCommitValue(10**9 + first + i, 0, "", BASE_MS),
+                    )
+                    for i in range(min(1000, tail - first))
+                ]
+            )
         appended += tail
-    return {"records": appended, "build_s": time.perf_counter() - started,
-            "disk_bytes": sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))}
+    return {
+        "records": appended,
+        "build_s": time.perf_counter() - started,
+        "disk_bytes": sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)),
+    }
 
 
 def time_load(path: str, repeats: int) -> dict:
     """Best of ``repeats`` (wall and CPU seconds) of open + load_into, as a restarted actor does."""
     best = None
     for _ in range(repeats):
-        gc.unfreeze()                            # forget the previous repeat's frozen state
+        gc.unfreeze()  # forget the previous repeat's frozen state
         gc.collect()
         shard = Shard(0, 1)
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -170,10 +240,17 @@ def time_load(path: str, repeats: int) -> dict:
         wall_s, cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
         offsets = sum(len(g.offsets) for g in shard.groups())
         if best is None or wall_s < best["load_s"]:
-            best = {"load_s": wall_s, "load_cpu_s": cpu_s, "offsets": offsets, "groups": len(shard.groups()),
-                    "snapshot_offset": summary.snapshot_offset, "tail_records": summary.records,
-                    "snapshot_ms": summary.snapshot_ms, "replay_ms": summary.replay_ms,
-                    "bytes_read": summary.bytes}
+            best = {
+                "load_s": wall_s,
+                "load_cpu_s": cpu_s,
+                "offsets": offsets,
+                "groups": len(shard.groups()),
+                "snapshot_offset": summary.snapshot_offset,
+                "tail_records": summary.records,
+                "snapshot_ms": summary.snapshot_ms,
+                "replay_ms": summary.replay_ms,
+                "bytes_read": summary.bytes,
+            }
         del shard
     return best
 
@@ -194,16 +271,25 @@ def bench_replay(path: str) -> dict:
     del shard, records
     load = time_load(path, 1)
     replayed = load["tail_records"]
-    return {"records": replayed, "log_records_per_s": replayed / load["load_s"],
-            "memory_records_per_s": replayed / memory_s, "ratio": memory_s / load["load_s"],
-            "load_s": load["load_s"]}
+    return {
+        "records": replayed,
+        "log_records_per_s": replayed / load["load_s"],
+        "memory_records_per_s": replayed / memory_s,
+        "ratio": memory_s / load["load_s"],
+        "load_s": load["load_s"],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100x smaller partition, fewer appends")
-    parser.add_argument("--append-only", action="store_true",
-                        help="only the append rows (nothing is written to bench/results)")
+    parser.add_argument(
+        "--quick", action="store_true", help="100x smaller partition, fewer appends"
+    )
+    parser.add_argument(
+        "--append-only",
+        action="store_true",
+        help="only the append rows (nothing is written to bench/results)",
+    )
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir on /tmp)")
     args = parser.parse_args()
     scale = 100 if args.quick else 1
@@ -211,25 +297,37 @@ def main() -> None:
     live = groups * topics * partitions
     workdir = tempfile.mkdtemp(prefix="groupcoord-bench-", dir=args.dir)
     try:
-        rounds = {1: 300, 10: 300, 100: 200, 1000: 60} if not args.quick else {1: 50, 10: 50, 100: 30, 1000: 10}
+        rounds = (
+            {1: 300, 10: 300, 100: 200, 1000: 60}
+            if not args.quick
+            else {1: 50, 10: 50, 100: 30, 1000: 10}
+        )
         append_rows = []
         for policy in ("always", "never"):
             # "never" shows the log's own CPU cost per append (no fsync to hide it).
-            print(f"append: fsync {policy}, log vs raw os.write of the same bytes"
-                  + (" + os.fsync" if policy == "always" else ""))
+            print(
+                f"append: fsync {policy}, log vs raw os.write of the same bytes"
+                + (" + os.fsync" if policy == "always" else "")
+            )
             rows = bench_append(workdir, [1, 10, 100, 1000], rounds, policy)
-            print(f"{'batch':>6} {'log rec/s':>12} {'raw rec/s':>12} {'log ms':>8} {'raw ms':>8} "
-                  f"{'ratio':>6}")
+            print(
+                f"{'batch':>6} {'log rec/s':>12} {'raw rec/s':>12} {'log ms':>8} {'raw ms':>8} "
+                f"{'ratio':>6}"
+            )
             for row in rows:
-                print(f"{row['batch_records']:>6} {row['log_records_per_s']:>12,.0f} "
-                      f"{row['raw_records_per_s']:>12,.0f} {row['log_ms_per_append']:>8.3f} "
-                      f"{row['raw_ms_per_append']:>8.3f} {row['ratio']:>6.2f}")
+                print(
+                    f"{row['batch_records']:>6} {row['log_records_per_s']:>12,.0f} "
+                    f"{row['raw_records_per_s']:>12,.0f} {row['log_ms_per_append']:>8.3f} "
+                    f"{row['raw_ms_per_append']:>8.3f} {row['ratio']:>6.2f}"
+                )
             append_rows += rows
         owner = bench_owner_checks(workdir)
-        print(f"per append: ownership check {owner['check_owner_us']:.2f} us (x2), durable-end "
-              f"publish {owner['publish_durable_end_us']:.2f} us ('always' only): "
-              f"{owner['per_append_always_us']:.2f} us with 'always', "
-              f"{owner['per_append_other_policies_us']:.2f} us otherwise")
+        print(
+            f"per append: ownership check {owner['check_owner_us']:.2f} us (x2), durable-end "
+            f"publish {owner['publish_durable_end_us']:.2f} us ('always' only): "
+            f"{owner['per_append_always_us']:.2f} us with 'always', "
+            f"{owner['per_append_other_policies_us']:.2f} us otherwise"
+        )
         if args.append_only:
             return
 
@@ -237,35 +335,54 @@ def main() -> None:
         builds, loads = {}, {}
         for history in (1, 10):
             path = os.path.join(workdir, f"history-{history}x")
-            builds[history] = build_partition(path, groups, topics, partitions, history,
-                                              snapshot_every_records=live, seed=history)
+            builds[history] = build_partition(
+                path, groups, topics, partitions, history, snapshot_every_records=live, seed=history
+            )
             loads[history] = time_load(path, 5)
             shutil.rmtree(path)
         nosnap = os.path.join(workdir, "no-snapshots")
         build_partition(nosnap, groups, topics, partitions, 1, snapshot_every_records=0, seed=1)
         replay = bench_replay(nosnap)
         shutil.rmtree(nosnap)
-        print(f"{'history':>8} {'records':>12} {'disk MB':>8} {'load s':>7} {'cpu s':>6} "
-              f"{'snapshot ms':>12} {'tail recs':>10} {'tail ms':>8}")
+        print(
+            f"{'history':>8} {'records':>12} {'disk MB':>8} {'load s':>7} {'cpu s':>6} "
+            f"{'snapshot ms':>12} {'tail recs':>10} {'tail ms':>8}"
+        )
         for history in (1, 10):
             b, lo = builds[history], loads[history]
-            print(f"{history:>7}x {b['records']:>12,} {b['disk_bytes'] / 1e6:>8.1f} {lo['load_s']:>7.3f} "
-                  f"{lo['load_cpu_s']:>6.3f} {lo['snapshot_ms']:>12.0f} {lo['tail_records']:>10,} "
-                  f"{lo['replay_ms']:>8.0f}")
+            print(
+                f"{history:>7}x {b['records']:>12,} {b['disk_bytes'] / 1e6:>8.1f} "
+                f"{lo['load_s']:>7.3f} "
+                f"{lo['load_cpu_s']:>6.3f} {lo['snapshot_ms']:>12.0f} {lo['tail_records']:>10,} "
+                f"{lo['replay_ms']:>8.0f}"
+            )
         ratio = loads[10]["load_s"] / loads[1]["load_s"]
-        print(f"load(10x) / load(1x) = {ratio:.2f} (goal <= 1.2); load(1x) = {loads[1]['load_s']:.3f} s "
-              f"(goal < 1 s at full size)")
-        print(f"full replay without snapshot: {replay['records']:,} records in {replay['load_s']:.2f} s = "
-              f"{replay['log_records_per_s']:,.0f} rec/s; Shard.replay from memory "
-              f"{replay['memory_records_per_s']:,.0f} rec/s; ratio {replay['ratio']:.2f}")
+        print(
+            f"load(10x) / load(1x) = {ratio:.2f} (goal <= 1.2); "
+            f"load(1x) = {loads[1]['load_s']:.3f} s "
+            f"(goal < 1 s at full size)"
+        )
+        print(
+            f"full replay without snapshot: {replay['records']:,} records "
+            f"in {replay['load_s']:.2f} s = "
+            f"{replay['log_records_per_s']:,.0f} rec/s; Shard.replay from memory "
+            f"{replay['memory_records_per_s']:,.0f} rec/s; ratio {replay['ratio']:.2f}"
+        )
         result = {
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": (
+                f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
+            ),
             "quick": args.quick,
             "append": append_rows,
             "append_overhead": owner,
-            "load": {"groups": groups, "live_offsets": live, "builds": builds,
-                     "loads": loads, "load_10x_over_1x": ratio},
+            "load": {
+                "groups": groups,
+                "live_offsets": live,
+                "builds": builds,
+                "loads": loads,
+                "load_10x_over_1x": ratio,
+            },
             "replay": replay,
         }
         os.makedirs(os.path.dirname(RESULTS), exist_ok=True)

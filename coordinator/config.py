@@ -18,10 +18,10 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
-    group_max_size: int = INT32_MAX                  # GROUP_MAX_SIZE_REACHED
+    group_max_size: int = INT32_MAX  # GROUP_MAX_SIZE_REACHED
     offsets_retention_ms: int = 7 * DAY_MS
     offsets_retention_check_interval_ms: int = 600_000
-    offset_metadata_max_bytes: int = 4_096           # OFFSET_METADATA_TOO_LARGE (UTF-16 units)
+    offset_metadata_max_bytes: int = 4_096  # OFFSET_METADATA_TOO_LARGE (UTF-16 units)
     # Kafka hard-codes this (GroupCoordinator.NewMemberJoinTimeoutMs); a setting here for tests.
     new_member_join_timeout_ms: int = 300_000
 
@@ -29,24 +29,24 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Kafka's strings carry an int16 length. Longer ids, names or hosts get INVALID_REQUEST
     # (INVALID_GROUP_ID for a group id), so nothing unbounded reaches a record.
     string_max_chars: int = 32_767
-    member_protocols_max_bytes: int = 1_048_576      # INVALID_REQUEST: one member's protocol list
-    member_protocols_max_count: int = 64            # INVALID_REQUEST
+    member_protocols_max_bytes: int = 1_048_576  # INVALID_REQUEST: one member's protocol list
+    member_protocols_max_count: int = 64  # INVALID_REQUEST
     # A group record (measured by record_size.record_bytes, as the log measures it) over this
     # is not written: the sync fails UNKNOWN_SERVER_ERROR. Bootstrap sizes the log from it.
     group_metadata_max_bytes: int = 8_388_608
     # INVALID_COMMIT_OFFSET_SIZE when the records of one commit (record_size.record_bytes)
     # total more than this (Kafka: RECORD_LIST_TOO_LARGE, mapped).
     offset_commit_max_bytes: int = 8_388_608
-    max_parked_requests: int = 100_000               # COORDINATOR_NOT_AVAILABLE past this
-    max_groups: int = 1_000_000                      # COORDINATOR_NOT_AVAILABLE for a new group
+    max_parked_requests: int = 100_000  # COORDINATOR_NOT_AVAILABLE past this
+    max_groups: int = 1_000_000  # COORDINATOR_NOT_AVAILABLE for a new group
     # Per-request bounds, so that one request cannot hold the partition's event loop for
     # seconds. Kafka has none for these APIs (socket.request.max.bytes bounds only bytes); the
     # numbers follow its CreateTopics bound of 10,000 partitions per request. Over a bound:
     # INVALID_REQUEST (an OffsetCommit: INVALID_COMMIT_OFFSET_SIZE on every partition), and
     # nothing changes. See shard_offsets' "Request bounds".
-    max_groups_per_request: int = 10_000             # DescribeGroups, DeleteGroups
-    max_members_per_request: int = 10_000            # LeaveGroup members, SyncGroup assignments
-    max_topics_per_request: int = 10_000             # distinct topics: OffsetCommit/Fetch/Delete
+    max_groups_per_request: int = 10_000  # DescribeGroups, DeleteGroups
+    max_members_per_request: int = 10_000  # LeaveGroup members, SyncGroup assignments
+    max_topics_per_request: int = 10_000  # distinct topics: OffsetCommit/Fetch/Delete
     # OffsetCommit/Fetch/Delete; an OffsetFetch of all offsets answers at most this many.
     max_partitions_per_request: int = 10_000
     # Offsets the retention cleanup examines per timer turn; it resumes 1 ms later.
@@ -57,23 +57,38 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if type(value) is not int:
                 raise ValueError(f"CoordinatorConfig.{name} must be an int, got {value!r}")
-        positive = ("group_max_size", "offsets_retention_ms", "offsets_retention_check_interval_ms",
-                    "string_max_chars", "member_protocols_max_bytes",
-                    "member_protocols_max_count", "group_metadata_max_bytes",
-                    "offset_commit_max_bytes", "max_parked_requests", "max_groups",
-                    "new_member_join_timeout_ms", "max_groups_per_request",
-                    "max_members_per_request",
-                    "max_topics_per_request", "max_partitions_per_request",
-                    "offsets_cleanup_max_offsets_per_turn")
+        positive = (
+            "group_max_size",
+            "offsets_retention_ms",
+            "offsets_retention_check_interval_ms",
+            "string_max_chars",
+            "member_protocols_max_bytes",
+            "member_protocols_max_count",
+            "group_metadata_max_bytes",
+            "offset_commit_max_bytes",
+            "max_parked_requests",
+            "max_groups",
+            "new_member_join_timeout_ms",
+            "max_groups_per_request",
+            "max_members_per_request",
+            "max_topics_per_request",
+            "max_partitions_per_request",
+            "offsets_cleanup_max_offsets_per_turn",
+        )
         for name in positive:
             if getattr(self, name) < 1:
-                raise ValueError(f"CoordinatorConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(
+                    f"CoordinatorConfig.{name} must be >= 1, got {getattr(self, name)}"
+                )
         for name in ("group_initial_rebalance_delay_ms", "offset_metadata_max_bytes"):
             if getattr(self, name) < 0:
-                raise ValueError(f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}")
-        # Kafka does not check min <= max; nor do we (every join then fails INVALID_SESSION_TIMEOUT).
+                raise ValueError(
+                    f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}"
+                )
+        # Kafka does not check min <= max; nor do we (every join then fails
+        # INVALID_SESSION_TIMEOUT).
 
     @classmethod
-    def from_retention_minutes(cls, minutes: int, **kwargs) -> "CoordinatorConfig":
+    def from_retention_minutes(cls, minutes: int, **kwargs) -> CoordinatorConfig:
         """Kafka's ``offsets.retention.minutes``, widened to 64-bit milliseconds (no overflow)."""
         return cls(offsets_retention_ms=minutes * 60 * 1000, **kwargs)

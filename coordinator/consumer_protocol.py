@@ -46,6 +46,7 @@ class Assignment(msgspec.Struct, frozen=True):
 
 # -- writing -------------------------------------------------------------------------------------
 
+
 def _string(out: bytearray, s: str | None) -> None:
     if s is None:
         out += _I16.pack(-1)
@@ -99,6 +100,7 @@ def encode_assignment(assignment: Assignment, version: int = ASSIGNMENT_VERSION)
 
 # -- reading -------------------------------------------------------------------------------------
 
+
 class _Reader:
     __slots__ = ("data", "pos")
 
@@ -110,7 +112,7 @@ class _Reader:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             raise ValueError(f"truncated consumer-protocol data at byte {self.pos}")
-        view = self.data[self.pos:end]
+        view = self.data[self.pos : end]
         self.pos = end
         return view
 
@@ -178,7 +180,7 @@ def decode_subscription(data: bytes) -> Subscription:
 def decode_assignment(data: bytes) -> Assignment:
     reader = _Reader(data)
     _version(reader)
-    if reader.at_end():          # Kafka's empty assignment (a member left out by the leader)
+    if reader.at_end():  # Kafka's empty assignment (a member left out by the leader)
         return Assignment(())
     partitions = reader.topic_partitions()
     user_data = reader.nullable_bytes() if not reader.at_end() else None

@@ -68,13 +68,32 @@ Protocols = tuple[tuple[str, bytes], ...]
 
 
 class Member:
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
-                 "assignment", "join_request", "sync_request", "is_new")
+    __slots__ = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "join_request",
+        "sync_request",
+        "is_new",
+    )
 
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
-                 client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                 protocol_type: str, protocols: Protocols) -> None:
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+    ) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -84,8 +103,8 @@ class Member:
         self.protocol_type = protocol_type
         self.protocols = protocols
         self.assignment = b""
-        self.join_request = None      # request id of the parked JoinGroup, if any
-        self.sync_request = None      # request id of the parked SyncGroup, if any
+        self.join_request = None  # request id of the parked JoinGroup, if any
+        self.sync_request = None  # request id of the parked SyncGroup, if any
         # Added by JoinGroup and not yet through a completed join phase: such a member is
         # expired by the new-member join timeout even while it waits (spec §4.5).
         self.is_new = False
@@ -111,10 +130,27 @@ class Member:
 
 
 class Group:
-    __slots__ = ("group_id", "state", "state_timestamp_ms", "generation_id", "protocol_type",
-                 "protocol_name", "leader_id", "members", "static_members", "pending_members",
-                 "num_awaiting_join", "pending_sync", "supported_protocols", "new_member_added",
-                 "subscribed_topics", "offsets", "persisted", "join_op", "state_counts")
+    __slots__ = (
+        "group_id",
+        "state",
+        "state_timestamp_ms",
+        "generation_id",
+        "protocol_type",
+        "protocol_name",
+        "leader_id",
+        "members",
+        "static_members",
+        "pending_members",
+        "num_awaiting_join",
+        "pending_sync",
+        "supported_protocols",
+        "new_member_added",
+        "subscribed_topics",
+        "offsets",
+        "persisted",
+        "join_op",
+        "state_counts",
+    )
 
     def __init__(self, group_id: str, now_ms: int, state: GroupState = EMPTY) -> None:
         self.group_id = group_id
@@ -125,10 +161,10 @@ class Group:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
-        self.static_members: dict[str, str] = {}          # group instance id -> member id
-        self.pending_members: dict[str, None] = {}        # ordered set of MEMBER_ID_REQUIRED ids
+        self.static_members: dict[str, str] = {}  # group instance id -> member id
+        self.pending_members: dict[str, None] = {}  # ordered set of MEMBER_ID_REQUIRED ids
         self.num_awaiting_join = 0
-        self.pending_sync: dict[str, None] = {}           # ordered set: not yet synced this gen
+        self.pending_sync: dict[str, None] = {}  # ordered set: not yet synced this gen
         self.supported_protocols: dict[str, int] = {}
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
@@ -144,7 +180,8 @@ class Group:
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:
             raise IllegalStateTransition(
-                f"group {self.group_id!r}: {self.state} -> {target} is not a valid transition")
+                f"group {self.group_id!r}: {self.state} -> {target} is not a valid transition"
+            )
         self._set_state(target)
         self.state_timestamp_ms = now_ms
 
@@ -200,8 +237,14 @@ class Group:
         self.pending_sync.pop(member_id, None)
         return member
 
-    def update_member(self, member: Member, protocols: Protocols, rebalance_timeout_ms: int,
-                      session_timeout_ms: int, join_request) -> None:
+    def update_member(
+        self,
+        member: Member,
+        protocols: Protocols,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        join_request,
+    ) -> None:
         self._count_protocols(member.protocols, -1)
         self._count_protocols(protocols, +1)
         member.protocols = protocols
@@ -289,8 +332,10 @@ class Group:
 
     def current_member_metadata(self) -> list[JoinGroupResponseMember]:
         protocol = self.protocol_name
-        return [JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata(protocol))
-                for m in self.members.values()]
+        return [
+            JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+            for m in self.members.values()
+        ]
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -299,14 +344,26 @@ class Group:
         protocol = self.protocol_name
         members = tuple(
             MemberMetadataValue(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.rebalance_timeout_ms, m.session_timeout_ms,
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
                 m.metadata(protocol) if protocol is not None else b"",
-                assignments.get(m.member_id, b"") if assignments is not None else m.assignment)
-            for m in self.members.values())
+                assignments.get(m.member_id, b"") if assignments is not None else m.assignment,
+            )
+            for m in self.members.values()
+        )
         ts = self.state_timestamp_ms
-        return GroupMetadataValue(self.protocol_type or "", self.generation_id, protocol,
-                                  self.leader_id, -1 if ts is None else ts, members)
+        return GroupMetadataValue(
+            self.protocol_type or "",
+            self.generation_id,
+            protocol,
+            self.leader_id,
+            -1 if ts is None else ts,
+            members,
+        )
 
     def load_metadata(self, value: GroupMetadataValue) -> None:
         """Become the group a record describes (spec §7.2 "Reading"), keeping the offsets."""
@@ -322,9 +379,16 @@ class Group:
         self.supported_protocols = {}
         for mv in value.members:
             protocols = ((value.protocol or "", mv.subscription),)
-            member = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
-                            mv.rebalance_timeout_ms, mv.session_timeout_ms,
-                            value.protocol_type, protocols)
+            member = Member(
+                mv.member_id,
+                mv.group_instance_id,
+                mv.client_id,
+                mv.client_host,
+                mv.rebalance_timeout_ms,
+                mv.session_timeout_ms,
+                value.protocol_type,
+                protocols,
+            )
             member.assignment = mv.assignment
             self.members[mv.member_id] = member
             self._count_protocols(protocols, +1)

@@ -22,6 +22,7 @@ class _Msg(msgspec.Struct, frozen=True):
 
 # ---- JoinGroup ------------------------------------------------------------------------------
 
+
 class JoinGroupRequestProtocol(_Msg):
     name: str
     metadata: bytes
@@ -60,6 +61,7 @@ class JoinGroupResponse(_Msg):
 
 # ---- SyncGroup ------------------------------------------------------------------------------
 
+
 class SyncGroupRequestAssignment(_Msg):
     member_id: str
     assignment: bytes
@@ -83,6 +85,7 @@ class SyncGroupResponse(_Msg):
 
 
 # ---- Heartbeat / LeaveGroup -----------------------------------------------------------------
+
 
 class HeartbeatRequest(_Msg):
     group_id: str
@@ -118,6 +121,7 @@ class LeaveGroupResponse(_Msg):
 
 
 # ---- Offsets --------------------------------------------------------------------------------
+
 
 class TopicPartition(_Msg):
     topic: str
@@ -189,6 +193,7 @@ class OffsetDeleteResponse(_Msg):
 
 # ---- Admin ----------------------------------------------------------------------------------
 
+
 class DescribeGroupsRequest(_Msg):
     group_ids: list[str]
 
@@ -246,8 +251,15 @@ class DeleteGroupsResponse(_Msg):
 
 
 REQUEST_TYPES = (
-    JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest,
-    OffsetFetchRequest, OffsetDeleteRequest, DescribeGroupsRequest, ListGroupsRequest,
+    JoinGroupRequest,
+    SyncGroupRequest,
+    HeartbeatRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetDeleteRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
     DeleteGroupsRequest,
 )
 

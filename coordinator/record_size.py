@@ -52,9 +52,15 @@ def record_bytes(record: Record) -> int:
 
 # An offset record's bytes besides its three strings, at their largest: the widest numbers, and
 # msgpack's 5-byte string headers where an empty string has a 1-byte one.
-_OFFSET_RECORD_FIXED_BYTES = record_bytes(Record(
-    OffsetCommitKey("", "", INT32_MAX),
-    OffsetCommitValue(INT64_MAX, INT32_MAX, "", INT64_MAX, 2**64 - 1))) + 3 * 4
+_OFFSET_RECORD_FIXED_BYTES = (
+    record_bytes(
+        Record(
+            OffsetCommitKey("", "", INT32_MAX),
+            OffsetCommitValue(INT64_MAX, INT32_MAX, "", INT64_MAX, 2**64 - 1),
+        )
+    )
+    + 3 * 4
+)
 
 
 def offset_record_bytes_at_most(group_id: str, topic: str, metadata: str) -> int:
@@ -80,8 +86,11 @@ def largest_record_bytes(config: CoordinatorConfig) -> int:
     if chars <= units <= 2 * chars:
         candidates.append(_WIDEST_CHAR * (units - chars) + _WIDEST_UNIT_CHAR * (2 * chars - units))
     metadata = max(candidates, key=lambda s: len(s.encode("utf-8")))
-    offset = Record(OffsetCommitKey(longest, longest, INT32_MAX),
-                    OffsetCommitValue(INT64_MAX, INT32_MAX, metadata, INT64_MAX, INT64_MAX))
-    empty_group = Record(GroupMetadataKey(longest),
-                         GroupMetadataValue(longest, INT32_MAX, None, None, INT64_MAX, ()))
+    offset = Record(
+        OffsetCommitKey(longest, longest, INT32_MAX),
+        OffsetCommitValue(INT64_MAX, INT32_MAX, metadata, INT64_MAX, INT64_MAX),
+    )
+    empty_group = Record(
+        GroupMetadataKey(longest), GroupMetadataValue(longest, INT32_MAX, None, None, INT64_MAX, ())
+    )
     return max(config.group_metadata_max_bytes, record_bytes(offset), record_bytes(empty_group))

@@ -22,10 +22,10 @@ class OffsetCommitKey(msgspec.Struct, frozen=True):
 
 class OffsetCommitValue(msgspec.Struct, frozen=True):
     offset: int
-    leader_epoch: int = -1                      # -1: none
+    leader_epoch: int = -1  # -1: none
     metadata: str = ""
     commit_timestamp_ms: int = 0
-    expire_timestamp_ms: int | None = None      # None (or < 0): no explicit expiry
+    expire_timestamp_ms: int | None = None  # None (or < 0): no explicit expiry
 
 
 class GroupMetadataKey(msgspec.Struct, frozen=True):
@@ -39,16 +39,16 @@ class MemberMetadataValue(msgspec.Struct, frozen=True):
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
-    subscription: bytes                          # metadata of the group's selected protocol
+    subscription: bytes  # metadata of the group's selected protocol
     assignment: bytes
 
 
 class GroupMetadataValue(msgspec.Struct, frozen=True):
-    protocol_type: str                           # "" when unset
+    protocol_type: str  # "" when unset
     generation: int
     protocol: str | None
     leader: str | None
-    current_state_timestamp_ms: int = -1        # -1: unknown
+    current_state_timestamp_ms: int = -1  # -1: unknown
     members: tuple[MemberMetadataValue, ...] = ()
 
 

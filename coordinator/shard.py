@@ -45,12 +45,25 @@ from .config import CoordinatorConfig
 from .errors import Errors
 from .group import DEAD, Group, GroupState
 from .messages import (
-    DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, SyncGroupRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
 )
 from .record_size import record_bytes
-from .records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 from .routing import partition_for
 from .shard_members import MembershipMixin
 from .shard_offsets import OffsetsMixin
@@ -62,6 +75,7 @@ LOADING, OWNED, UNLOADED = "loading", "owned", "unloaded"
 
 class Event(msgspec.Struct, frozen=True):
     """Something an operator wants to know about (why a rebalance started, a group died)."""
+
     kind: str
     group_id: str
     detail: str = ""
@@ -74,6 +88,7 @@ class Step(msgspec.Struct, frozen=True):
     JoinGroup or SyncGroup when the same member sends another): the runtime should release their
     callers. ``events`` explain what happened, for logs and metrics.
     """
+
     records: list[Record] = []
     replies: list[tuple[Any, Any]] = []
     dropped: list[Any] = []
@@ -95,15 +110,22 @@ class SequentialIds:
     def __call__(self) -> str:
         self._next += 1
         n = self._next
-        return f"{self._prefix}-{(n >> 32) & 0xFFFF:04x}-4{(n >> 20) & 0xFFF:03x}-8{(n >> 8) & 0xFFF:03x}-{n & 0xFF:012x}"
+        return (
+            f"{self._prefix}-{(n >> 32) & 0xFFFF:04x}-4{(n >> 20) & 0xFFF:03x}"
+            f"-8{(n >> 8) & 0xFFF:03x}-{n & 0xFF:012x}"
+        )
 
 
 class Shard(MembershipMixin, OffsetsMixin):
     """One offsets partition's groups, offsets and deadlines. See the module docstring."""
 
-    def __init__(self, partition: int = 0, num_partitions: int = 1,
-                 config: CoordinatorConfig | None = None,
-                 ids: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        partition: int = 0,
+        num_partitions: int = 1,
+        config: CoordinatorConfig | None = None,
+        ids: Callable[[], str] | None = None,
+    ) -> None:
         if type(num_partitions) is not int or num_partitions < 1:
             raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
         if type(partition) is not int or not 0 <= partition < num_partitions:
@@ -120,8 +142,8 @@ class Shard(MembershipMixin, OffsetsMixin):
         # ways a group enters, leaves or changes state (see group.py).
         self._state_counts: dict[GroupState, int] = dict.fromkeys(GroupState, 0)
         self._timer = TimingWheel(0)
-        self._immediate: dict[Any, Any] = {}      # timers armed with delay <= 0 in this call
-        self._parked = 0                          # parked JoinGroup + SyncGroup requests
+        self._immediate: dict[Any, Any] = {}  # timers armed with delay <= 0 in this call
+        self._parked = 0  # parked JoinGroup + SyncGroup requests
         self._now = 0
         self._records: list[Record] = []
         self._replies: list[tuple[Any, Any]] = []
@@ -173,8 +195,12 @@ class Shard(MembershipMixin, OffsetsMixin):
         else:
             raise ValueError(f"unknown record key type {type(key).__name__}")
 
-    def restore(self, group_id: str, metadata: GroupMetadataValue | None,
-                offsets: dict[tuple[str, int], OffsetCommitValue]) -> None:
+    def restore(
+        self,
+        group_id: str,
+        metadata: GroupMetadataValue | None,
+        offsets: dict[tuple[str, int], OffsetCommitValue],
+    ) -> None:
         """Load one group's compacted state (a snapshot entry) while loading.
 
         The result is exactly what replaying the group record ``metadata`` (if any) and then
@@ -201,19 +227,20 @@ class Shard(MembershipMixin, OffsetsMixin):
             raise ValueError(f"on_loaded() called on a shard that is {self._status}")
         self._begin(now_ms)
         self._status = OWNED
-        for group_id in [g for g, group in self._groups.items()
-                         if group.persisted is None and not group.offsets]:
-            self._drop_group(group_id)       # offsets-only groups whose offsets were all deleted
+        for group_id in [
+            g for g, group in self._groups.items() if group.persisted is None and not group.offsets
+        ]:
+            self._drop_group(group_id)  # offsets-only groups whose offsets were all deleted
         for group in self._groups.values():
             self._on_group_loaded(group)
-        self._arm(("cleanup",), 0)            # Kafka runs the first cleanup at start-up
+        self._arm(("cleanup",), 0)  # Kafka runs the first cleanup at start-up
         return self._finish()
 
     def handle(self, now_ms: int, request_id: Any, request: Any) -> Step:
         handler = self._handlers.get(type(request))
         if handler is None:
             raise ValueError(f"unsupported request type {type(request).__name__}")
-        if now_ms > self._now:               # _begin, inlined: this is every request's path
+        if now_ms > self._now:  # _begin, inlined: this is every request's path
             self._now = now_ms
         handler(request_id, request)
         return self._finish()
@@ -236,8 +263,10 @@ class Shard(MembershipMixin, OffsetsMixin):
         for group in self._groups.values():
             for member in group.members.values():
                 if member.join_request is not None:
-                    self._reply(member.join_request,
-                                self._join_error(Errors.NOT_COORDINATOR, member.member_id))
+                    self._reply(
+                        member.join_request,
+                        self._join_error(Errors.NOT_COORDINATOR, member.member_id),
+                    )
                     member.join_request = None
                 if member.sync_request is not None:
                     self._reply(member.sync_request, self._sync_error(Errors.NOT_COORDINATOR))
@@ -270,13 +299,16 @@ class Shard(MembershipMixin, OffsetsMixin):
     def durable_state(self) -> dict[str, tuple[GroupMetadataValue | None, dict]]:
         """What a reload from this shard's records would restore: per group, the last group
         record and the committed offsets. Groups with neither are not durable."""
-        return {gid: (g.persisted, dict(g.offsets)) for gid, g in self._groups.items()
-                if g.persisted is not None or g.offsets}
+        return {
+            gid: (g.persisted, dict(g.offsets))
+            for gid, g in self._groups.items()
+            if g.persisted is not None or g.offsets
+        }
 
     # -- machinery shared by the protocol mixins --------------------------------------------------
 
     def _begin(self, now_ms: int) -> None:
-        if now_ms > self._now:               # time never runs backwards inside the shard
+        if now_ms > self._now:  # time never runs backwards inside the shard
             self._now = now_ms
 
     def _finish(self) -> Step:
@@ -321,7 +353,7 @@ class Shard(MembershipMixin, OffsetsMixin):
     def _group_error(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
         """Kafka's ``validateGroupStatus`` (spec §2.2), in its order."""
         if self._status is OWNED and group_id and group_id in self._groups:
-            return None                     # cached groups hash here: skip the hash
+            return None  # cached groups hash here: skip the hash
         if not group_id_ok(group_id, self.config) or (not group_id and not allow_empty):
             return Errors.INVALID_GROUP_ID
         if partition_for(group_id, self.num_partitions) != self.partition:
@@ -358,7 +390,7 @@ class Shard(MembershipMixin, OffsetsMixin):
             if group is not None:
                 group.offsets.pop((key.topic, key.partition), None)
             return
-        if group is None:                     # offsets-only group, only ever seen while loading
+        if group is None:  # offsets-only group, only ever seen while loading
             group = self._put_group(Group(key.group, self._now))
         group.offsets[(key.topic, key.partition)] = value
 

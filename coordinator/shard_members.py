@@ -23,10 +23,18 @@ import msgspec
 
 from .errors import Errors
 from .group import (
-    COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, Group, Member,
+    COMPLETING_REBALANCE,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    Group,
+    Member,
 )
 from .messages import (
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, LeaveGroupResponseMember,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
     SyncGroupResponse,
 )
 from .validation import join_request_ok, member_fields_ok
@@ -37,11 +45,12 @@ UNKNOWN_MEMBER_ID = Errors.UNKNOWN_MEMBER_ID
 
 class InitialJoin(msgspec.Struct, frozen=True):
     """The first join phase of an Empty group (spec §4.3): never completes early."""
+
     delay_ms: int
     remaining_ms: int
 
 
-REGULAR_JOIN = "join"     # a DelayedJoin: completes early once everyone has joined
+REGULAR_JOIN = "join"  # a DelayedJoin: completes early once everyone has joined
 
 
 class MembershipMixin:
@@ -64,17 +73,29 @@ class MembershipMixin:
 
     def _park_join(self, group: Group, member: Member, request_id) -> None:
         if member.join_request is not None:
-            self._dropped.append(member.join_request)   # Kafka drops the earlier callback
+            self._dropped.append(member.join_request)  # Kafka drops the earlier callback
         else:
             self._parked += 1
         group.set_join_request(member, request_id)
 
-    def _generation_response(self, group: Group, member_id: str, with_members: bool,
-                             leader: str | None = None, skip: bool = False) -> JoinGroupResponse:
+    def _generation_response(
+        self,
+        group: Group,
+        member_id: str,
+        with_members: bool,
+        leader: str | None = None,
+        skip: bool = False,
+    ) -> JoinGroupResponse:
         return JoinGroupResponse(
-            NONE, group.generation_id, group.protocol_type, group.protocol_name,
-            group.leader_id if leader is None else leader, skip, member_id,
-            group.current_member_metadata() if with_members else [])
+            NONE,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id if leader is None else leader,
+            skip,
+            member_id,
+            group.current_member_metadata() if with_members else [],
+        )
 
     # -- JoinGroup (spec §2.3) ------------------------------------------------------------------
 
@@ -84,9 +105,11 @@ class MembershipMixin:
             error = Errors.INVALID_REQUEST
         if error is None and self._parked >= self.config.max_parked_requests:
             error = Errors.COORDINATOR_NOT_AVAILABLE
-        if error is None and not (self.config.group_min_session_timeout_ms
-                                  <= req.session_timeout_ms
-                                  <= self.config.group_max_session_timeout_ms):
+        if error is None and not (
+            self.config.group_min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
             error = Errors.INVALID_SESSION_TIMEOUT
         if error is not None:
             return self._reply(request_id, self._join_error(error, req.member_id))
@@ -98,8 +121,9 @@ class MembershipMixin:
                 return self._reply(request_id, self._join_error(UNKNOWN_MEMBER_ID, req.member_id))
             group = self._new_group(req.group_id)
             if group is None:
-                return self._reply(request_id,
-                                   self._join_error(Errors.COORDINATOR_NOT_AVAILABLE, ""))
+                return self._reply(
+                    request_id, self._join_error(Errors.COORDINATOR_NOT_AVAILABLE, "")
+                )
 
         protocols = tuple((p.name, p.metadata) for p in req.protocols)
         if not self._accept_joining_member(group, req.member_id):
@@ -108,8 +132,9 @@ class MembershipMixin:
             self._timer.cancel(("pending", group.group_id, req.member_id))
             self._reply(request_id, self._join_error(Errors.GROUP_MAX_SIZE_REACHED, ""))
         elif not group.supports_protocols(req.protocol_type, {name for name, _ in protocols}):
-            self._reply(request_id,
-                        self._join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            self._reply(
+                request_id, self._join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            )
         elif is_new_member:
             self._join_new_member(request_id, group, req, protocols)
         else:
@@ -124,7 +149,9 @@ class MembershipMixin:
             return True
         member = group.members.get(member_id)
         if state is PREPARING_REBALANCE:
-            return (member is not None and member.awaiting_join) or group.num_awaiting_join < max_size
+            return (
+                member is not None and member.awaiting_join
+            ) or group.num_awaiting_join < max_size
         return member is not None or len(group.members) < max_size
 
     def _join_new_member(self, request_id, group: Group, req, protocols) -> None:
@@ -133,8 +160,9 @@ class MembershipMixin:
         if instance_id is not None:
             old_member_id = group.static_members.get(instance_id)
             if old_member_id is not None:
-                self._replace_static_member(request_id, group, req, protocols,
-                                            old_member_id, new_member_id)
+                self._replace_static_member(
+                    request_id, group, req, protocols, old_member_id, new_member_id
+                )
             else:
                 self._add_member_and_rebalance(request_id, group, req, protocols, new_member_id)
         elif req.require_known_member_id:
@@ -149,8 +177,9 @@ class MembershipMixin:
         if member_id in group.pending_members:
             if req.group_instance_id is not None:
                 # Pending ids are only handed to dynamic members (Kafka: IllegalStateException).
-                return self._reply(request_id,
-                                   self._join_error(Errors.UNKNOWN_SERVER_ERROR, member_id))
+                return self._reply(
+                    request_id, self._join_error(Errors.UNKNOWN_SERVER_ERROR, member_id)
+                )
             self._timer.cancel(("pending", group.group_id, member_id))
             return self._add_member_and_rebalance(request_id, group, req, protocols, member_id)
         error = self._validate_member(group, member_id, req.group_instance_id)
@@ -159,37 +188,58 @@ class MembershipMixin:
         member = group.members[member_id]
         state = group.state
         if state is PREPARING_REBALANCE:
-            self._update_member_and_rebalance(request_id, group, member, req, protocols,
-                                              "member joining during PreparingRebalance")
+            self._update_member_and_rebalance(
+                request_id,
+                group,
+                member,
+                req,
+                protocols,
+                "member joining during PreparingRebalance",
+            )
         elif state is COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # It missed its JoinGroup response: hand it the current generation again.
-                self._reply(request_id, self._generation_response(
-                    group, member_id, with_members=member_id == group.leader_id))
+                self._reply(
+                    request_id,
+                    self._generation_response(
+                        group, member_id, with_members=member_id == group.leader_id
+                    ),
+                )
             else:
-                self._update_member_and_rebalance(request_id, group, member, req, protocols,
-                                                  "member metadata changed")
+                self._update_member_and_rebalance(
+                    request_id, group, member, req, protocols, "member metadata changed"
+                )
         elif state is STABLE:
             if member_id == group.leader_id:
                 # The leader rejoins to make the group reassign (e.g. topic metadata changed).
-                self._update_member_and_rebalance(request_id, group, member, req, protocols,
-                                                  "leader rejoined")
+                self._update_member_and_rebalance(
+                    request_id, group, member, req, protocols, "leader rejoined"
+                )
             elif not member.matches(protocols):
-                self._update_member_and_rebalance(request_id, group, member, req, protocols,
-                                                  "member metadata changed")
+                self._update_member_and_rebalance(
+                    request_id, group, member, req, protocols, "member metadata changed"
+                )
             else:
                 self._reply(request_id, self._generation_response(group, member_id, False))
-        else:                                   # Empty: the group forgot this member
+        else:  # Empty: the group forgot this member
             self._reply(request_id, self._join_error(UNKNOWN_MEMBER_ID, member_id))
 
-    def _add_member_and_rebalance(self, request_id, group: Group, req, protocols,
-                                  member_id: str) -> None:
-        member = Member(member_id, req.group_instance_id, req.client_id, req.client_host,
-                        req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
-                        protocols)
+    def _add_member_and_rebalance(
+        self, request_id, group: Group, req, protocols, member_id: str
+    ) -> None:
+        member = Member(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.rebalance_timeout_ms,
+            req.session_timeout_ms,
+            req.protocol_type,
+            protocols,
+        )
         member.is_new = True
         if group.state is PREPARING_REBALANCE and group.generation_id == 0:
-            group.new_member_added = True     # lets the initial join phase extend itself
+            group.new_member_added = True  # lets the initial join phase extend itself
         group.add(member)
         self._park_join(group, member, request_id)
         # A new member cannot heartbeat before its JoinGroup returns, so the session timeout
@@ -197,15 +247,18 @@ class MembershipMixin:
         self._reset_heartbeat(group, member, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
 
-    def _update_member_and_rebalance(self, request_id, group: Group, member: Member, req,
-                                     protocols, reason: str) -> None:
-        group.update_member(member, protocols, req.rebalance_timeout_ms,
-                            req.session_timeout_ms, member.join_request)
+    def _update_member_and_rebalance(
+        self, request_id, group: Group, member: Member, req, protocols, reason: str
+    ) -> None:
+        group.update_member(
+            member, protocols, req.rebalance_timeout_ms, req.session_timeout_ms, member.join_request
+        )
         self._park_join(group, member, request_id)
         self._maybe_prepare_rebalance(group, f"{reason} ({member.member_id})")
 
-    def _replace_static_member(self, request_id, group: Group, req, protocols,
-                               old_member_id: str, new_member_id: str) -> None:
+    def _replace_static_member(
+        self, request_id, group: Group, req, protocols, old_member_id: str, new_member_id: str
+    ) -> None:
         """Spec §2.3.1: a static member rejoined without its member id."""
         member = group.members[old_member_id]
         # Fence whoever still holds the old id.
@@ -217,10 +270,11 @@ class MembershipMixin:
         self._timer.cancel(("hb", group.group_id, old_member_id))
         group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
         if group.pending_sync.pop(old_member_id, 0) is None:
-            group.pending_sync[new_member_id] = None   # the new id still owes the SyncGroup
+            group.pending_sync[new_member_id] = None  # the new id still owes the SyncGroup
         self._reset_heartbeat(group, member)
-        group.update_member(member, protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                            None)
+        group.update_member(
+            member, protocols, req.rebalance_timeout_ms, req.session_timeout_ms, None
+        )
         self._park_join(group, member, request_id)
         state = group.state
         if state is STABLE:
@@ -229,15 +283,21 @@ class MembershipMixin:
             if value is not None and self._group_record_fits(group, value):
                 self._persist_group(group, value)
                 is_leader = new_member_id == group.leader_id
-                self._answer_join(member, group, self._generation_response(
-                    group, new_member_id, with_members=is_leader, skip=is_leader))
+                self._answer_join(
+                    member,
+                    group,
+                    self._generation_response(
+                        group, new_member_id, with_members=is_leader, skip=is_leader
+                    ),
+                )
             else:
                 # Kafka reverts the id and fails the JoinGroup when this record cannot be
                 # stored; a rebalance is simpler and as safe: nothing is written, and the
                 # leader's SyncGroup checks the size of the next record again.
                 why = "with new protocols" if value is None else "and its group record is too large"
                 self._maybe_prepare_rebalance(
-                    group, f"static member {req.group_instance_id} rejoined {why}")
+                    group, f"static member {req.group_instance_id} rejoined {why}"
+                )
         elif state is COMPLETING_REBALANCE:
             # The leader may already be assigning to the old id: start over.
             self._prepare_rebalance(group, f"static member {req.group_instance_id} replaced")
@@ -250,8 +310,9 @@ class MembershipMixin:
             error = Errors.REBALANCE_IN_PROGRESS  # the rebalance state was lost: rejoin
         if len(req.assignments) > self.config.max_members_per_request:
             error = Errors.INVALID_REQUEST
-        if error is None and not member_fields_ok(req.member_id, req.group_instance_id,
-                                                  req.generation_id, self.config):
+        if error is None and not member_fields_ok(
+            req.member_id, req.group_instance_id, req.generation_id, self.config
+        ):
             error = Errors.INVALID_REQUEST
         if error is None and self._parked >= self.config.max_parked_requests:
             error = Errors.COORDINATOR_NOT_AVAILABLE
@@ -263,8 +324,9 @@ class MembershipMixin:
         if error is None:
             if req.generation_id != group.generation_id:
                 error = Errors.ILLEGAL_GENERATION
-            elif ((req.protocol_type is not None and req.protocol_type != group.protocol_type)
-                  or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
+            elif (req.protocol_type is not None and req.protocol_type != group.protocol_type) or (
+                req.protocol_name is not None and req.protocol_name != group.protocol_name
+            ):
                 error = Errors.INCONSISTENT_GROUP_PROTOCOL
             elif group.state is EMPTY:
                 error = UNKNOWN_MEMBER_ID
@@ -276,8 +338,12 @@ class MembershipMixin:
         member = group.members[req.member_id]
         self._remove_pending_sync_member(group, member.member_id)
         if group.state is STABLE:
-            self._reply(request_id, SyncGroupResponse(NONE, group.protocol_type,
-                                                      group.protocol_name, member.assignment))
+            self._reply(
+                request_id,
+                SyncGroupResponse(
+                    NONE, group.protocol_type, group.protocol_name, member.assignment
+                ),
+            )
             return self._reset_heartbeat(group, member)
         # CompletingRebalance: park until the leader's assignment is durable.
         if member.sync_request is not None:
@@ -305,7 +371,7 @@ class MembershipMixin:
     def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
         group.pending_sync.pop(member_id, None)
         if not group.pending_sync:
-            self._timer.cancel(("sync", group.group_id))   # DelayedSync completes
+            self._timer.cancel(("sync", group.group_id))  # DelayedSync completes
 
     def _propagate_assignment(self, group: Group, error: Errors) -> None:
         ok = error is NONE
@@ -313,8 +379,10 @@ class MembershipMixin:
         protocol_name = group.protocol_name if ok else None
         for member in group.members.values():
             if member.sync_request is not None:
-                self._reply(member.sync_request, SyncGroupResponse(
-                    error, protocol_type, protocol_name, member.assignment))
+                self._reply(
+                    member.sync_request,
+                    SyncGroupResponse(error, protocol_type, protocol_name, member.assignment),
+                )
                 member.sync_request = None
                 self._parked -= 1
                 # A session that lapsed while the sync was parked was ignored: start a new one.
@@ -334,14 +402,15 @@ class MembershipMixin:
             if error is None:
                 error = UNKNOWN_MEMBER_ID
             elif error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
-                error = NONE                     # answered blindly while loading
+                error = NONE  # answered blindly while loading
             return self._reply(request_id, HeartbeatResponse(error))
         error = self._validate_member(group, req.member_id, req.group_instance_id)
         if error is not None or req.generation_id != group.generation_id:
             # A current member of the current generation passed these checks when it joined;
             # only a failing request can hold values no Kafka client could send.
-            if not member_fields_ok(req.member_id, req.group_instance_id, req.generation_id,
-                                    self.config):
+            if not member_fields_ok(
+                req.member_id, req.group_instance_id, req.generation_id, self.config
+            ):
                 error = Errors.INVALID_REQUEST
             elif error is None:
                 error = Errors.ILLEGAL_GENERATION
@@ -360,18 +429,20 @@ class MembershipMixin:
         reset. Otherwise the deadline moves to now + timeout.
         """
         key = ("hb", group.group_id, member.member_id)
-        if not member.is_new and (member.join_request is not None
-                                  or member.sync_request is not None):
+        if not member.is_new and (
+            member.join_request is not None or member.sync_request is not None
+        ):
             self._timer.cancel(key)
             return
         delay_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
         if delay_ms > 0:
-            self._timer.schedule(key, self._now + delay_ms)   # every heartbeat: skip _arm
+            self._timer.schedule(key, self._now + delay_ms)  # every heartbeat: skip _arm
         else:
             self._arm(key, delay_ms)
 
-    def _validate_member(self, group: Group, member_id: str,
-                         instance_id: str | None) -> Errors | None:
+    def _validate_member(
+        self, group: Group, member_id: str, instance_id: str | None
+    ) -> Errors | None:
         """Kafka's ``validateCurrentMember`` (spec §2.2)."""
         if instance_id is not None:
             current = group.static_members.get(instance_id)
@@ -387,20 +458,25 @@ class MembershipMixin:
 
     def _handle_leave(self, request_id, req) -> None:
         if len(req.members) > self.config.max_members_per_request:
-            error = Errors.INVALID_REQUEST                 # bounded before any other work
+            error = Errors.INVALID_REQUEST  # bounded before any other work
         else:
             error = self._group_error(req.group_id)
-        if error is None and not all(member_fields_ok(m.member_id, m.group_instance_id, 0,
-                                                      self.config) for m in req.members):
+        if error is None and not all(
+            member_fields_ok(m.member_id, m.group_instance_id, 0, self.config) for m in req.members
+        ):
             error = Errors.INVALID_REQUEST
         if error is not None:
             return self._reply(request_id, LeaveGroupResponse(error, []))
         group = self._groups.get(req.group_id)
         results = []
         for identity in req.members:
-            results.append(LeaveGroupResponseMember(
-                identity.member_id, identity.group_instance_id,
-                UNKNOWN_MEMBER_ID if group is None else self._leave_one(group, identity)))
+            results.append(
+                LeaveGroupResponseMember(
+                    identity.member_id,
+                    identity.group_instance_id,
+                    UNKNOWN_MEMBER_ID if group is None else self._leave_one(group, identity),
+                )
+            )
         self._reply(request_id, LeaveGroupResponse(NONE, results))
 
     def _leave_one(self, group: Group, identity) -> Errors:
@@ -425,7 +501,7 @@ class MembershipMixin:
     def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
         # A new member may still be parked in the join phase: tell it to rejoin.
         self._answer_join(member, group, self._join_error(UNKNOWN_MEMBER_ID, ""))
-        if member.sync_request is not None:          # Kafka never answers it: release it
+        if member.sync_request is not None:  # Kafka never answers it: release it
             self._dropped.append(member.sync_request)
             member.sync_request = None
             self._parked -= 1
@@ -487,8 +563,11 @@ class MembershipMixin:
     def _complete_join(self, group: Group) -> None:
         """Kafka's ``onCompleteJoin`` (spec §4.2)."""
         group.join_op = None
-        for member in [m for m in group.members.values()
-                       if m.join_request is None and m.group_instance_id is None]:
+        for member in [
+            m
+            for m in group.members.values()
+            if m.join_request is None and m.group_instance_id is None
+        ]:
             group.remove(member.member_id)
             self._timer.cancel(("hb", group.group_id, member.member_id))
         if not self._elect_joined_leader(group) and group.members:
@@ -503,8 +582,13 @@ class MembershipMixin:
             return
         leader = group.leader_id
         for member in group.members.values():
-            self._answer_join(member, group, self._generation_response(
-                group, member.member_id, with_members=member.member_id == leader))
+            self._answer_join(
+                member,
+                group,
+                self._generation_response(
+                    group, member.member_id, with_members=member.member_id == leader
+                ),
+            )
             self._reset_heartbeat(group, member)
             member.is_new = False
             group.pending_sync[member.member_id] = None
@@ -524,8 +608,12 @@ class MembershipMixin:
 
     def _expire_sync(self, key, generation: int) -> None:
         group = self._groups.get(key[1])
-        if (group is None or group.generation_id != generation or not group.pending_sync
-                or group.state not in (COMPLETING_REBALANCE, STABLE)):
+        if (
+            group is None
+            or group.generation_id != generation
+            or not group.pending_sync
+            or group.state not in (COMPLETING_REBALANCE, STABLE)
+        ):
             return
         missing = list(group.pending_sync)
         for member_id in missing:

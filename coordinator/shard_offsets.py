@@ -40,19 +40,37 @@ from __future__ import annotations
 
 from .errors import Errors
 from .group import (
-    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE, Group,
+    COMPLETING_REBALANCE,
+    CONSUMER_PROTOCOL_TYPE,
+    DEAD,
+    EMPTY,
+    STABLE,
+    Group,
 )
 from .messages import (
-    DeletableGroupResult, DeleteGroupsResponse, DescribedGroup, DescribedGroupMember,
-    DescribeGroupsResponse, ListedGroup, ListGroupsResponse, OffsetCommitResponse,
-    OffsetCommitResponsePartition, OffsetDeleteResponse, OffsetDeleteResponsePartition,
-    OffsetFetchResponse, OffsetFetchResponsePartition,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+    ListedGroup,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
 )
 from .record_size import offset_record_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
-    commit_partition_ok, is_int64, member_fields_ok, partitions_within_limits,
-    topic_partition_exists, utf16_length,
+    commit_partition_ok,
+    is_int64,
+    member_fields_ok,
+    partitions_within_limits,
+    topic_partition_exists,
+    utf16_length,
 )
 
 NONE = Errors.NONE
@@ -66,20 +84,20 @@ class OffsetsMixin:
             error = Errors.INVALID_COMMIT_OFFSET_SIZE
         else:
             error = self._group_error(req.group_id, allow_empty=True)
-        if error is None and not (member_fields_ok(req.member_id, req.group_instance_id,
-                                                   req.generation_id, self.config)
-                                  and is_int64(req.retention_time_ms)
-                                  and all(commit_partition_ok(p, self.config)
-                                          for p in req.offsets)):
+        if error is None and not (
+            member_fields_ok(req.member_id, req.group_instance_id, req.generation_id, self.config)
+            and is_int64(req.retention_time_ms)
+            and all(commit_partition_ok(p, self.config) for p in req.offsets)
+        ):
             error = Errors.INVALID_REQUEST
         if error is None and self._commit_too_large(req):
-            error = Errors.INVALID_COMMIT_OFFSET_SIZE   # Kafka: RECORD_LIST_TOO_LARGE, mapped
+            error = Errors.INVALID_COMMIT_OFFSET_SIZE  # Kafka: RECORD_LIST_TOO_LARGE, mapped
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
             if req.generation_id >= 0:
-                error = Errors.ILLEGAL_GENERATION          # a stale member of a forgotten group
+                error = Errors.ILLEGAL_GENERATION  # a stale member of a forgotten group
             else:
-                group = self._new_group(req.group_id)      # a "simple" group: offsets only
+                group = self._new_group(req.group_id)  # a "simple" group: offsets only
                 if group is None:
                     error = Errors.COORDINATOR_NOT_AVAILABLE
         if error is None:
@@ -87,10 +105,17 @@ class OffsetsMixin:
         if error is None and group.state is COMPLETING_REBALANCE:
             error = Errors.REBALANCE_IN_PROGRESS
         if error is not None:
-            return self._reply(request_id, OffsetCommitResponse(
-                [OffsetCommitResponsePartition(p.topic, p.partition, error) for p in req.offsets]))
+            return self._reply(
+                request_id,
+                OffsetCommitResponse(
+                    [
+                        OffsetCommitResponsePartition(p.topic, p.partition, error)
+                        for p in req.offsets
+                    ]
+                ),
+            )
 
-        if group.state is not EMPTY:                       # Stable or PreparingRebalance
+        if group.state is not EMPTY:  # Stable or PreparingRebalance
             self._reset_heartbeat(group, group.members[req.member_id])
         now = self._now
         max_chars = self.config.offset_metadata_max_bytes
@@ -110,30 +135,42 @@ class OffsetsMixin:
     @staticmethod
     def _offset_record(req, p, now_ms: int) -> Record:
         expire_ms = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
-        return Record(OffsetCommitKey(req.group_id, p.topic, p.partition),
-                      OffsetCommitValue(p.committed_offset, p.committed_leader_epoch,
-                                        p.committed_metadata or "", now_ms, expire_ms))
+        return Record(
+            OffsetCommitKey(req.group_id, p.topic, p.partition),
+            OffsetCommitValue(
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.committed_metadata or "",
+                now_ms,
+                expire_ms,
+            ),
+        )
 
     def _commit_too_large(self, req) -> bool:
         """The request's offset records, sized as the log sizes them, total more than
         ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound
         first; the records are encoded only when it is over the limit."""
         limit, group_id = self.config.offset_commit_max_bytes, req.group_id
-        if sum(offset_record_bytes_at_most(group_id, p.topic, p.committed_metadata or "")
-               for p in req.offsets) <= limit:
+        if (
+            sum(
+                offset_record_bytes_at_most(group_id, p.topic, p.committed_metadata or "")
+                for p in req.offsets
+            )
+            <= limit
+        ):
             return False
         now = self._now
         return sum(record_bytes(self._offset_record(req, p, now)) for p in req.offsets) > limit
 
     def _validate_offset_commit(self, group: Group, req) -> Errors | None:
         if req.generation_id < 0 and group.state is EMPTY:
-            return None      # admin clients and manual assignment: no member checks at all
+            return None  # admin clients and manual assignment: no member checks at all
         if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
             error = self._validate_member(group, req.member_id, req.group_instance_id)
             if error is None and req.generation_id != group.generation_id:
                 error = Errors.ILLEGAL_GENERATION
             return error
-        return Errors.UNKNOWN_MEMBER_ID       # anonymous commit to a group with members
+        return Errors.UNKNOWN_MEMBER_ID  # anonymous commit to a group with members
 
     # -- OffsetFetch (spec §2.8) ----------------------------------------------------------------
 
@@ -158,8 +195,11 @@ class OffsetsMixin:
             if value is None:
                 results.append(OffsetFetchResponsePartition(key[0], key[1], -1, -1, "", NONE))
             else:
-                results.append(OffsetFetchResponsePartition(
-                    key[0], key[1], value.offset, value.leader_epoch, value.metadata, NONE))
+                results.append(
+                    OffsetFetchResponsePartition(
+                        key[0], key[1], value.offset, value.leader_epoch, value.metadata, NONE
+                    )
+                )
         self._reply(request_id, OffsetFetchResponse(NONE, results))
 
     # -- OffsetDelete (spec §2.12) --------------------------------------------------------------
@@ -172,15 +212,20 @@ class OffsetsMixin:
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
             error = Errors.GROUP_ID_NOT_FOUND
-        if error is None and group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        if (
+            error is None
+            and group.state is not EMPTY
+            and group.protocol_type != CONSUMER_PROTOCOL_TYPE
+        ):
             error = Errors.NON_EMPTY_GROUP
         if error is not None:
             return self._reply(request_id, OffsetDeleteResponse(error, []))
         results, deletable = [], []
         for tp in dict.fromkeys((tp.topic, tp.partition) for tp in req.partitions):
             if group.state is not EMPTY and group.is_subscribed_to_topic(tp[0]):
-                results.append(OffsetDeleteResponsePartition(
-                    tp[0], tp[1], Errors.GROUP_SUBSCRIBED_TO_TOPIC))
+                results.append(
+                    OffsetDeleteResponsePartition(tp[0], tp[1], Errors.GROUP_SUBSCRIBED_TO_TOPIC)
+                )
             else:
                 deletable.append(tp)
                 results.append(OffsetDeleteResponsePartition(tp[0], tp[1], NONE))
@@ -192,9 +237,15 @@ class OffsetsMixin:
 
     def _handle_describe(self, request_id, req) -> None:
         if len(req.group_ids) > self.config.max_groups_per_request:
-            return self._reply(request_id, DescribeGroupsResponse([
-                DescribedGroup(Errors.INVALID_REQUEST, group_id, "", "", "", [], -1, "")
-                for group_id in req.group_ids]))
+            return self._reply(
+                request_id,
+                DescribeGroupsResponse(
+                    [
+                        DescribedGroup(Errors.INVALID_REQUEST, group_id, "", "", "", [], -1, "")
+                        for group_id in req.group_ids
+                    ]
+                ),
+            )
         described = []
         for group_id in req.group_ids:
             error = self._group_error(group_id, allow_empty=True)
@@ -211,12 +262,27 @@ class OffsetsMixin:
     def _describe(group: Group) -> DescribedGroup:
         stable = group.state is STABLE
         protocol = group.protocol_name if stable else ""
-        members = [DescribedGroupMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            m.metadata(protocol) if stable else b"", m.assignment if stable else b"")
-            for m in group.members.values()]
-        return DescribedGroup(NONE, group.group_id, group.state.value, group.protocol_type or "",
-                              protocol or "", members, group.generation_id, group.leader_id or "")
+        members = [
+            DescribedGroupMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        return DescribedGroup(
+            NONE,
+            group.group_id,
+            group.state.value,
+            group.protocol_type or "",
+            protocol or "",
+            members,
+            group.generation_id,
+            group.leader_id or "",
+        )
 
     def _handle_list(self, request_id, req) -> None:
         if not self.owned:
@@ -224,15 +290,29 @@ class OffsetsMixin:
             error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.loading else Errors.NOT_COORDINATOR
             return self._reply(request_id, ListGroupsResponse(error, []))
         wanted = set(req.states_filter)
-        self._reply(request_id, ListGroupsResponse(NONE, [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._groups.values() if not wanted or g.state.value in wanted]))
+        self._reply(
+            request_id,
+            ListGroupsResponse(
+                NONE,
+                [
+                    ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                    for g in self._groups.values()
+                    if not wanted or g.state.value in wanted
+                ],
+            ),
+        )
 
     def _handle_delete_groups(self, request_id, req) -> None:
         if len(req.group_ids) > self.config.max_groups_per_request:
-            return self._reply(request_id, DeleteGroupsResponse([
-                DeletableGroupResult(group_id, Errors.INVALID_REQUEST)
-                for group_id in req.group_ids]))
+            return self._reply(
+                request_id,
+                DeleteGroupsResponse(
+                    [
+                        DeletableGroupResult(group_id, Errors.INVALID_REQUEST)
+                        for group_id in req.group_ids
+                    ]
+                ),
+            )
         results = []
         for group_id in dict.fromkeys(req.group_ids):
             error = self._group_error(group_id, allow_empty=True)
@@ -264,7 +344,7 @@ class OffsetsMixin:
             group = groups.get(ids[position])
             position += 1
             if group is None:
-                continue                       # gone since the sweep began
+                continue  # gone since the sweep began
             budget -= len(group.offsets) + 1
             self._cleanup_group(group, self._expired_offsets(group, now, retention_ms))
         if position < len(ids):
@@ -278,11 +358,14 @@ class OffsetsMixin:
             # Retention counts from when the group emptied (or, if unknown, from the commit).
             state_ms = group.state_timestamp_ms
             subscribed: frozenset[str] = frozenset()
-        elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is STABLE
-              and group.subscribed_topics is not None):
-            state_ms, subscribed = None, group.subscribed_topics   # KIP-496: unsubscribed topics
+        elif (
+            group.protocol_type == CONSUMER_PROTOCOL_TYPE
+            and group.state is STABLE
+            and group.subscribed_topics is not None
+        ):
+            state_ms, subscribed = None, group.subscribed_topics  # KIP-496: unsubscribed topics
         elif group.protocol_type is None:
-            state_ms, subscribed = None, frozenset()                # simple group
+            state_ms, subscribed = None, frozenset()  # simple group
         else:
             return []
         expired = []
@@ -293,7 +376,10 @@ class OffsetsMixin:
             if expire_ms is not None and expire_ms >= 0:
                 if now_ms >= expire_ms:
                     expired.append(tp)
-            elif now_ms - (value.commit_timestamp_ms if state_ms is None else state_ms) >= retention_ms:
+            elif (
+                now_ms - (value.commit_timestamp_ms if state_ms is None else state_ms)
+                >= retention_ms
+            ):
                 expired.append(tp)
         return expired
 
@@ -310,6 +396,6 @@ class OffsetsMixin:
             for member_id in group.pending_members:
                 self._timer.cancel(("pending", group_id, member_id))
             self._event("dead", group_id, f"generation {group.generation_id}")
-            if group.generation_id > 0:     # simple groups never wrote a group record
+            if group.generation_id > 0:  # simple groups never wrote a group record
                 group.persisted = None
                 self._records.append(Record(GroupMetadataKey(group_id), None))

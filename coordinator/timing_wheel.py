@@ -10,9 +10,9 @@ and far ones in coarse buckets; level-0 buckets are 1 ms wide and hold a single 
 
 Buckets are found by an integer *bucket key* ``start_ms << LEVEL_BITS | level``. Every live
 bucket key is in a min-heap exactly once (Kafka's TimingWheel keeps its buckets in a
-DelayQueue the same way), which orders buckets by start and, for one start, finer level first. The heap holds
-buckets, not timers, so it stays small (a few hundred entries for a million timers) and a clock
-jump of hours costs nothing per skipped tick.
+DelayQueue the same way), which orders buckets by start and, for one start, finer level first.
+The heap holds buckets, not timers, so it stays small (a few hundred entries for a million
+timers) and a clock jump of hours costs nothing per skipped tick.
 
 * ``schedule(key, deadline_ms)`` replaces any earlier deadline of ``key``: two dict writes and,
   only when the bucket is new, one heap push.
@@ -34,13 +34,14 @@ live in a side dict only when not None.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from heapq import heappop, heappush
-from typing import Any, Hashable
+from typing import Any
 
 WHEEL_SIZE_BITS = 6
-WHEEL_SIZE = 1 << WHEEL_SIZE_BITS            # slots per level
+WHEEL_SIZE = 1 << WHEEL_SIZE_BITS  # slots per level
 LEVEL_BITS = 3
-LEVELS = 1 << LEVEL_BITS                     # 64**8 ms ~ 8,900 years: covers every int deadline
+LEVELS = 1 << LEVEL_BITS  # 64**8 ms ~ 8,900 years: covers every int deadline
 LEVEL_MASK = LEVELS - 1
 # delta_ms < LEVEL_SPAN_MS[i] -> level i (the top level takes everything larger); the level is
 # computed as (bit_length(delta) - 1) // WHEEL_SIZE_BITS, which is the same thing.
@@ -54,15 +55,23 @@ class TimingWheel:
     deadline); the wheel moves it forward as ``pop_due`` is called.
     """
 
-    __slots__ = ("_reference_ms", "_index", "_buckets", "_heap", "_payloads",
-                 "_recent_from_ms", "_recent_until_ms", "_recent_bucket")
+    __slots__ = (
+        "_reference_ms",
+        "_index",
+        "_buckets",
+        "_heap",
+        "_payloads",
+        "_recent_from_ms",
+        "_recent_until_ms",
+        "_recent_bucket",
+    )
 
     def __init__(self, reference_ms: int = 0) -> None:
         self._reference_ms = reference_ms
-        self._index: dict[Hashable, dict] = {}        # key -> the bucket dict holding it
-        self._buckets: dict[int, dict] = {}           # bucket key -> {timer key: deadline_ms}
-        self._heap: list[int] = []                    # every key of _buckets, once
-        self._payloads: dict[Hashable, Any] = {}      # only non-None payloads
+        self._index: dict[Hashable, dict] = {}  # key -> the bucket dict holding it
+        self._buckets: dict[int, dict] = {}  # bucket key -> {timer key: deadline_ms}
+        self._heap: list[int] = []  # every key of _buckets, once
+        self._payloads: dict[Hashable, Any] = {}  # only non-None payloads
         # The bucket most recently chosen and the deadlines it covers: heartbeats arriving
         # together re-arm into the same bucket, so most schedules skip choosing one.
         self._recent_from_ms = self._recent_until_ms = 0
@@ -156,7 +165,7 @@ class TimingWheel:
                 return bucket
             heappop(heap)
             del buckets[bucket_key]
-            if bucket is self._recent_bucket:        # never hand out a bucket that left
+            if bucket is self._recent_bucket:  # never hand out a bucket that left
                 self._recent_from_ms = self._recent_until_ms = 0
             if bucket:
                 self._cascade(bucket, start_ms)

@@ -52,8 +52,14 @@ def utf16_length(s: str) -> int:
 def join_request_ok(req, config: CoordinatorConfig) -> bool:
     if not (is_int32(req.session_timeout_ms) and is_int32(req.rebalance_timeout_ms)):
         return False
-    for s in (req.member_id, req.group_instance_id, req.client_id, req.client_host,
-              req.protocol_type, req.reason):
+    for s in (
+        req.member_id,
+        req.group_instance_id,
+        req.client_id,
+        req.client_host,
+        req.protocol_type,
+        req.reason,
+    ):
         if not string_ok(s, config):
             return False
     if len(req.protocols) > config.member_protocols_max_count:
@@ -66,17 +72,25 @@ def join_request_ok(req, config: CoordinatorConfig) -> bool:
     return total_bytes <= config.member_protocols_max_bytes
 
 
-def member_fields_ok(member_id: str, group_instance_id: str | None, generation_id: int,
-                     config: CoordinatorConfig) -> bool:
-    return (is_int32(generation_id) and string_ok(member_id, config)
-            and string_ok(group_instance_id, config))
+def member_fields_ok(
+    member_id: str, group_instance_id: str | None, generation_id: int, config: CoordinatorConfig
+) -> bool:
+    return (
+        is_int32(generation_id)
+        and string_ok(member_id, config)
+        and string_ok(group_instance_id, config)
+    )
 
 
 def commit_partition_ok(p, config: CoordinatorConfig) -> bool:
     """A committed partition whose values fit the offset record (topic validity is separate)."""
-    return (is_int64(p.committed_offset) and is_int32(p.committed_leader_epoch)
-            and is_int32(p.partition) and string_ok(p.topic, config)
-            and string_ok(p.committed_metadata, config))
+    return (
+        is_int64(p.committed_offset)
+        and is_int32(p.committed_leader_epoch)
+        and is_int32(p.partition)
+        and string_ok(p.topic, config)
+        and string_ok(p.committed_metadata, config)
+    )
 
 
 def topic_partition_exists(topic: str, partition: int) -> bool:
@@ -91,5 +105,5 @@ def partitions_within_limits(partitions, config: CoordinatorConfig) -> bool:
     if count > config.max_partitions_per_request:
         return False
     if count <= config.max_topics_per_request:
-        return True                            # cannot name more topics than it has entries
+        return True  # cannot name more topics than it has entries
     return len({p.topic for p in partitions}) <= config.max_topics_per_request

@@ -39,8 +39,12 @@ def load_log_end(spark, path: str) -> DataFrame:
     missing = set(LOG_END_SCHEMA.names) - set(frame.columns)
     if missing:
         raise ValueError(f"log-end table {path!r} lacks columns {sorted(missing)}")
-    return frame.select(*[F.col(f.name).cast(t.dataType) for f, t in
-                          zip(LOG_END_SCHEMA, struct.fields, strict=True)])
+    return frame.select(
+        *[
+            F.col(f.name).cast(t.dataType)
+            for f, t in zip(LOG_END_SCHEMA, struct.fields, strict=True)
+        ]
+    )
 
 
 def _commits(commits: DataFrame, until_ms: int | None = None) -> DataFrame:
@@ -52,43 +56,66 @@ def commit_activity(commits: DataFrame, bucket_ms: int = 3_600_000) -> DataFrame
     """Per group and time bucket: commits, partitions committed, offsets advanced."""
     _positive(bucket_ms, "bucket_ms")
     prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
-    return (_commits(commits)
-            .withColumn("advance", F.greatest(
-                F.col("committed_offset") - F.lag("committed_offset").over(prev), F.lit(0)))
-            .withColumn("bucket_start_ms",
-                        F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms)
-            .groupBy("group_id", "bucket_start_ms")
-            .agg(F.count("*").alias("commits"),
-                 F.countDistinct("topic", "partition").alias("partitions"),
-                 F.coalesce(F.sum("advance"), F.lit(0)).alias("offsets_advanced"))
-            .orderBy("group_id", "bucket_start_ms"))
+    return (
+        _commits(commits)
+        .withColumn(
+            "advance",
+            F.greatest(F.col("committed_offset") - F.lag("committed_offset").over(prev), F.lit(0)),
+        )
+        .withColumn(
+            "bucket_start_ms", F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms
+        )
+        .groupBy("group_id", "bucket_start_ms")
+        .agg(
+            F.count("*").alias("commits"),
+            F.countDistinct("topic", "partition").alias("partitions"),
+            F.coalesce(F.sum("advance"), F.lit(0)).alias("offsets_advanced"),
+        )
+        .orderBy("group_id", "bucket_start_ms")
+    )
 
 
 def partition_progress(commits: DataFrame, now_ms: int) -> DataFrame:
     """Per group partition: velocity, commit interval, rewinds, stalls, commit silence."""
     prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
+
     def step(column):
         return F.col(column) - F.lag(column).over(prev)
-    steps = (_commits(commits, now_ms).withColumn("d_offset", step("committed_offset"))
-             .withColumn("d_ms", step("commit_timestamp_ms")))
-    return (steps.groupBy(*KEY)
-            .agg(F.count("*").alias("commits"),
-                 F.min("commit_timestamp_ms").alias("first_commit_ms"),
-                 F.max("commit_timestamp_ms").alias("last_commit_ms"),
-                 F.min_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset"))
-                 .alias("first_offset"),
-                 F.max_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset"))
-                 .alias("last_offset"),
-                 F.avg("d_ms").alias("mean_commit_interval_ms"),
-                 F.max("d_ms").alias("max_commit_interval_ms"),
-                 F.sum(F.when(F.col("d_offset") < 0, 1).otherwise(0)).alias("rewinds"),
-                 F.sum(F.when(F.col("d_offset") == 0, 1).otherwise(0)).alias("stalled_commits"))
-            .withColumn("offsets_per_s", F.when(
+
+    steps = (
+        _commits(commits, now_ms)
+        .withColumn("d_offset", step("committed_offset"))
+        .withColumn("d_ms", step("commit_timestamp_ms"))
+    )
+    return (
+        steps.groupBy(*KEY)
+        .agg(
+            F.count("*").alias("commits"),
+            F.min("commit_timestamp_ms").alias("first_commit_ms"),
+            F.max("commit_timestamp_ms").alias("last_commit_ms"),
+            F.min_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset")).alias(
+                "first_offset"
+            ),
+            F.max_by("committed_offset", F.struct("commit_timestamp_ms", "log_offset")).alias(
+                "last_offset"
+            ),
+            F.avg("d_ms").alias("mean_commit_interval_ms"),
+            F.max("d_ms").alias("max_commit_interval_ms"),
+            F.sum(F.when(F.col("d_offset") < 0, 1).otherwise(0)).alias("rewinds"),
+            F.sum(F.when(F.col("d_offset") == 0, 1).otherwise(0)).alias("stalled_commits"),
+        )
+        .withColumn(
+            "offsets_per_s",
+            F.when(
                 F.col("last_commit_ms") > F.col("first_commit_ms"),
-                (F.col("last_offset") - F.col("first_offset")) * 1000.0
-                / (F.col("last_commit_ms") - F.col("first_commit_ms"))))
-            .withColumn("silence_ms", F.lit(now_ms) - F.col("last_commit_ms"))
-            .orderBy(*KEY))
+                (F.col("last_offset") - F.col("first_offset"))
+                * 1000.0
+                / (F.col("last_commit_ms") - F.col("first_commit_ms")),
+            ),
+        )
+        .withColumn("silence_ms", F.lit(now_ms) - F.col("last_commit_ms"))
+        .orderBy(*KEY)
+    )
 
 
 def commit_lags(commits: DataFrame, log_end: DataFrame) -> DataFrame:
@@ -96,16 +123,23 @@ def commit_lags(commits: DataFrame, log_end: DataFrame) -> DataFrame:
     log-end observation precedes it)."""
     # As-of join without a range join: interleave both streams per topic partition in time
     # order (an observation at the same millisecond sorts first) and carry the last end offset.
-    ends = log_end.select(*TP, F.col("timestamp_ms").alias("t"), "log_end_offset",
-                          F.lit(0).alias("_order"))
-    rows = _commits(commits).withColumn("t", F.col("commit_timestamp_ms")) \
-        .withColumn("_order", F.lit(1)).withColumn("log_end_offset", F.lit(None).cast("long"))
+    ends = log_end.select(
+        *TP, F.col("timestamp_ms").alias("t"), "log_end_offset", F.lit(0).alias("_order")
+    )
+    rows = (
+        _commits(commits)
+        .withColumn("t", F.col("commit_timestamp_ms"))
+        .withColumn("_order", F.lit(1))
+        .withColumn("log_end_offset", F.lit(None).cast("long"))
+    )
     stream = rows.unionByName(ends, allowMissingColumns=True)
     upto = Window.partitionBy(*TP).orderBy("t", "_order").rowsBetween(Window.unboundedPreceding, 0)
-    return (stream.withColumn("log_end_offset",
-                              F.last("log_end_offset", ignorenulls=True).over(upto))
-            .filter(F.col("_order") == 1).drop("t", "_order")
-            .withColumn("lag", _lag("committed_offset")))
+    return (
+        stream.withColumn("log_end_offset", F.last("log_end_offset", ignorenulls=True).over(upto))
+        .filter(F.col("_order") == 1)
+        .drop("t", "_order")
+        .withColumn("lag", _lag("committed_offset"))
+    )
 
 
 def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
@@ -115,18 +149,25 @@ def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
 
 def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
     """The committed offset per group partition as of a time, from the history."""
-    newest = Window.partitionBy(*KEY).orderBy(F.col("commit_timestamp_ms").desc(),
-                                              F.col("log_offset").desc())
-    return (_commits(commits, as_of_ms).withColumn("_rank", F.row_number().over(newest))
-            .filter(F.col("_rank") == 1).drop("_rank"))
+    newest = Window.partitionBy(*KEY).orderBy(
+        F.col("commit_timestamp_ms").desc(), F.col("log_offset").desc()
+    )
+    return (
+        _commits(commits, as_of_ms)
+        .withColumn("_rank", F.row_number().over(newest))
+        .filter(F.col("_rank") == 1)
+        .drop("_rank")
+    )
 
 
-def describe(latest: DataFrame, log_end: DataFrame | None = None,
-             as_of_ms: int | None = None) -> list[dict]:
+def describe(
+    latest: DataFrame, log_end: DataFrame | None = None, as_of_ms: int | None = None
+) -> list[dict]:
     """``kafka-consumer-groups --describe`` rows: GROUP TOPIC PARTITION CURRENT-OFFSET
     LOG-END-OFFSET LAG (lag None without log-end offsets)."""
-    frame = latest.select(*KEY, F.col("committed_offset").alias("current_offset"),
-                          "commit_timestamp_ms", "metadata")
+    frame = latest.select(
+        *KEY, F.col("committed_offset").alias("current_offset"), "commit_timestamp_ms", "metadata"
+    )
     if log_end is None:
         frame = frame.withColumn("log_end_offset", F.lit(None).cast("long"))
     else:
@@ -135,10 +176,13 @@ def describe(latest: DataFrame, log_end: DataFrame | None = None,
     return [row.asDict() for row in frame.orderBy(*KEY).collect()]
 
 
-def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
-                  window: int = burrow.DEFAULT_WINDOW,
-                  min_distance_ms: int = burrow.DEFAULT_MIN_DISTANCE_MS
-                  ) -> list[burrow.GroupStatus]:
+def burrow_status(
+    commits: DataFrame,
+    log_end: DataFrame,
+    now_ms: int,
+    window: int = burrow.DEFAULT_WINDOW,
+    min_distance_ms: int = burrow.DEFAULT_MIN_DISTANCE_MS,
+) -> list[burrow.GroupStatus]:
     """Burrow's verdict per group as of ``now_ms`` (commits after it are ignored), over
     ``window`` slots per partition filled as Burrow fills them (``burrow_slots``)."""
     if window < 1:
@@ -148,30 +192,46 @@ def burrow_status(commits: DataFrame, log_end: DataFrame, now_ms: int,
     stored = burrow_slots(commits, log_end, now_ms, window, min_distance_ms)
     # Burrow's ring of recent broker offsets: the last ``window`` log-end observations.
     last_ends = Window.partitionBy(*TP).orderBy(F.col("timestamp_ms").desc())
-    ends = (log_end.filter(F.col("timestamp_ms") <= now_ms)
-            .withColumn("_rank", F.row_number().over(last_ends))
-            .filter(F.col("_rank") <= window)
-            .groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"),
-                              F.collect_list("log_end_offset").alias("recent_log_ends")))
+    ends = (
+        log_end.filter(F.col("timestamp_ms") <= now_ms)
+        .withColumn("_rank", F.row_number().over(last_ends))
+        .filter(F.col("_rank") <= window)
+        .groupBy(*TP)
+        .agg(
+            F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"),
+            F.collect_list("log_end_offset").alias("recent_log_ends"),
+        )
+    )
     rows = stored.join(ends, list(TP), "left").collect()
     per_group: dict[str, list[burrow.PartitionStatus]] = {}
     for row in rows:
-        points = [burrow.CommitPoint(p["offset"], p["timestamp_ms"], p["lag"])
-                  for p in row["slots"]]
+        points = [
+            burrow.CommitPoint(p["offset"], p["timestamp_ms"], p["lag"]) for p in row["slots"]
+        ]
         last = points[-1]
         end = row["log_end_offset"]
         current_lag = max(end - last.offset, 0) if end is not None else last.lag
-        per_group.setdefault(row["group_id"], []).append(burrow.partition_status(
-            row["group_id"], row["topic"], row["partition"], points, current_lag, now_ms, window,
-            row["recent_log_ends"] or ()))
+        per_group.setdefault(row["group_id"], []).append(
+            burrow.partition_status(
+                row["group_id"],
+                row["topic"],
+                row["partition"],
+                points,
+                current_lag,
+                now_ms,
+                window,
+                row["recent_log_ends"] or (),
+            )
+        )
     return [burrow.group_status(g, parts) for g, parts in sorted(per_group.items())]
 
 
 _SLOTS = "array<struct<timestamp_ms:bigint,offset:bigint,lag:bigint>>"
 
 
-def burrow_slots(commits: DataFrame, log_end: DataFrame, now_ms: int, window: int,
-                 min_distance_ms: int) -> DataFrame:
+def burrow_slots(
+    commits: DataFrame, log_end: DataFrame, now_ms: int, window: int, min_distance_ms: int
+) -> DataFrame:
     """Per group partition, ``slots``: Burrow's ring as of ``now_ms``, oldest first. Commits
     without a known log end are left out, as Burrow drops them."""
     order = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
@@ -181,32 +241,49 @@ def burrow_slots(commits: DataFrame, log_end: DataFrame, now_ms: int, window: in
     # before (the newest slot's time is at most the previous commit's), so the ring's last
     # ``window`` slots lie within the newest ``window`` runs that start so: older commits
     # cannot matter, and the collapse below reads a bounded history.
-    lags = (commit_lags(_commits(commits, now_ms), log_end).filter(F.col("lag").isNotNull())
-            .withColumn("_opens", (gap.isNull() | (gap >= min_distance_ms)).cast("int"))
-            .withColumn("_run", F.sum("_opens").over(after) + 1 - F.col("_opens"))
-            .filter(F.col("_run") <= window))
+    lags = (
+        commit_lags(_commits(commits, now_ms), log_end)
+        .filter(F.col("lag").isNotNull())
+        .withColumn("_opens", (gap.isNull() | (gap >= min_distance_ms)).cast("int"))
+        .withColumn("_run", F.sum("_opens").over(after) + 1 - F.col("_opens"))
+        .filter(F.col("_run") <= window)
+    )
 
     def add(slots, commit):
         newest = F.try_element_at(slots, F.lit(-1))
         joins = (F.size(slots) > 0) & (
-            commit["commit_timestamp_ms"] - newest["timestamp_ms"] < min_distance_ms)
+            commit["commit_timestamp_ms"] - newest["timestamp_ms"] < min_distance_ms
+        )
         # Burrow rewinds the ring one slot: the newest slot takes the commit's offset and lag
         # and keeps its own time, so steady fast commits still open a slot per min-distance.
-        replaced = F.concat(F.slice(slots, 1, F.greatest(F.size(slots) - 1, F.lit(0))),
-                            F.array(F.struct(newest["timestamp_ms"].alias("timestamp_ms"),
-                                             commit["committed_offset"].alias("offset"),
-                                             commit["lag"].alias("lag"))))
-        grown = F.concat(slots, F.array(F.struct(
-            commit["commit_timestamp_ms"].alias("timestamp_ms"),
-            commit["committed_offset"].alias("offset"), commit["lag"].alias("lag"))))
+        replaced = F.concat(
+            F.slice(slots, 1, F.greatest(F.size(slots) - 1, F.lit(0))),
+            F.array(
+                F.struct(
+                    newest["timestamp_ms"].alias("timestamp_ms"),
+                    commit["committed_offset"].alias("offset"),
+                    commit["lag"].alias("lag"),
+                )
+            ),
+        )
+        grown = F.concat(
+            slots,
+            F.array(
+                F.struct(
+                    commit["commit_timestamp_ms"].alias("timestamp_ms"),
+                    commit["committed_offset"].alias("offset"),
+                    commit["lag"].alias("lag"),
+                )
+            ),
+        )
         kept = F.slice(grown, F.greatest(F.size(grown) - window + 1, F.lit(1)), window)
         return F.when(joins, replaced).otherwise(kept)
 
     # Struct order sorts by time, then log offset: commits of one millisecond keep log order.
-    history = F.array_sort(F.collect_list(F.struct(
-        "commit_timestamp_ms", "log_offset", "committed_offset", "lag")))
-    return lags.groupBy(*KEY).agg(
-        F.aggregate(history, F.array().cast(_SLOTS), add).alias("slots"))
+    history = F.array_sort(
+        F.collect_list(F.struct("commit_timestamp_ms", "log_offset", "committed_offset", "lag"))
+    )
+    return lags.groupBy(*KEY).agg(F.aggregate(history, F.array().cast(_SLOTS), add).alias("slots"))
 
 
 def lag_timeline(commits: DataFrame, log_end: DataFrame) -> DataFrame:
@@ -215,21 +292,35 @@ def lag_timeline(commits: DataFrame, log_end: DataFrame) -> DataFrame:
     0). Columns: group_id, topic, partition, timestamp_ms, log_end_offset, committed_offset,
     lag."""
     live = _commits(commits)
-    samples = (log_end.join(live.select(*KEY).distinct(), list(TP))
-               .select(*KEY, F.col("timestamp_ms").alias("t"), "log_end_offset",
-                       F.lit(1).alias("_order")))
-    rows = live.select(*KEY, F.col("commit_timestamp_ms").alias("t"), "log_offset",
-                       "committed_offset", F.lit(0).alias("_order"))
+    samples = log_end.join(live.select(*KEY).distinct(), list(TP)).select(
+        *KEY, F.col("timestamp_ms").alias("t"), "log_end_offset", F.lit(1).alias("_order")
+    )
+    rows = live.select(
+        *KEY,
+        F.col("commit_timestamp_ms").alias("t"),
+        "log_offset",
+        "committed_offset",
+        F.lit(0).alias("_order"),
+    )
     # A commit at the same millisecond as an observation counts as before it; commits of one
     # millisecond keep their log order.
-    upto = (Window.partitionBy(*KEY).orderBy("t", "_order", "log_offset")
-            .rowsBetween(Window.unboundedPreceding, 0))
-    return (rows.unionByName(samples, allowMissingColumns=True)
-            .withColumn("committed_offset",
-                        F.last("committed_offset", ignorenulls=True).over(upto))
-            .filter((F.col("_order") == 1) & F.col("committed_offset").isNotNull())
-            .select(*KEY, F.col("t").alias("timestamp_ms"), "log_end_offset",
-                    "committed_offset", _lag("committed_offset").alias("lag")))
+    upto = (
+        Window.partitionBy(*KEY)
+        .orderBy("t", "_order", "log_offset")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        rows.unionByName(samples, allowMissingColumns=True)
+        .withColumn("committed_offset", F.last("committed_offset", ignorenulls=True).over(upto))
+        .filter((F.col("_order") == 1) & F.col("committed_offset").isNotNull())
+        .select(
+            *KEY,
+            F.col("t").alias("timestamp_ms"),
+            "log_end_offset",
+            "committed_offset",
+            _lag("committed_offset").alias("lag"),
+        )
+    )
 
 
 def lag_series(commits: DataFrame, log_end: DataFrame, bucket_ms: int) -> DataFrame:
@@ -237,18 +328,23 @@ def lag_series(commits: DataFrame, log_end: DataFrame, bucket_ms: int) -> DataFr
     its last log-end observation in the bucket, and ``partitions``, how many were summed."""
     _positive(bucket_ms, "bucket_ms")
     last = Window.partitionBy(*KEY, "bucket_start_ms").orderBy(F.col("timestamp_ms").desc())
-    return (lag_timeline(commits, log_end)
-            .withColumn("bucket_start_ms", F.floor(F.col("timestamp_ms") / bucket_ms) * bucket_ms)
-            .withColumn("_rank", F.row_number().over(last)).filter(F.col("_rank") == 1)
-            .groupBy("group_id", "bucket_start_ms")
-            .agg(F.sum("lag").alias("total_lag"), F.count("*").alias("partitions"))
-            .orderBy("group_id", "bucket_start_ms"))
+    return (
+        lag_timeline(commits, log_end)
+        .withColumn("bucket_start_ms", F.floor(F.col("timestamp_ms") / bucket_ms) * bucket_ms)
+        .withColumn("_rank", F.row_number().over(last))
+        .filter(F.col("_rank") == 1)
+        .groupBy("group_id", "bucket_start_ms")
+        .agg(F.sum("lag").alias("total_lag"), F.count("*").alias("partitions"))
+        .orderBy("group_id", "bucket_start_ms")
+    )
 
 
 def _lag(offset_column: str):
     # greatest() skips nulls, so an unknown log end must stay null explicitly, not become 0.
-    return F.when(F.col("log_end_offset").isNotNull(), F.greatest(
-        F.col("log_end_offset") - F.col(offset_column), F.lit(0)))
+    return F.when(
+        F.col("log_end_offset").isNotNull(),
+        F.greatest(F.col("log_end_offset") - F.col(offset_column), F.lit(0)),
+    )
 
 
 def _positive(value: int, name: str) -> None:

@@ -33,9 +33,9 @@ from enum import IntEnum
 
 import msgspec
 
-DEFAULT_WINDOW = 15            # Burrow's shipped ``intervals``: window slots per partition
-DEFAULT_MIN_DISTANCE_MS = 1_000   # Burrow's shipped ``min-distance`` (1 s): closer commits
-                                  # share a slot
+DEFAULT_WINDOW = 15  # Burrow's shipped ``intervals``: window slots per partition
+DEFAULT_MIN_DISTANCE_MS = 1_000  # Burrow's shipped ``min-distance`` (1 s): closer commits
+# share a slot
 
 
 class Status(IntEnum):
@@ -75,15 +75,17 @@ class GroupStatus(msgspec.Struct, frozen=True):
     partitions: tuple[PartitionStatus, ...]
 
 
-def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int,
-                    recent_log_ends: Sequence[int] = ()) -> Status:
+def evaluate_window(
+    points: list[CommitPoint], current_lag: int, now_ms: int, recent_log_ends: Sequence[int] = ()
+) -> Status:
     """The status of one partition's window (oldest commit first); ``recent_log_ends`` are
     the last log-end offsets observed up to ``now_ms``."""
     if not points or current_lag <= 0:
         return Status.OK
     first_ms, last = points[0].timestamp_ms, points[-1]
-    if (now_ms - last.timestamp_ms > last.timestamp_ms - first_ms
-            and not any(end <= last.offset for end in recent_log_ends)):
+    if now_ms - last.timestamp_ms > last.timestamp_ms - first_ms and not any(
+        end <= last.offset for end in recent_log_ends
+    ):
         return Status.STOP
     if any(p.lag == 0 for p in points):
         return Status.OK
@@ -97,17 +99,31 @@ def evaluate_window(points: list[CommitPoint], current_lag: int, now_ms: int,
     return Status.OK
 
 
-def partition_status(group_id: str, topic: str, partition: int, points: list[CommitPoint],
-                     current_lag: int, now_ms: int, window: int = DEFAULT_WINDOW,
-                     recent_log_ends: Sequence[int] = ()) -> PartitionStatus:
+def partition_status(
+    group_id: str,
+    topic: str,
+    partition: int,
+    points: list[CommitPoint],
+    current_lag: int,
+    now_ms: int,
+    window: int = DEFAULT_WINDOW,
+    recent_log_ends: Sequence[int] = (),
+) -> PartitionStatus:
     """``points`` in log order (commits in the same millisecond keep it: the sort is stable)."""
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     recent = sorted(points, key=lambda p: p.timestamp_ms)[-window:]
     status = evaluate_window(recent, current_lag, now_ms, recent_log_ends)
-    return PartitionStatus(group_id, topic, partition, status.name, max(current_lag, 0),
-                           len(recent) / window, recent[0] if recent else None,
-                           recent[-1] if recent else None)
+    return PartitionStatus(
+        group_id,
+        topic,
+        partition,
+        status.name,
+        max(current_lag, 0),
+        len(recent) / window,
+        recent[0] if recent else None,
+        recent[-1] if recent else None,
+    )
 
 
 def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatus:
@@ -119,5 +135,6 @@ def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatu
             max_lag = p
     complete = sum(p.complete == 1.0 for p in partitions) / len(partitions) if partitions else 0.0
     ordered = tuple(sorted(partitions, key=lambda p: (p.topic, p.partition)))
-    return GroupStatus(group_id, worst.name, sum(p.current_lag for p in partitions), max_lag,
-                       complete, ordered)
+    return GroupStatus(
+        group_id, worst.name, sum(p.current_lag for p in partitions), max_lag, complete, ordered
+    )

@@ -32,51 +32,83 @@ from .timefmt import parse_time_ms
 
 
 def _export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="groupcoord export",
-                                     description="Export committed offsets from the partition "
-                                                 "logs into Delta tables, exactly once.")
+    parser = argparse.ArgumentParser(
+        prog="groupcoord export",
+        description="Export committed offsets from the partition "
+        "logs into Delta tables, exactly once.",
+    )
     parser.add_argument("--logs", required=True, help="log directory (holds partition-<n>/)")
     parser.add_argument("--lake", required=True, help="lake directory (Delta tables)")
     parser.add_argument("--cluster", default="default", help="cluster name in every row")
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default local[2]; spark-submit sets its own)")
+    parser.add_argument(
+        "--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)"
+    )
     parser.add_argument("--max-segments-per-round", type=int, default=64)
-    parser.add_argument("--compact", action="store_true",
-                        help="afterwards, compact small files of closed days")
-    parser.add_argument("--vacuum-retention-hours", type=int, default=None,
-                        help="afterwards, vacuum files unreferenced for this many hours")
+    parser.add_argument(
+        "--compact", action="store_true", help="afterwards, compact small files of closed days"
+    )
+    parser.add_argument(
+        "--vacuum-retention-hours",
+        type=int,
+        default=None,
+        help="afterwards, vacuum files unreferenced for this many hours",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show Spark's own log on stderr (default: kept in a file that a "
-                             "failure names)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's own log on stderr (default: kept in a file that a failure names)",
+    )
     return parser
 
 
 def _report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="groupcoord report", description="Analytics over the exported lake. Times are "
+        prog="groupcoord report",
+        description="Analytics over the exported lake. Times are "
         "ISO-8601 in UTC (2026-11-23T13:45:00Z); a time without a zone is taken as UTC.",
-        epilog=COLUMNS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=COLUMNS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--lake", required=True, help="lake directory (Delta tables)")
-    parser.add_argument("--log-end", default=None,
-                        help="Parquet or CSV of (topic, partition, timestamp_ms, log_end_offset)"
-                             " for lag and Burrow status")
-    parser.add_argument("--now", type=_time_arg, default=None,
-                        help="evaluation time, ISO-8601 (default: now)")
-    parser.add_argument("--as-of", type=_time_arg, default=None,
-                        help="show committed offsets as of this time, ISO-8601")
+    parser.add_argument(
+        "--log-end",
+        default=None,
+        help="Parquet or CSV of (topic, partition, timestamp_ms, log_end_offset)"
+        " for lag and Burrow status",
+    )
+    parser.add_argument(
+        "--now", type=_time_arg, default=None, help="evaluation time, ISO-8601 (default: now)"
+    )
+    parser.add_argument(
+        "--as-of",
+        type=_time_arg,
+        default=None,
+        help="show committed offsets as of this time, ISO-8601",
+    )
     # The epoch-millisecond spellings of earlier versions, kept for scripts.
     parser.add_argument("--now-ms", type=int, dest="now", help=argparse.SUPPRESS)
     parser.add_argument("--as-of-ms", type=int, dest="as_of", help=argparse.SUPPRESS)
-    parser.add_argument("--bucket-ms", type=int, default=None,
-                        help="activity and lag bucket width in ms (default: from the time "
-                             "span of the commits)")
-    parser.add_argument("--window", type=int, default=burrow.DEFAULT_WINDOW,
-                        help="Burrow window: slots per partition (default "
-                             f"{burrow.DEFAULT_WINDOW}, Burrow's shipped 'intervals')")
-    parser.add_argument("--min-distance-ms", type=int, default=burrow.DEFAULT_MIN_DISTANCE_MS,
-                        help="Burrow min-distance: commits closer than this share one window "
-                             f"slot (default {burrow.DEFAULT_MIN_DISTANCE_MS}, as shipped)")
+    parser.add_argument(
+        "--bucket-ms",
+        type=int,
+        default=None,
+        help="activity and lag bucket width in ms (default: from the time span of the commits)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=burrow.DEFAULT_WINDOW,
+        help="Burrow window: slots per partition (default "
+        f"{burrow.DEFAULT_WINDOW}, Burrow's shipped 'intervals')",
+    )
+    parser.add_argument(
+        "--min-distance-ms",
+        type=int,
+        default=burrow.DEFAULT_MIN_DISTANCE_MS,
+        help="Burrow min-distance: commits closer than this share one window "
+        f"slot (default {burrow.DEFAULT_MIN_DISTANCE_MS}, as shipped)",
+    )
     parser.add_argument("--max-rows", type=int, default=20, help="rows per section")
     parser.add_argument("--plots", default=None, help="write PNG plots into this folder")
     parser.add_argument("--master", default=None, help="Spark master (default local[2])")
@@ -112,8 +144,9 @@ def check_creatable_dir(path: str, what: str) -> None:
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path!r} cannot be created: {parent!r} is not a writable "
-                         "directory")
+        raise ValueError(
+            f"{what} {path!r} cannot be created: {parent!r} is not a writable directory"
+        )
 
 
 @contextlib.contextmanager
@@ -122,8 +155,11 @@ def spark_log(verbose: bool):
     yields that file's path, or None when ``verbose`` or when the JVM is not this process's
     to start: a session is already running (its JVM keeps the descriptor it started with), or
     spark-submit started it."""
-    if (verbose or SparkSession.getActiveSession() is not None
-            or "PYSPARK_GATEWAY_PORT" in os.environ):
+    if (
+        verbose
+        or SparkSession.getActiveSession() is not None
+        or "PYSPARK_GATEWAY_PORT" in os.environ
+    ):
         yield None
         return
     fd, path = tempfile.mkstemp(prefix="groupcoord-spark-", suffix=".log")
@@ -132,7 +168,7 @@ def spark_log(verbose: bool):
     # Python's own stderr keeps the terminal when it writes through descriptor 2.
     try:
         own = sys.stderr.fileno() == 2
-    except (AttributeError, OSError, ValueError):     # a test's capture object: leave it
+    except (AttributeError, OSError, ValueError):  # a test's capture object: leave it
         own = False
     previous = sys.stderr
     if own:
@@ -157,7 +193,7 @@ def _run(command: str, log_path: str | None, work) -> int:
         work()
     except ValueError as exc:
         code, line = 2, f"groupcoord {command}: {exc}"
-    except Exception as exc:       # a damaged log, a lake conflict, a Spark worker failure
+    except Exception as exc:  # a damaged log, a lake conflict, a Spark worker failure
         code, line = 1, f"groupcoord {command}: failed: {one_line(exc)}"
         if log_path:
             line += f" (Spark's log: {log_path})"
@@ -173,8 +209,9 @@ def export_main(argv: list[str] | None = None) -> int:
     try:
         check_dir(args.logs, "log directory")
         check_creatable_dir(args.lake, "lake directory")
-        config = ExportConfig(cluster=args.cluster,
-                              max_segments_per_round=args.max_segments_per_round)
+        config = ExportConfig(
+            cluster=args.cluster, max_segments_per_round=args.max_segments_per_round
+        )
     except ValueError as exc:
         print(f"groupcoord export: {exc}", file=sys.stderr)
         return 2
@@ -187,8 +224,9 @@ def export_main(argv: list[str] | None = None) -> int:
         if args.compact:
             print(f"compacted (files removed): {lake.compact(args.lake)}")
         if args.vacuum_retention_hours is not None:
-            print(f"vacuumed (files deleted): "
-                  f"{lake.vacuum(args.lake, args.vacuum_retention_hours)}")
+            print(
+                f"vacuumed (files deleted): {lake.vacuum(args.lake, args.vacuum_retention_hours)}"
+            )
 
     with spark_log(args.verbose) as log_path:
         return _run("export", log_path, work)
@@ -209,10 +247,21 @@ def report_main(argv: list[str] | None = None) -> int:
         return 2
 
     def work() -> None:
-        print(build_report(get_session(args.master), args.lake, log_end_path=args.log_end,
-                           now_ms=args.now, as_of_ms=args.as_of, bucket_ms=args.bucket_ms,
-                           window=args.window, min_distance_ms=args.min_distance_ms,
-                           max_rows=args.max_rows, plot_dir=args.plots), flush=True)
+        print(
+            build_report(
+                get_session(args.master),
+                args.lake,
+                log_end_path=args.log_end,
+                now_ms=args.now,
+                as_of_ms=args.as_of,
+                bucket_ms=args.bucket_ms,
+                window=args.window,
+                min_distance_ms=args.min_distance_ms,
+                max_rows=args.max_rows,
+                plot_dir=args.plots,
+            ),
+            flush=True,
+        )
 
     with spark_log(args.verbose) as log_path:
         return _run("report", log_path, work)

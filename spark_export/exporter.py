@@ -24,9 +24,13 @@ keeps every segment some table still needs.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from groupcoord.storage import log_start_offset, write_export_watermark
 
 from . import lake, source
 from .schema import GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES
@@ -36,8 +40,8 @@ MS_PER_DAY = 86_400_000
 
 class ExportConfig(msgspec.Struct, frozen=True):
     cluster: str = "default"
-    max_segments_per_round: int = 64     # per log partition; bounds one round's memory
-    max_rounds: int = 10_000             # a safety stop; each round makes progress or races
+    max_segments_per_round: int = 64  # per log partition; bounds one round's memory
+    max_rounds: int = 10_000  # a safety stop; each round makes progress or races
 
     def __post_init__(self) -> None:
         if not self.cluster or ":" in self.cluster:
@@ -46,41 +50,53 @@ class ExportConfig(msgspec.Struct, frozen=True):
             raise ValueError("max_segments_per_round and max_rounds must be >= 1")
 
 
+DEFAULT_EXPORT_CONFIG = ExportConfig()  # frozen, so one instance serves every call
+
+
 class Gap(msgspec.Struct, frozen=True):
     log_partition: int
-    from_offset: int          # first offset that no table has and the log no longer holds
-    to_offset: int            # exclusive: the log's start offset
+    from_offset: int  # first offset that no table has and the log no longer holds
+    to_offset: int  # exclusive: the log's start offset
 
 
 class ExportResult(msgspec.Struct):
     cluster: str
-    rows: dict[str, int]                 # rows committed per table in this run
+    rows: dict[str, int]  # rows committed per table in this run
     rounds: int = 0
-    raced: int = 0                       # table commits abandoned to a concurrent export
+    raced: int = 0  # table commits abandoned to a concurrent export
     gaps: list[Gap] = []
-    watermarks: dict[int, int] = {}      # next offset per log partition, all tables agreeing
+    watermarks: dict[int, int] = {}  # next offset per log partition, all tables agreeing
     seconds: float = 0.0
 
     def summary(self) -> str:
         rows = ", ".join(f"{name} +{n}" for name, n in self.rows.items())
-        text = (f"exported cluster {self.cluster!r} in {self.rounds} round(s), "
-                f"{self.seconds:.1f}s: {rows}")
+        text = (
+            f"exported cluster {self.cluster!r} in {self.rounds} round(s), "
+            f"{self.seconds:.1f}s: {rows}"
+        )
         if self.raced:
             text += f"; {self.raced} commit(s) yielded to a concurrent export"
         for gap in self.gaps:
-            text += (f"\nGAP: log partition {gap.log_partition} offsets "
-                     f"[{gap.from_offset}, {gap.to_offset}) were compacted away before export")
+            text += (
+                f"\nGAP: log partition {gap.log_partition} offsets "
+                f"[{gap.from_offset}, {gap.to_offset}) were compacted away before export"
+            )
         return text
 
 
-def export(spark, log_dir: str, lake_dir: str, config: ExportConfig = ExportConfig(),
-           progress: Callable[[str], None] | None = None) -> ExportResult:
+def export(
+    spark,
+    log_dir: str,
+    lake_dir: str,
+    config: ExportConfig = DEFAULT_EXPORT_CONFIG,
+    progress: Callable[[str], None] | None = None,
+) -> ExportResult:
     """Export every not-yet-exported record of ``log_dir``'s partitions into ``lake_dir``."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     dirs = source.partition_dirs(log_dir)
     result = ExportResult(config.cluster, {name: 0 for name in TABLES})
-    gaps: dict[tuple[int, int], Gap] = {}      # by (log partition, from offset)
+    gaps: dict[tuple[int, int], Gap] = {}  # by (log partition, from offset)
     while result.rounds < config.max_rounds:
         more = _round(spark, dirs, lake_dir, config, result, gaps, say)
         result.rounds += 1
@@ -94,9 +110,6 @@ def export(spark, log_dir: str, lake_dir: str, config: ExportConfig = ExportConf
 
 def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
     """One round; True when some partition has more to read (or a commit raced)."""
-    from groupcoord.storage import log_start_offset
-    from pyspark.sql import functions as F
-
     # A table not yet created stays a path until its first commit creates it with rows.
     tables = {name: lake.table_or_path(lake_dir, name) for name in TABLES}
     marks = {name: lake.watermarks(t, config.cluster, dirs) for name, t in tables.items()}
@@ -107,33 +120,46 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
         for name in TABLES:
             starts[name][p] = max(marks[name][p] or 0, log_start)
         lowest = min((marks[name][p] or 0) for name in TABLES)
-        planned, stops[p] = source.plan_splits(p, pdir, min(s[p] for s in starts.values()),
-                                               config.max_segments_per_round)
+        planned, stops[p] = source.plan_splits(
+            p, pdir, min(s[p] for s in starts.values()), config.max_segments_per_round
+        )
         # The plan lists the segments after log_start was read: retention may have moved on.
         first = max(log_start, planned[0].from_offset if planned else 0)
         if lowest < first:
             known = gaps.get((p, lowest))
             if known is None or known.to_offset < first:
                 gaps[(p, lowest)] = Gap(p, lowest, first)
-                say(f"GAP: log partition {p}: offsets [{lowest}, {first}) were compacted "
-                    f"away before export; exporting from {first}")
+                say(
+                    f"GAP: log partition {p}: offsets [{lowest}, {first}) were compacted "
+                    f"away before export; exporting from {first}"
+                )
             for name in TABLES:
                 starts[name][p] = max(starts[name][p], first)
         splits += planned
     if not splits:
         return False
-    say(f"round {result.rounds + 1}: reading {len(splits)} segment(s) of "
-        f"{len(dirs)} log partition(s)")
-    rows = (source.load(spark, splits).withColumn("cluster", F.lit(config.cluster))
-            .localCheckpoint(eager=True))
-    ends = {r["log_partition"]: r["end"] for r in
-            rows.groupBy("log_partition").agg(F.max("log_offset").alias("end")).collect()}
+    say(
+        f"round {result.rounds + 1}: reading {len(splits)} segment(s) of "
+        f"{len(dirs)} log partition(s)"
+    )
+    rows = (
+        source.load(spark, splits)
+        .withColumn("cluster", F.lit(config.cluster))
+        .localCheckpoint(eager=True)
+    )
+    ends = {
+        r["log_partition"]: r["end"]
+        for r in rows.groupBy("log_partition").agg(F.max("log_offset").alias("end")).collect()
+    }
     new = {}
     for p in dirs:
         floor = min(s[p] for s in starts.values())
         new[p] = max(floor, ends.get(p, -1) + 1, stops[p] or 0)
-    builders = {OFFSET_COMMITS: _offset_commits, OFFSETS_LATEST: _offsets_latest,
-                GROUP_GENERATIONS: _group_generations}
+    builders = {
+        OFFSET_COMMITS: _offset_commits,
+        OFFSETS_LATEST: _offsets_latest,
+        GROUP_GENERATIONS: _group_generations,
+    }
     raced = False
     for name in TABLES:
         moving = {p: v for p, v in new.items() if marks[name][p] is None or v > marks[name][p]}
@@ -142,8 +168,14 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
         batch = builders[name](rows, {p: starts[name][p] for p in moving}).toArrow()
         commit = lake.commit_latest if name == OFFSETS_LATEST else lake.commit_append
         try:
-            commit(tables[name], batch, config.cluster, {p: marks[name][p] for p in moving},
-                   moving, note=_gap_note(gaps, marks[name], moving))
+            commit(
+                tables[name],
+                batch,
+                config.cluster,
+                {p: marks[name][p] for p in moving},
+                moving,
+                note=_gap_note(gaps, marks[name], moving),
+            )
         except lake.Raced as exc:
             raced = True
             result.raced += 1
@@ -157,42 +189,43 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
 
 def _gap_note(gaps: dict[tuple[int, int], Gap], marks, moving: dict[int, int]) -> dict:
     """The gaps a commit moving ``marks`` to ``moving`` steps over."""
-    found = [msgspec.to_builtins(g) for g in sorted(gaps.values(), key=lambda g: (
-        g.log_partition, g.from_offset)) if g.log_partition in moving
+    found = [
+        msgspec.to_builtins(g)
+        for g in sorted(gaps.values(), key=lambda g: (g.log_partition, g.from_offset))
+        if g.log_partition in moving
         and g.from_offset < moving[g.log_partition]
-        and g.to_offset > (marks[g.log_partition] or 0)]
+        and g.to_offset > (marks[g.log_partition] or 0)
+    ]
     return {"groupcoord.gaps": found} if found else {}
 
 
 def _above(starts: dict[int, int]):
     """Rows at or above their partition's start offset (partitions not listed are dropped)."""
-    from pyspark.sql import functions as F
     pairs = [F.lit(x) for p, s in sorted(starts.items()) for x in (p, s)]
     return F.col("log_offset") >= F.create_map(*pairs)[F.col("log_partition")]
 
 
 def _offset_commits(rows, starts):
-    from pyspark.sql import functions as F
     # The UTC day, computed without the session time zone (spark-submit may set another).
     day = F.expr(f"date_from_unix_date(CAST(floor(commit_timestamp_ms / {MS_PER_DAY}) AS INT))")
-    return (rows.filter((F.col("kind") == "offset") & _above(starts))
-            .withColumn("commit_date", day))
+    return rows.filter((F.col("kind") == "offset") & _above(starts)).withColumn("commit_date", day)
 
 
 def _offsets_latest(rows, starts):
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
     # A group's records live in one log partition (spec §7.1), where log order is the truth;
     # the partition tie-break only matters for an offsets topic that was resized.
     newest = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy(
-        F.col("log_partition").desc(), F.col("log_offset").desc())
-    return (rows.filter((F.col("kind") == "offset") & _above(starts))
-            .withColumn("_rank", F.row_number().over(newest))
-            .filter(F.col("_rank") == 1).drop("_rank"))
+        F.col("log_partition").desc(), F.col("log_offset").desc()
+    )
+    return (
+        rows.filter((F.col("kind") == "offset") & _above(starts))
+        .withColumn("_rank", F.row_number().over(newest))
+        .filter(F.col("_rank") == 1)
+        .drop("_rank")
+    )
 
 
 def _group_generations(rows, starts):
-    from pyspark.sql import functions as F
     return rows.filter((F.col("kind") == "group") & _above(starts))
 
 
@@ -200,7 +233,6 @@ def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> di
     """Write each partition's lowest table watermark beside its log. Always the value read
     from the tables: a slower concurrent export may write a lower one, which only makes
     retention keep more; never a value above what every table holds."""
-    from groupcoord.storage import write_export_watermark
     tables = [lake.table_or_path(lake_dir, name) for name in TABLES]
     published = {}
     for p, pdir in dirs.items():

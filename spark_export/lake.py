@@ -40,7 +40,7 @@ from .schema import (
 )
 
 APP_PREFIX = "groupcoord-export"
-MAX_COMMIT_RETRIES = 5       # delta-rs retries a commit this often when unrelated commits race
+MAX_COMMIT_RETRIES = 5  # delta-rs retries a commit this often when unrelated commits race
 
 
 class Raced(Exception):
@@ -63,13 +63,19 @@ def open_table(lake_dir: str, name: str, create: bool = True) -> DeltaTable:
         return DeltaTable(path)
     except TableNotFoundError:
         if not create:
-            raise ValueError(f"no Delta table {name!r} in lake {lake_dir!r}: export first") \
-                from None
+            raise ValueError(
+                f"no Delta table {name!r} in lake {lake_dir!r}: export first"
+            ) from None
     os.makedirs(lake_dir, exist_ok=True)
     try:
-        return DeltaTable.create(path, TABLE_SCHEMAS[name], partition_by=TABLE_PARTITION_BY[name],
-                                 mode="ignore", name=name)
-    except Exception:          # lost a creation race: the other creator's table is as good
+        return DeltaTable.create(
+            path,
+            TABLE_SCHEMAS[name],
+            partition_by=TABLE_PARTITION_BY[name],
+            mode="ignore",
+            name=name,
+        )
+    except Exception:  # lost a creation race: the other creator's table is as good
         return DeltaTable(path)
 
 
@@ -109,8 +115,13 @@ def _name(table: DeltaTable | str) -> str:
     return os.path.basename(table) if isinstance(table, str) else table.metadata().name
 
 
-def _check_and_props(table: DeltaTable | str, cluster: str, expected: dict[int, int | None],
-                     new: dict[int, int], note: dict | None) -> CommitProperties:
+def _check_and_props(
+    table: DeltaTable | str,
+    cluster: str,
+    expected: dict[int, int | None],
+    new: dict[int, int],
+    note: dict | None,
+) -> CommitProperties:
     if isinstance(table, str):
         if _created(table):
             raise Raced(f"{_name(table)}: created by another export meanwhile")
@@ -125,14 +136,22 @@ def _check_and_props(table: DeltaTable | str, cluster: str, expected: dict[int, 
         # A creating commit must win version 0 or fail: delta-rs would retry a lost one as
         # version 1 without checking the winner's app ids, committing the rows twice.
         max_commit_retries=0 if isinstance(table, str) else MAX_COMMIT_RETRIES,
-        custom_metadata={"groupcoord.cluster": cluster,
-                         "groupcoord.watermarks": {str(p): v for p, v in new.items()},
-                         **(note or {})})
+        custom_metadata={
+            "groupcoord.cluster": cluster,
+            "groupcoord.watermarks": {str(p): v for p, v in new.items()},
+            **(note or {}),
+        },
+    )
 
 
-def commit_append(table: DeltaTable | str, rows: pa.Table, cluster: str,
-                  expected: dict[int, int | None], new: dict[int, int],
-                  note: dict | None = None) -> None:
+def commit_append(
+    table: DeltaTable | str,
+    rows: pa.Table,
+    cluster: str,
+    expected: dict[int, int | None],
+    new: dict[int, int],
+    note: dict | None = None,
+) -> None:
     """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit
     (``table`` a path: create the table with them)."""
     props = _check_and_props(table, cluster, expected, new, note)
@@ -141,8 +160,14 @@ def commit_append(table: DeltaTable | str, rows: pa.Table, cluster: str,
     rows = rows.select(schema.names).cast(schema)
     try:
         if isinstance(table, str):
-            write_deltalake(table, rows, mode="error", name=name,
-                            partition_by=TABLE_PARTITION_BY[name] or None, commit_properties=props)
+            write_deltalake(
+                table,
+                rows,
+                mode="error",
+                name=name,
+                partition_by=TABLE_PARTITION_BY[name] or None,
+                commit_properties=props,
+            )
         else:
             write_deltalake(table, rows, mode="append", commit_properties=props)
     except CommitFailedError as exc:
@@ -153,41 +178,54 @@ def commit_append(table: DeltaTable | str, rows: pa.Table, cluster: str,
         raise
 
 
-_LATEST_KEY = ("s.cluster = t.cluster AND s.group_id = t.group_id AND s.topic = t.topic"
-               " AND s.partition = t.partition")
+_LATEST_KEY = (
+    "s.cluster = t.cluster AND s.group_id = t.group_id AND s.topic = t.topic"
+    " AND s.partition = t.partition"
+)
 # Within one log partition the log order is the truth; a group that moved to another log
 # partition (the offsets topic was resized) is ordered by commit time.
-_NEWER = ("((s.log_partition = t.log_partition AND s.log_offset > t.log_offset) OR"
-          " (s.log_partition <> t.log_partition AND"
-          " coalesce(s.commit_timestamp_ms, 0) >= coalesce(t.commit_timestamp_ms, 0)))")
+_NEWER = (
+    "((s.log_partition = t.log_partition AND s.log_offset > t.log_offset) OR"
+    " (s.log_partition <> t.log_partition AND"
+    " coalesce(s.commit_timestamp_ms, 0) >= coalesce(t.commit_timestamp_ms, 0)))"
+)
 
 
-def commit_latest(table: DeltaTable | str, rows: pa.Table, cluster: str,
-                  expected: dict[int, int | None], new: dict[int, int],
-                  note: dict | None = None) -> None:
+def commit_latest(
+    table: DeltaTable | str,
+    rows: pa.Table,
+    cluster: str,
+    expected: dict[int, int | None],
+    new: dict[int, int],
+    note: dict | None = None,
+) -> None:
     """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``); into a
     table not yet created (a path), that is inserting the rows that are not tombstones."""
     if isinstance(table, str):
         live = rows.filter(pc.invert(rows["is_tombstone"])) if rows.num_rows else rows
         commit_append(table, live, cluster, expected, new, note)
         return
-    if rows.num_rows == 0:     # an empty MERGE commits nothing; the watermarks must still move
+    if rows.num_rows == 0:  # an empty MERGE commits nothing; the watermarks must still move
         commit_append(table, OFFSETS_LATEST_SCHEMA.empty_table(), cluster, expected, new, note)
         return
     props = _check_and_props(table, cluster, expected, new, note)
     columns = {name: f"s.{name}" for name in OFFSETS_LATEST_SCHEMA.names}
     try:
-        (table.merge(rows, _LATEST_KEY, source_alias="s", target_alias="t",
-                     commit_properties=props)
-         .when_matched_delete(f"s.is_tombstone AND {_NEWER}")
-         .when_matched_update(columns, f"NOT s.is_tombstone AND {_NEWER}")
-         .when_not_matched_insert(columns, "NOT s.is_tombstone")
-         .execute())
+        (
+            table.merge(
+                rows, _LATEST_KEY, source_alias="s", target_alias="t", commit_properties=props
+            )
+            .when_matched_delete(f"s.is_tombstone AND {_NEWER}")
+            .when_matched_update(columns, f"NOT s.is_tombstone AND {_NEWER}")
+            .when_not_matched_insert(columns, "NOT s.is_tombstone")
+            .execute()
+        )
     except CommitFailedError as exc:
         raise Raced(str(exc)) from exc
 
 
 # -- reading back ---------------------------------------------------------------------------------
+
 
 def read_arrow(lake_dir: str, name: str) -> pa.Table:
     return open_table(lake_dir, name, create=False).to_pyarrow_table()
@@ -200,14 +238,15 @@ def read_spark(spark, lake_dir: str, name: str):
     struct = spark_schema(TABLE_SCHEMAS[name])
     if not files:
         return spark.createDataFrame([], struct)
-    return (spark.read.schema(struct).option("basePath", table_path(lake_dir, name))
-            .parquet(*files))
+    return spark.read.schema(struct).option("basePath", table_path(lake_dir, name)).parquet(*files)
 
 
 # -- maintenance ----------------------------------------------------------------------------------
 
-def compact(lake_dir: str, today: dt_.date | None = None,
-            target_size_bytes: int = 128 * 1024 * 1024) -> dict[str, int]:
+
+def compact(
+    lake_dir: str, today: dt_.date | None = None, target_size_bytes: int = 128 * 1024 * 1024
+) -> dict[str, int]:
     """Merge small files: offset_commits day by day for closed days (before ``today``, UTC) and
     its undated tombstone rows, the two small tables whole. Returns files removed per table."""
     today = today or dt_.datetime.now(dt_.UTC).date()
@@ -225,8 +264,9 @@ def compact(lake_dir: str, today: dt_.date | None = None,
     total = 0
     for day, files in sorted(per_day.items()):
         if files > 1:
-            metrics = commits.optimize.compact(partition_filters=[("commit_date", "=", day)],
-                                               target_size=target_size_bytes)
+            metrics = commits.optimize.compact(
+                partition_filters=[("commit_date", "=", day)], target_size=target_size_bytes
+            )
             total += metrics["numFilesRemoved"]
     removed["offset_commits"] = total
     for name in (OFFSETS_LATEST, "group_generations"):
@@ -246,9 +286,13 @@ def vacuum(lake_dir: str, retention_hours: int, enforce_retention: bool = True) 
     deleted = {}
     for name in TABLE_SCHEMAS:
         try:
-            deleted[name] = len(open_table(lake_dir, name).vacuum(
-                retention_hours=retention_hours, dry_run=False,
-                enforce_retention_duration=enforce_retention))
+            deleted[name] = len(
+                open_table(lake_dir, name).vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=False,
+                    enforce_retention_duration=enforce_retention,
+                )
+            )
         except DeltaError as exc:
             # Below the table's minimum retention (a guard for concurrent readers).
             raise ValueError(f"vacuum of {name}: {exc}") from exc

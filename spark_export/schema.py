@@ -17,6 +17,7 @@ group_generations   one row per group metadata record (a generation, a member ch
 from __future__ import annotations
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 OFFSET_COMMITS = "offset_commits"
 OFFSETS_LATEST = "offsets_latest"
@@ -30,27 +31,29 @@ _PROVENANCE = [
 ]
 
 _OFFSET_VALUE = [
-    pa.field("committed_offset", pa.int64()),       # null for a tombstone
+    pa.field("committed_offset", pa.int64()),  # null for a tombstone
     pa.field("leader_epoch", pa.int32()),
     pa.field("metadata", pa.string()),
     pa.field("commit_timestamp_ms", pa.int64()),
-    pa.field("expire_timestamp_ms", pa.int64()),    # null: no explicit expiry
+    pa.field("expire_timestamp_ms", pa.int64()),  # null: no explicit expiry
 ]
 
 TOPIC_PARTITION = pa.struct([pa.field("topic", pa.string()), pa.field("partition", pa.int32())])
 
-MEMBER = pa.struct([
-    pa.field("member_id", pa.string()),
-    pa.field("group_instance_id", pa.string()),
-    pa.field("client_id", pa.string()),
-    pa.field("client_host", pa.string()),
-    pa.field("rebalance_timeout_ms", pa.int32()),
-    pa.field("session_timeout_ms", pa.int32()),
-    pa.field("subscription", pa.binary()),
-    pa.field("assignment", pa.binary()),
-    pa.field("subscribed_topics", pa.list_(pa.string())),          # null: not a consumer protocol
-    pa.field("assigned_partitions", pa.list_(TOPIC_PARTITION)),    # null: not decodable
-])
+MEMBER = pa.struct(
+    [
+        pa.field("member_id", pa.string()),
+        pa.field("group_instance_id", pa.string()),
+        pa.field("client_id", pa.string()),
+        pa.field("client_host", pa.string()),
+        pa.field("rebalance_timeout_ms", pa.int32()),
+        pa.field("session_timeout_ms", pa.int32()),
+        pa.field("subscription", pa.binary()),
+        pa.field("assignment", pa.binary()),
+        pa.field("subscribed_topics", pa.list_(pa.string())),  # null: not a consumer protocol
+        pa.field("assigned_partitions", pa.list_(TOPIC_PARTITION)),  # null: not decodable
+    ]
+)
 
 _GROUP_VALUE = [
     pa.field("protocol_type", pa.string()),
@@ -63,44 +66,52 @@ _GROUP_VALUE = [
 ]
 
 # What the Spark source yields (the exporter adds ``cluster`` and the commit date).
-SOURCE_SCHEMA = pa.schema([
-    pa.field("kind", pa.string(), nullable=False),  # "offset" | "group"
-    pa.field("log_partition", pa.int32(), nullable=False),
-    pa.field("log_offset", pa.int64(), nullable=False),
-    pa.field("group_id", pa.string(), nullable=False),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    *_OFFSET_VALUE,
-    pa.field("is_tombstone", pa.bool_(), nullable=False),
-    *_GROUP_VALUE,
-])
+SOURCE_SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),  # "offset" | "group"
+        pa.field("log_partition", pa.int32(), nullable=False),
+        pa.field("log_offset", pa.int64(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        *_OFFSET_VALUE,
+        pa.field("is_tombstone", pa.bool_(), nullable=False),
+        *_GROUP_VALUE,
+    ]
+)
 
-OFFSET_COMMITS_SCHEMA = pa.schema([
-    *_PROVENANCE,
-    pa.field("group_id", pa.string(), nullable=False),
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    *_OFFSET_VALUE,
-    pa.field("is_tombstone", pa.bool_(), nullable=False),
-    pa.field("commit_date", pa.date32()),
-])
+OFFSET_COMMITS_SCHEMA = pa.schema(
+    [
+        *_PROVENANCE,
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        *_OFFSET_VALUE,
+        pa.field("is_tombstone", pa.bool_(), nullable=False),
+        pa.field("commit_date", pa.date32()),
+    ]
+)
 
-OFFSETS_LATEST_SCHEMA = pa.schema([
-    pa.field("cluster", pa.string(), nullable=False),
-    pa.field("group_id", pa.string(), nullable=False),
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    *_OFFSET_VALUE,
-    pa.field("log_partition", pa.int32(), nullable=False),
-    pa.field("log_offset", pa.int64(), nullable=False),
-])
+OFFSETS_LATEST_SCHEMA = pa.schema(
+    [
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        *_OFFSET_VALUE,
+        pa.field("log_partition", pa.int32(), nullable=False),
+        pa.field("log_offset", pa.int64(), nullable=False),
+    ]
+)
 
-GROUP_GENERATIONS_SCHEMA = pa.schema([
-    *_PROVENANCE,
-    pa.field("group_id", pa.string(), nullable=False),
-    pa.field("is_tombstone", pa.bool_(), nullable=False),
-    *_GROUP_VALUE,
-])
+GROUP_GENERATIONS_SCHEMA = pa.schema(
+    [
+        *_PROVENANCE,
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("is_tombstone", pa.bool_(), nullable=False),
+        *_GROUP_VALUE,
+    ]
+)
 
 TABLE_SCHEMAS = {
     OFFSET_COMMITS: OFFSET_COMMITS_SCHEMA,
@@ -110,17 +121,18 @@ TABLE_SCHEMAS = {
 TABLE_PARTITION_BY = {OFFSET_COMMITS: ["commit_date"], OFFSETS_LATEST: [], GROUP_GENERATIONS: []}
 
 # Log-end offsets supplied to the lag analytics (a Parquet or CSV file with these columns).
-LOG_END_SCHEMA = pa.schema([
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    pa.field("timestamp_ms", pa.int64(), nullable=False),
-    pa.field("log_end_offset", pa.int64(), nullable=False),
-])
+LOG_END_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("timestamp_ms", pa.int64(), nullable=False),
+        pa.field("log_end_offset", pa.int64(), nullable=False),
+    ]
+)
 
 
 def spark_schema(schema: pa.Schema):
-    """Spark's StructType for an Arrow schema (imported lazily: workers need no driver state)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    """Spark's StructType for an Arrow schema."""
     return from_arrow_schema(schema)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark.sql import SparkSession
+
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -17,11 +19,13 @@ LOCAL_CONF = {
 }
 
 
-def get_session(master: str | None = None, app_name: str = "groupcoord-export",
-                conf: dict[str, str] | None = None):
+def get_session(
+    master: str | None = None,
+    app_name: str = "groupcoord-export",
+    conf: dict[str, str] | None = None,
+):
     """The active session if there is one (spark-submit), else a new one on ``master``
     (default ``local[2]``). Workers run this interpreter, so they import the same groupcoord."""
-    from pyspark.sql import SparkSession
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active

@@ -22,6 +22,7 @@ import os
 import re
 
 import msgspec
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from groupcoord.coordinator.consumer_protocol import decode_assignment, subscribed_topics
@@ -32,8 +33,8 @@ from . import schema
 
 SOURCE_NAME = "groupcoord_log"
 PARTITION_DIR = re.compile(r"^partition-(\d+)$")
-BATCH_ROWS = 32_768          # rows per Arrow batch a task yields (bounds worker memory)
-MAX_SPLITS = 100_000         # a plan larger than this is a configuration error
+BATCH_ROWS = 32_768  # rows per Arrow batch a task yields (bounds worker memory)
+MAX_SPLITS = 100_000  # a plan larger than this is a configuration error
 
 
 class Split(msgspec.Struct, frozen=True):
@@ -41,7 +42,7 @@ class Split(msgspec.Struct, frozen=True):
     partition_dir: str
     segment_path: str
     from_offset: int
-    to_offset: int              # exclusive: the durable end when the plan was made
+    to_offset: int  # exclusive: the durable end when the plan was made
 
 
 def partition_dirs(log_dir: str) -> dict[int, str]:
@@ -56,24 +57,32 @@ def partition_dirs(log_dir: str) -> dict[int, str]:
     return dict(sorted(found.items()))
 
 
-def plan_splits(log_partition: int, partition_dir: str, start_offset: int,
-                max_segments: int) -> tuple[list[Split], int | None]:
+def plan_splits(
+    log_partition: int, partition_dir: str, start_offset: int, max_segments: int
+) -> tuple[list[Split], int | None]:
     """Splits for one partition from ``start_offset`` to its durable end; also the offset where
     the plan stops short (the next unplanned segment's base offset), or None when it reaches
     the durable end."""
-    durable_end = durable_end_offset(partition_dir)      # read first: segments only grow past it
+    durable_end = durable_end_offset(partition_dir)  # read first: segments only grow past it
     segments = sorted(list_segments(partition_dir), key=lambda s: s.base_offset)
     splits: list[Split] = []
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if next_base is not None and next_base <= start_offset:
-            continue                       # wholly below the watermark
+            continue  # wholly below the watermark
         if seg.base_offset >= durable_end:
-            break                          # nothing in it is known to be on disk yet
+            break  # nothing in it is known to be on disk yet
         if len(splits) == max_segments:
             return splits, seg.base_offset
-        splits.append(Split(log_partition, partition_dir, str(seg.path),
-                            max(start_offset, seg.base_offset), durable_end))
+        splits.append(
+            Split(
+                log_partition,
+                partition_dir,
+                str(seg.path),
+                max(start_offset, seg.base_offset),
+                durable_end,
+            )
+        )
     return splits, None
 
 
@@ -87,7 +96,7 @@ class GroupcoordLogSource(DataSource):
     def schema(self):
         return schema.spark_schema(schema.SOURCE_SCHEMA)
 
-    def reader(self, schema) -> "LogReader":
+    def reader(self, schema) -> LogReader:
         return LogReader(self.options.get("splits", "[]"))
 
 
@@ -116,16 +125,19 @@ def read_split(split: Split):
     """Arrow batches of the split's entries (runs in a Spark Python worker). A segment that
     retention deleted after planning fails the task, so the round commits nothing and the next
     run reports the gap instead of skipping it."""
-    import pyarrow as pa  # noqa: PLC0415 - only Spark's Python workers need it
     rows = _Columns(split.log_partition)
-    for entry in read_log(split.partition_dir, from_offset=split.from_offset,
-                          segment=split.segment_path, to_offset=split.to_offset):
+    for entry in read_log(
+        split.partition_dir,
+        from_offset=split.from_offset,
+        segment=split.segment_path,
+        to_offset=split.to_offset,
+    ):
         rows.add(entry.offset, entry.record)
         if rows.count >= BATCH_ROWS:
-            yield rows.batch(pa)
+            yield rows.batch()
             rows = _Columns(split.log_partition)
     if rows.count:
-        yield rows.batch(pa)
+        yield rows.batch()
 
 
 class _Columns:
@@ -140,30 +152,75 @@ class _Columns:
         key, value, c = record.key, record.value, self.cols
         if isinstance(key, OffsetCommitKey):
             kind, topic, partition = "offset", key.topic, key.partition
-            offset_value = (None,) * 5 if value is None else (
-                value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
-                _expiry(value.expire_timestamp_ms))
+            offset_value = (
+                (None,) * 5
+                if value is None
+                else (
+                    value.offset,
+                    value.leader_epoch,
+                    value.metadata,
+                    value.commit_timestamp_ms,
+                    _expiry(value.expire_timestamp_ms),
+                )
+            )
             group_value = (None,) * 7
         elif isinstance(key, GroupMetadataKey):
             kind, topic, partition = "group", None, None
             offset_value = (None,) * 5
-            group_value = (None,) * 7 if value is None else (
-                value.protocol_type, value.generation, value.protocol, value.leader,
-                value.current_state_timestamp_ms, len(value.members),
-                [_member(m, value.protocol_type) for m in value.members])
-        else:                      # a key type this exporter does not know: skip it
+            group_value = (
+                (None,) * 7
+                if value is None
+                else (
+                    value.protocol_type,
+                    value.generation,
+                    value.protocol,
+                    value.leader,
+                    value.current_state_timestamp_ms,
+                    len(value.members),
+                    [_member(m, value.protocol_type) for m in value.members],
+                )
+            )
+        else:  # a key type this exporter does not know: skip it
             return
         for name, item in zip(
-                ("kind", "log_partition", "log_offset", "group_id", "topic", "partition",
-                 "committed_offset", "leader_epoch", "metadata", "commit_timestamp_ms",
-                 "expire_timestamp_ms", "is_tombstone", "protocol_type", "generation",
-                 "protocol", "leader", "state_timestamp_ms", "member_count", "members"),
-                (kind, self.log_partition, log_offset, key.group, topic, partition,
-                 *offset_value, value is None, *group_value)):
+            (
+                "kind",
+                "log_partition",
+                "log_offset",
+                "group_id",
+                "topic",
+                "partition",
+                "committed_offset",
+                "leader_epoch",
+                "metadata",
+                "commit_timestamp_ms",
+                "expire_timestamp_ms",
+                "is_tombstone",
+                "protocol_type",
+                "generation",
+                "protocol",
+                "leader",
+                "state_timestamp_ms",
+                "member_count",
+                "members",
+            ),
+            (
+                kind,
+                self.log_partition,
+                log_offset,
+                key.group,
+                topic,
+                partition,
+                *offset_value,
+                value is None,
+                *group_value,
+            ),
+            strict=True,
+        ):
             c[name].append(item)
         self.count += 1
 
-    def batch(self, pa):
+    def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(self.cols, schema=schema.SOURCE_SCHEMA)
 
 
@@ -177,21 +234,30 @@ def _member(m, protocol_type: str) -> dict:
         found = subscribed_topics(m.subscription)
         topics = sorted(found) if found is not None else None
         try:
-            assigned = [{"topic": t, "partition": p}
-                        for t, p in decode_assignment(m.assignment).partitions]
+            assigned = [
+                {"topic": t, "partition": p} for t, p in decode_assignment(m.assignment).partitions
+            ]
         except ValueError:
-            assigned = None       # unparsable bytes: "assignment unknown", not an error
-    return {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-            "client_id": m.client_id, "client_host": m.client_host,
-            "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "session_timeout_ms": m.session_timeout_ms,
-            "subscription": m.subscription, "assignment": m.assignment,
-            "subscribed_topics": topics, "assigned_partitions": assigned}
+            assigned = None  # unparsable bytes: "assignment unknown", not an error
+    return {
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "session_timeout_ms": m.session_timeout_ms,
+        "subscription": m.subscription,
+        "assignment": m.assignment,
+        "subscribed_topics": topics,
+        "assigned_partitions": assigned,
+    }
 
 
 def load(spark, splits: list[Split]):
     """The source DataFrame for ``splits`` (registers the source on first use)."""
     spark.dataSource.register(GroupcoordLogSource)
-    return (spark.read.format(SOURCE_NAME)
-            .option("splits", json.dumps([msgspec.to_builtins(s) for s in splits]))
-            .load())
+    return (
+        spark.read.format(SOURCE_NAME)
+        .option("splits", json.dumps([msgspec.to_builtins(s) for s in splits]))
+        .load()
+    )

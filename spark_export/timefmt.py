@@ -30,8 +30,7 @@ def parse_time_ms(text: str) -> int:
     try:
         when = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"not an ISO-8601 time: {text!r} (like 2026-11-23T13:45:00Z)") \
-            from None
+        raise ValueError(f"not an ISO-8601 time: {text!r} (like 2026-11-23T13:45:00Z)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return round(when.timestamp() * 1000)

@@ -16,17 +16,32 @@ Writers use ``open_partition_log(dir, LogConfig(...))`` -> ``PartitionLog`` (``l
 """
 
 import os
+from collections.abc import Callable
+
+from groupcoord.coordinator.shard import Shard
 
 from .codec import HEADER_BYTES, BatchHeader, RecordFormatError, decode_records, encode_record
 from .config import (
-    CorruptLogError, LogClosedError, LogConfig, LogFencedError, LogLockedError, RecordTooLargeError,
+    CorruptLogError,
+    LogClosedError,
+    LogConfig,
+    LogFencedError,
+    LogLockedError,
+    RecordTooLargeError,
     StorageError,
 )
 from .durable_end import DURABLE_END_FILE, durable_end_offset, read_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition
 from .partition_log import PartitionLog, open_partition_log
+from .segments import (
+    LogEntry,
+    SegmentInfo,
+    TruncationReport,
+    list_segments,
+    log_start_offset,
+    read_log,
+)
 from .skips import SKIPS_FILE, read_skipped_ranges
-from .segments import LogEntry, SegmentInfo, TruncationReport, list_segments, log_start_offset, read_log
 from .watermark import WATERMARK_FILE, read_export_watermark, write_export_watermark
 
 
@@ -35,18 +50,45 @@ def partition_dir(log_dir: str, partition: int) -> str:
     return os.path.join(log_dir, f"partition-{partition}")
 
 
-def load(log_dir: str, shard, progress=None) -> LoadSummary:
+def load(
+    log_dir: str, shard: Shard, progress: Callable[[LoadProgress], None] | None = None
+) -> LoadSummary:
     """Load ``shard`` from the partition directory ``log_dir`` read-only (no lock, no repair:
     a torn tail is skipped and reported, not truncated)."""
     return load_partition(log_dir, shard, None, progress)
 
 
 __all__ = [
-    "DURABLE_END_FILE", "HEADER_BYTES", "SKIPS_FILE", "WATERMARK_FILE", "BatchHeader",
-    "CorruptLogError", "LoadProgress", "LoadSummary", "LogClosedError", "LogConfig", "LogEntry",
-    "LogFencedError", "LogLockedError", "PartitionLog", "RecordFormatError", "RecordTooLargeError",
-    "SegmentInfo", "StorageError", "TruncationReport", "decode_records", "durable_end_offset",
-    "encode_record", "list_segments", "load", "log_start_offset", "open_partition_log",
-    "partition_dir", "read_durable_end", "read_export_watermark", "read_log",
-    "read_skipped_ranges", "write_export_watermark",
+    "DURABLE_END_FILE",
+    "HEADER_BYTES",
+    "SKIPS_FILE",
+    "WATERMARK_FILE",
+    "BatchHeader",
+    "CorruptLogError",
+    "LoadProgress",
+    "LoadSummary",
+    "LogClosedError",
+    "LogConfig",
+    "LogEntry",
+    "LogFencedError",
+    "LogLockedError",
+    "PartitionLog",
+    "RecordFormatError",
+    "RecordTooLargeError",
+    "SegmentInfo",
+    "StorageError",
+    "TruncationReport",
+    "decode_records",
+    "durable_end_offset",
+    "encode_record",
+    "list_segments",
+    "load",
+    "log_start_offset",
+    "open_partition_log",
+    "partition_dir",
+    "read_durable_end",
+    "read_export_watermark",
+    "read_log",
+    "read_skipped_ranges",
+    "write_export_watermark",
 ]

@@ -47,7 +47,7 @@ log = logging.getLogger("groupcoord.storage")
 
 MAGIC = b"GCB\x01"
 HEADER = struct.Struct("<4sIIQIQIH")
-HEADER_BYTES = HEADER.size                 # 38
+HEADER_BYTES = HEADER.size  # 38
 FLAG_LAST_IN_APPEND = 1
 # A header claiming a bigger payload than this is damage, whatever the writer's config was.
 MAX_PAYLOAD_BYTES = 128 << 20
@@ -75,7 +75,8 @@ class RecordFormatError(ValueError):
     """A CRC-valid payload that does not decode: a format this reader cannot read."""
 
 
-# -- envelopes --------------------------------------------------------------------------------------
+# -- envelopes -----------------------------------------------------------------------------------
+
 
 def envelope_of(record: Record) -> tuple:
     """The envelope of one record as a (type, key, value) tuple, ready for msgspec to encode
@@ -88,8 +89,10 @@ def envelope_of(record: Record) -> tuple:
     if record_type is None:
         raise ValueError(f"unknown record key type {type(key).__name__}")
     if value is not None and type(value) is not _VALUE_TYPES[record_type]:
-        raise ValueError(f"{type(key).__name__} needs a {_VALUE_TYPES[record_type].__name__} value "
-                         f"or None, got {type(value).__name__}")
+        raise ValueError(
+            f"{type(key).__name__} needs a {_VALUE_TYPES[record_type].__name__} value "
+            f"or None, got {type(value).__name__}"
+        )
     return envelope(record)
 
 
@@ -100,12 +103,12 @@ def envelopes_of(records: Sequence[Record]) -> list[tuple]:
     add = envelopes.append
     for record in records:
         if type(record) is not Record:
-            return [envelope_of(r) for r in records]      # raises the precise ValueError
+            return [envelope_of(r) for r in records]  # raises the precise ValueError
         key, value = record.key, record.value
         spec = spec_of(type(key))
         if spec is None or (value is not None and type(value) is not spec[1]):
             return [envelope_of(r) for r in records]
-        add((spec[0], key, value))                    # record_size.envelope, inlined
+        add((spec[0], key, value))  # record_size.envelope, inlined
     return envelopes
 
 
@@ -123,12 +126,17 @@ def encode_payload(envelopes: list[tuple]) -> bytes:
 
 def _envelope_struct(number: int, key_type: type, value_type: type) -> type:
     # Tagged array-like Structs encode as [tag, key, value]: exactly the envelope layout.
-    return msgspec.defstruct(f"Envelope{number}", [("key", key_type), ("value", value_type | None)],
-                             array_like=True, frozen=True, tag=number)
+    return msgspec.defstruct(
+        f"Envelope{number}",
+        [("key", key_type), ("value", value_type | None)],
+        array_like=True,
+        frozen=True,
+        tag=number,
+    )
 
 
 _ENVELOPES = tuple(_envelope_struct(n, k, v) for n, (k, v) in sorted(RECORD_TYPES.items()))
-_fast_decoder = msgspec.msgpack.Decoder(list[Union[_ENVELOPES]])   # noqa: UP007 (a tuple)
+_fast_decoder = msgspec.msgpack.Decoder(list[Union[_ENVELOPES]])  # noqa: UP007 (a tuple)
 
 
 class _RawEnvelope(msgspec.Struct, array_like=True, frozen=True):
@@ -138,8 +146,10 @@ class _RawEnvelope(msgspec.Struct, array_like=True, frozen=True):
 
 
 _raw_decoder = msgspec.msgpack.Decoder(list[_RawEnvelope])
-_type_decoders = {n: (msgspec.msgpack.Decoder(k), msgspec.msgpack.Decoder(v | None))
-                  for n, (k, v) in RECORD_TYPES.items()}
+_type_decoders = {
+    n: (msgspec.msgpack.Decoder(k), msgspec.msgpack.Decoder(v | None))
+    for n, (k, v) in RECORD_TYPES.items()
+}
 _warned_types: set[int] = set()
 
 
@@ -151,7 +161,7 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
     try:
         return [Record(e.key, e.value) for e in _fast_decoder.decode(payload)]
     except msgspec.MsgspecError:
-        pass                                # an unknown type, or damage: take the careful path
+        pass  # an unknown type, or damage: take the careful path
     try:
         envelopes = _raw_decoder.decode(payload)
     except msgspec.MsgspecError as exc:
@@ -162,8 +172,10 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
         if decoders is None:
             if env.record_type not in _warned_types:
                 _warned_types.add(env.record_type)
-                log.warning("skipping records of unknown type %d (written by a newer version?)",
-                            env.record_type)
+                log.warning(
+                    "skipping records of unknown type %d (written by a newer version?)",
+                    env.record_type,
+                )
             records.append(None)
             continue
         try:
@@ -173,7 +185,8 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
     return records
 
 
-# -- batches ----------------------------------------------------------------------------------------
+# -- batches -------------------------------------------------------------------------------------
+
 
 def array_header(count: int) -> bytes:
     """The msgpack array header for ``count`` items (payload = header + envelopes)."""
@@ -184,19 +197,33 @@ def array_header(count: int) -> bytes:
     return b"\xdd" + count.to_bytes(4, "big")
 
 
-def frame_batch(envelopes: Sequence[bytes], base_offset: int, append_offset: int, epoch: int,
-                last_in_append: bool) -> bytes:
+def frame_batch(
+    envelopes: Sequence[bytes],
+    base_offset: int,
+    append_offset: int,
+    epoch: int,
+    last_in_append: bool,
+) -> bytes:
     """One framed batch (header + payload) holding the encoded ``envelopes``."""
     payload = array_header(len(envelopes)) + b"".join(envelopes)
-    return b"".join(frame_parts(payload, len(envelopes), base_offset, append_offset, epoch, last_in_append))
+    return b"".join(
+        frame_parts(payload, len(envelopes), base_offset, append_offset, epoch, last_in_append)
+    )
 
 
-def frame_parts(payload: bytes, count: int, base_offset: int, append_offset: int, epoch: int,
-                last_in_append: bool) -> tuple[bytes, bytes]:
+def frame_parts(
+    payload: bytes,
+    count: int,
+    base_offset: int,
+    append_offset: int,
+    epoch: int,
+    last_in_append: bool,
+) -> tuple[bytes, bytes]:
     """(header, payload) of one batch, for a vectored write that copies nothing."""
     flags = FLAG_LAST_IN_APPEND if last_in_append else 0
-    rest = HEADER.pack(MAGIC, 0, len(payload), base_offset, count, append_offset,
-                       epoch & 0xFFFFFFFF, flags)[8:]
+    rest = HEADER.pack(
+        MAGIC, 0, len(payload), base_offset, count, append_offset, epoch & 0xFFFFFFFF, flags
+    )[8:]
     crc = zlib.crc32(payload, zlib.crc32(rest))
     return MAGIC + crc.to_bytes(4, "little") + rest, payload
 
@@ -210,14 +237,20 @@ def read_header(buf: bytes | memoryview, pos: int) -> BatchHeader | None:
         return None
     magic, *fields = HEADER.unpack_from(buf, pos)
     header = BatchHeader(*fields)
-    if magic != MAGIC or header.length > MAX_PAYLOAD_BYTES or header.count == 0 \
-            or header.count > header.length or header.append_offset > header.base_offset:
+    if (
+        magic != MAGIC
+        or header.length > MAX_PAYLOAD_BYTES
+        or header.count == 0
+        or header.count > header.length
+        or header.append_offset > header.base_offset
+    ):
         return None
     return header
 
 
-def batch_problem(buf: bytes | memoryview, pos: int, expected_offset: int | None,
-                  verify_crc: bool = True) -> tuple[BatchHeader | None, str | None]:
+def batch_problem(
+    buf: bytes | memoryview, pos: int, expected_offset: int | None, verify_crc: bool = True
+) -> tuple[BatchHeader | None, str | None]:
     """Check the batch at ``pos``: (header, None) when valid, else (header or None, reason)."""
     available = len(buf) - pos
     if available < HEADER_BYTES:
@@ -230,7 +263,7 @@ def batch_problem(buf: bytes | memoryview, pos: int, expected_offset: int | None
         return header, f"short payload ({len(buf) - pos - HEADER_BYTES} of {header.length} bytes)"
     if verify_crc:
         view = memoryview(buf)
-        if zlib.crc32(view[pos + 8:end]) != header.crc:
+        if zlib.crc32(view[pos + 8 : end]) != header.crc:
             return header, "CRC mismatch"
     if expected_offset is not None and header.base_offset != expected_offset:
         return header, f"base offset {header.base_offset}, expected {expected_offset}"

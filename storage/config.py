@@ -70,6 +70,7 @@ class LogConfig(msgspec.Struct, frozen=True):
     long-lived, and skipping it in collections saves ~0.3 s per million offsets at load and
     in every later full collection. Process-wide, hence a switch.
     """
+
     fsync_policy: str = "always"
     fsync_interval_ms: int = 200
     segment_bytes: int = 16 * MiB
@@ -83,8 +84,9 @@ class LogConfig(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         if self.fsync_policy not in FSYNC_POLICIES:
-            raise ValueError(f"LogConfig.fsync_policy must be one of {FSYNC_POLICIES}, "
-                             f"got {self.fsync_policy!r}")
+            raise ValueError(
+                f"LogConfig.fsync_policy must be one of {FSYNC_POLICIES}, got {self.fsync_policy!r}"
+            )
         _check_int("fsync_interval_ms", self.fsync_interval_ms, 1, 60_000)
         _check_int("segment_bytes", self.segment_bytes, 4 * KiB, 1 * GiB)
         _check_int("max_record_bytes", self.max_record_bytes, 64, 64 * MiB)

@@ -45,8 +45,11 @@ def read_durable_end(partition_dir: str) -> int | None:
             data = f.read(_BODY.size + 4)
     except FileNotFoundError:
         return None
-    if len(data) != _BODY.size + 4 or zlib.crc32(data[:_BODY.size]) != int.from_bytes(
-            data[_BODY.size:], "little") or data[:4] != _MAGIC:
+    if (
+        len(data) != _BODY.size + 4
+        or zlib.crc32(data[: _BODY.size]) != int.from_bytes(data[_BODY.size :], "little")
+        or data[:4] != _MAGIC
+    ):
         log.warning("%s is unreadable: reading only the sealed segments", path)
         return None
     return _BODY.unpack_from(data)[1]

@@ -35,41 +35,57 @@ from contextlib import contextmanager
 
 import msgspec
 
+from groupcoord.coordinator.shard import Shard
+
 from .config import CorruptLogError
 from .segments import (
-    SegmentInfo, SegmentScan, TruncationReport, check_epoch_order, check_segment_follows,
-    decode_batch, list_segments, read_segment_bytes, scan_segment,
+    SegmentInfo,
+    SegmentScan,
+    TruncationReport,
+    check_epoch_order,
+    check_segment_follows,
+    decode_batch,
+    list_segments,
+    read_segment_bytes,
+    scan_segment,
 )
-from .snapshot import CompactState, SnapshotDamaged, SnapshotImage, list_snapshots, offsets_of, read_snapshot
+from .snapshot import (
+    CompactState,
+    SnapshotDamaged,
+    SnapshotImage,
+    list_snapshots,
+    offsets_of,
+    read_snapshot,
+)
 
 log = logging.getLogger("groupcoord.storage")
 PROGRESS_EVERY = 100_000
 
 
 class LoadProgress(msgspec.Struct, frozen=True):
-    phase: str                  # "snapshot" | "log" | "done"
-    records: int                # log records replayed so far
-    offsets: int                # snapshot offsets restored so far
-    bytes: int                  # snapshot and segment bytes read so far
+    phase: str  # "snapshot" | "log" | "done"
+    records: int  # log records replayed so far
+    offsets: int  # snapshot offsets restored so far
+    bytes: int  # snapshot and segment bytes read so far
     elapsed_ms: int
 
 
 class LoadSummary(msgspec.Struct, frozen=True):
-    records: int                           # log records replayed (after the snapshot)
-    bytes: int                             # snapshot + segment bytes read
-    snapshot_offset: int                   # -1: no snapshot used
+    records: int  # log records replayed (after the snapshot)
+    bytes: int  # snapshot + segment bytes read
+    snapshot_offset: int  # -1: no snapshot used
     snapshot_groups: int
     snapshot_offsets: int
-    start_offset: int                      # first offset replayed from the log
-    end_offset: int                        # log end (next offset to be written)
+    start_offset: int  # first offset replayed from the log
+    end_offset: int  # log end (next offset to be written)
     elapsed_ms: float
     snapshot_ms: float
     replay_ms: float
-    segments: int                          # segments read
-    skipped_records: int = 0               # records of unknown types
+    segments: int  # segments read
+    skipped_records: int = 0  # records of unknown types
     truncated: TruncationReport | None = None
     damaged_snapshots: list[str] = []
-    damaged_snapshot_paths: list[str] = []   # the unreadable files themselves (not stale ones)
+    damaged_snapshot_paths: list[str] = []  # the unreadable files themselves (not stale ones)
 
     @property
     def records_per_s(self) -> float:
@@ -103,16 +119,18 @@ class _Tracker:
         done = self.records + self.offsets
         if self.progress is not None and (force or done >= self._next_report):
             self._next_report = done + PROGRESS_EVERY
-            self.progress(LoadProgress(phase, self.records, self.offsets, self.bytes,
-                                       int(self.elapsed_ms())))
+            self.progress(
+                LoadProgress(phase, self.records, self.offsets, self.bytes, int(self.elapsed_ms()))
+            )
 
 
 class RecoveredTail(msgspec.Struct, frozen=True):
     """The writer's scan of the last segment on open, handed to its load so it is not redone."""
+
     path: str
     buf: bytes
     scan: SegmentScan
-    verified_from: int          # batches ending at or below this offset were not CRC-checked
+    verified_from: int  # batches ending at or below this offset were not CRC-checked
 
 
 def scan_last_segment(partition_dir: str, segments: list[SegmentInfo]) -> RecoveredTail | None:
@@ -124,14 +142,21 @@ def scan_last_segment(partition_dir: str, segments: list[SegmentInfo]) -> Recove
     verified_from = snapshots[-1][0] if snapshots else 0
     last = segments[-1]
     buf = read_segment_bytes(last.path)
-    scan = scan_segment(buf, last.path, last.base_offset, is_last=True, verify_from_offset=verified_from)
+    scan = scan_segment(
+        buf, last.path, last.base_offset, is_last=True, verify_from_offset=verified_from
+    )
     return RecoveredTail(last.path, buf, scan, verified_from)
 
 
-def load_partition(partition_dir: str, shard, state: CompactState | None = None,
-                   progress: Callable[[LoadProgress], None] | None = None,
-                   truncated: TruncationReport | None = None,
-                   recovered: RecoveredTail | None = None, freeze_gc: bool = False) -> LoadSummary:
+def load_partition(
+    partition_dir: str,
+    shard: Shard,
+    state: CompactState | None = None,
+    progress: Callable[[LoadProgress], None] | None = None,
+    truncated: TruncationReport | None = None,
+    recovered: RecoveredTail | None = None,
+    freeze_gc: bool = False,
+) -> LoadSummary:
     """Load ``shard`` (still loading) from the partition directory; see the module docstring.
 
     ``state`` (the writer's CompactState) is reset to the loaded state. ``truncated`` is the
@@ -150,9 +175,14 @@ def load_partition(partition_dir: str, shard, state: CompactState | None = None,
 
         image, damaged, unreadable = _newest_usable_snapshot(partition_dir, log_start)
         if image is None and log_start > 0:
-            raise CorruptLogError(partition_dir, 0, log_start, "no usable snapshot, and segments "
-                                  f"below offset {log_start} were deleted: the state cannot be rebuilt"
-                                  + (f" (damaged: {'; '.join(damaged)})" if damaged else ""))
+            raise CorruptLogError(
+                partition_dir,
+                0,
+                log_start,
+                "no usable snapshot, and segments "
+                f"below offset {log_start} were deleted: the state cannot be rebuilt"
+                + (f" (damaged: {'; '.join(damaged)})" if damaged else ""),
+            )
         snapshot_started = time.perf_counter()
         start = 0
         if image is not None:
@@ -168,30 +198,47 @@ def load_partition(partition_dir: str, shard, state: CompactState | None = None,
             state.reset(image)
         snapshot_ms = (time.perf_counter() - snapshot_started) * 1000
 
-        if recovered is not None and recovered.verified_from > start:   # fell back: check more
+        if recovered is not None and recovered.verified_from > start:  # fell back: check more
             last = segments[-1]
             last_scan = scan_segment(last_buf, last.path, last.base_offset, True, start)
         replay_started = time.perf_counter()
-        used, skipped = _replay_tail(partition_dir, segments, last_buf, last_scan, start, shard,
-                                     state, tracker)
+        used, skipped = _replay_tail(
+            partition_dir, segments, last_buf, last_scan, start, shard, state, tracker
+        )
         replay_ms = (time.perf_counter() - replay_started) * 1000
         tracker.tick("done", force=True)
     summary = LoadSummary(
-        records=tracker.records, bytes=tracker.bytes,
+        records=tracker.records,
+        bytes=tracker.bytes,
         snapshot_offset=image.offset if image is not None else -1,
         snapshot_groups=len(image.groups) if image is not None else 0,
-        snapshot_offsets=tracker.offsets, start_offset=start, end_offset=max(log_end, start),
-        elapsed_ms=tracker.elapsed_ms(), snapshot_ms=snapshot_ms, replay_ms=replay_ms,
-        segments=used, skipped_records=skipped, truncated=truncated, damaged_snapshots=damaged,
-        damaged_snapshot_paths=unreadable)
-    log.info("loaded %s: snapshot@%d (%d groups, %d offsets) + %d records in %.0f ms",
-             partition_dir, summary.snapshot_offset, summary.snapshot_groups,
-             summary.snapshot_offsets, summary.records, summary.elapsed_ms)
+        snapshot_offsets=tracker.offsets,
+        start_offset=start,
+        end_offset=max(log_end, start),
+        elapsed_ms=tracker.elapsed_ms(),
+        snapshot_ms=snapshot_ms,
+        replay_ms=replay_ms,
+        segments=used,
+        skipped_records=skipped,
+        truncated=truncated,
+        damaged_snapshots=damaged,
+        damaged_snapshot_paths=unreadable,
+    )
+    log.info(
+        "loaded %s: snapshot@%d (%d groups, %d offsets) + %d records in %.0f ms",
+        partition_dir,
+        summary.snapshot_offset,
+        summary.snapshot_groups,
+        summary.snapshot_offsets,
+        summary.records,
+        summary.elapsed_ms,
+    )
     return summary
 
 
-def _newest_usable_snapshot(partition_dir: str, log_start: int
-                            ) -> tuple[SnapshotImage | None, list[str], list[str]]:
+def _newest_usable_snapshot(
+    partition_dir: str, log_start: int
+) -> tuple[SnapshotImage | None, list[str], list[str]]:
     """(image or None, why each newer snapshot was passed over, paths of the unreadable ones)."""
     damaged: list[str] = []
     unreadable: list[str] = []
@@ -208,20 +255,29 @@ def _newest_usable_snapshot(partition_dir: str, log_start: int
     return None, damaged, unreadable
 
 
-def _replay_tail(partition_dir: str, segments: list[SegmentInfo], last_buf: bytes,
-                 last_scan: SegmentScan | None, start: int, shard, state: CompactState | None,
-                 tracker: _Tracker) -> tuple[int, int]:
+def _replay_tail(
+    partition_dir: str,
+    segments: list[SegmentInfo],
+    last_buf: bytes,
+    last_scan: SegmentScan | None,
+    start: int,
+    shard,
+    state: CompactState | None,
+    tracker: _Tracker,
+) -> tuple[int, int]:
     used = skipped = epoch = 0
-    expected: int | None = None            # where the next segment must begin
+    expected: int | None = None  # where the next segment must begin
     replay, apply_all = shard.replay, (state.apply_all if state is not None else None)
     for i, info in enumerate(segments):
         is_last = i == len(segments) - 1
         if not is_last and segments[i + 1].base_offset <= start:
-            continue                        # wholly below the snapshot
+            continue  # wholly below the snapshot
         if expected is not None or info.base_offset > start:
             check_segment_follows(partition_dir, expected if expected is not None else start, info)
         buf = last_buf if is_last else read_segment_bytes(info.path)
-        scan = last_scan if is_last else scan_segment(buf, info.path, info.base_offset, False, start)
+        scan = (
+            last_scan if is_last else scan_segment(buf, info.path, info.base_offset, False, start)
+        )
         epoch = check_epoch_order(epoch, scan, info.path)
         used += 1
         tracker.bytes += len(buf)
@@ -232,7 +288,7 @@ def _replay_tail(partition_dir: str, segments: list[SegmentInfo], last_buf: byte
             first = max(start - header.base_offset, 0)
             if first:
                 records = records[first:]
-            if None in records:                 # unknown types (rare): skip them
+            if None in records:  # unknown types (rare): skip them
                 skipped += records.count(None)
                 records = [record for record in records if record is not None]
             for record in records:

@@ -57,30 +57,46 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from itertools import pairwise
 
 from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
+from groupcoord.coordinator.shard import Shard
 
 from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
 from .config import (
-    CorruptLogError, LogClosedError, LogConfig, LogFencedError, LogLockedError, RecordTooLargeError,
+    CorruptLogError,
+    LogClosedError,
+    LogConfig,
+    LogFencedError,
+    LogLockedError,
+    RecordTooLargeError,
     StorageError,
 )
 from .durable_end import DURABLE_END_FILE, encode_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
 from .segments import (
-    TruncationReport, list_segments, read_segment_bytes, scan_segment, segment_path,
+    TruncationReport,
+    list_segments,
+    read_segment_bytes,
+    scan_segment,
+    segment_path,
 )
 from .skips import record_skip
 from .snapshot import (
-    DAMAGED_SUFFIX, CompactState, fsync_dir, list_snapshots, write_atomically, write_snapshot,
+    DAMAGED_SUFFIX,
+    CompactState,
+    fsync_dir,
+    list_snapshots,
+    write_atomically,
+    write_snapshot,
 )
 from .watermark import WATERMARK_FILE, read_export_watermark
 
 log = logging.getLogger("groupcoord.storage")
 LOCK_FILE, EPOCH_FILE = "writer.lock", "epoch.json"
 _ARRAY_HEADER_MAX_BYTES = 5
-_IOV_MAX = 1024             # buffers per writev (Linux's UIO_MAXIOV): a big append takes several
+_IOV_MAX = 1024  # buffers per writev (Linux's UIO_MAXIOV): a big append takes several
 # Appended records wait at most this long (in records) to be folded into the compact state, in
 # case the owner never calls maybe_snapshot (it holds references to them until then).
 _MAX_UNFOLDED_RECORDS = 100_000
@@ -127,8 +143,10 @@ def _take_lock(partition_dir: str) -> int:
     except BlockingIOError:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
         os.close(fd)
-        raise LogLockedError(f"{partition_dir} is being written by another live process "
-                             f"({holder}); only one writer may own a partition log") from None
+        raise LogLockedError(
+            f"{partition_dir} is being written by another live process "
+            f"({holder}); only one writer may own a partition log"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
     return fd
@@ -143,8 +161,13 @@ def _read_epoch(partition_dir: str) -> int:
     except FileNotFoundError:
         return 0
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(path, 0, -1, f"unreadable epoch file ({exc!r}); fix or remove it "
-                              "only if no other incarnation can be alive") from None
+        raise CorruptLogError(
+            path,
+            0,
+            -1,
+            f"unreadable epoch file ({exc!r}); fix or remove it "
+            "only if no other incarnation can be alive",
+        ) from None
     if type(epoch) is not int or epoch < 0:
         raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {epoch!r}")
     return epoch
@@ -161,13 +184,13 @@ def _write_epoch(partition_dir: str, epoch: int) -> int:
 
 def _write_all(fd: int, parts: list[bytes]) -> None:
     """Vectored writes of every part (no copy into one buffer); finishes short writes."""
-    for first in range(0, len(parts), _IOV_MAX):          # writev refuses more (EINVAL)
-        chunk = parts[first:first + _IOV_MAX]
+    for first in range(0, len(parts), _IOV_MAX):  # writev refuses more (EINVAL)
+        chunk = parts[first : first + _IOV_MAX]
         written = os.writev(fd, chunk)
         if written < sum(map(len, chunk)):
             rest = memoryview(b"".join(chunk))[written:]  # rare: a short write, finish it
             while rest:
-                rest = rest[os.write(fd, rest):]
+                rest = rest[os.write(fd, rest) :]
 
 
 class PartitionLog:
@@ -178,44 +201,49 @@ class PartitionLog:
         self.config = config
         self.epoch = epoch
         self._lock_fd = lock_fd
-        self._io_lock = threading.Lock()        # the active fd: append/roll vs the interval flusher
+        self._io_lock = threading.Lock()  # the active fd: append/roll vs the interval flusher
         # Lock order: _snapshot_lock -> _fold_lock -> _state_lock, and _io_lock -> _state_lock.
-        self._state_lock = threading.Lock()     # _next_offset moves with _unfolded; the counters
-        self._fold_lock = threading.Lock()      # held by whoever touches _state
+        self._state_lock = threading.Lock()  # _next_offset moves with _unfolded; the counters
+        self._fold_lock = threading.Lock()  # held by whoever touches _state
         self._snapshot_lock = threading.Lock()  # one snapshot at a time; close() waits for it
         self._state = CompactState()
         self._state_loaded = False
-        self._unfolded: list[list[Record]] = []      # appended, not yet in _state
+        self._unfolded: list[list[Record]] = []  # appended, not yet in _state
         self._unfolded_records = 0
         self._records_since_snapshot = 0
         self._bytes_since_snapshot = 0
         self._failed: BaseException | None = None
         self._closed = False
-        self._dirty = False                     # written but not yet fsynced
+        self._dirty = False  # written but not yet fsynced
         self._fd = self._epoch_fd = self._end_fd = -1
         try:
             self.truncated: TruncationReport | None = self._recover()
             newest = self._newest_epoch_in_log()
-            if newest >= epoch:                 # epoch.json was lost or reset: stay above the log
+            if newest >= epoch:  # epoch.json was lost or reset: stay above the log
                 self.epoch = _write_epoch(partition_dir, newest + 1)
             self._hold_epoch_file()
             self._fd = self._open_segment(self._segment_base)
-            os.fsync(self._fd)                  # what a crashed predecessor left in the page cache
+            os.fsync(self._fd)  # what a crashed predecessor left in the page cache
             self._open_durable_end()
             self._publish_durable_end(self._next_offset)
         except BaseException:
-            self._close_fds()                   # open_partition_log closes the lock
+            self._close_fds()  # open_partition_log closes the lock
             raise
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if config.fsync_policy == "interval":
-            self._flusher = threading.Thread(target=self._flush_periodically, daemon=True,
-                                             name=f"fsync-{os.path.basename(partition_dir)}")
+            self._flusher = threading.Thread(
+                target=self._flush_periodically,
+                daemon=True,
+                name=f"fsync-{os.path.basename(partition_dir)}",
+            )
             self._flusher.start()
 
     def __repr__(self) -> str:
-        return (f"PartitionLog({self.partition_dir!r}, epoch={self.epoch}, "
-                f"end_offset={self._next_offset}, policy={self.config.fsync_policy})")
+        return (
+            f"PartitionLog({self.partition_dir!r}, epoch={self.epoch}, "
+            f"end_offset={self._next_offset}, policy={self.config.fsync_policy})"
+        )
 
     def __enter__(self) -> PartitionLog:
         return self
@@ -234,9 +262,14 @@ class PartitionLog:
         """The epoch of the newest batch in the log (0 for an empty log)."""
         if self._recovered is not None and self._recovered.scan.batches:
             return self._recovered.scan.batches[-1][1].epoch
-        for info in reversed(list_segments(self.partition_dir)[:-1]):   # the last one is empty
-            scan = scan_segment(read_segment_bytes(info.path), info.path, info.base_offset,
-                                False, verify_from_offset=1 << 62)   # headers only, no CRCs
+        for info in reversed(list_segments(self.partition_dir)[:-1]):  # the last one is empty
+            scan = scan_segment(
+                read_segment_bytes(info.path),
+                info.path,
+                info.base_offset,
+                False,
+                verify_from_offset=1 << 62,
+            )  # headers only, no CRCs
             if scan.batches:
                 return scan.batches[-1][1].epoch
         return 0
@@ -247,17 +280,17 @@ class PartitionLog:
         self._epoch_fd = os.open(os.path.join(self.partition_dir, EPOCH_FILE), os.O_RDONLY)
         self._epoch_mtime_ns = os.fstat(self._epoch_fd).st_mtime_ns
         if os.pread(self._epoch_fd, 64, 0) != _epoch_bytes(self.epoch):
-            self._fence()                       # replaced since we wrote it: fenced already
+            self._fence()  # replaced since we wrote it: fenced already
 
     def _check_owner(self) -> None:
         """Raise ``LogFencedError`` (and fail the log) if another incarnation has replaced this
         one, i.e. ``epoch.json`` is no longer the file this one wrote (module docstring)."""
         try:
             stat = os.fstat(self._epoch_fd)
-        except OSError as exc:                  # e.g. ESTALE: removed on an NFS server
+        except OSError as exc:  # e.g. ESTALE: removed on an NFS server
             self._fence(f"cannot be checked ({exc})")
         if stat.st_nlink and stat.st_mtime_ns == self._epoch_mtime_ns:
-            return                              # still named, and not rewritten in place
+            return  # still named, and not rewritten in place
         self._fence()
 
     def _fence(self, found: str | None = None) -> None:
@@ -266,9 +299,11 @@ class PartitionLog:
                 found = f"now holds epoch {_read_epoch(self.partition_dir)}"
             except (OSError, CorruptLogError) as exc:
                 found = f"cannot be read ({exc})"
-        error = LogFencedError(f"{self.partition_dir}: this incarnation (epoch {self.epoch}) was "
-                               f"replaced: {EPOCH_FILE} {found}; it writes and acknowledges "
-                               "nothing more")
+        error = LogFencedError(
+            f"{self.partition_dir}: this incarnation (epoch {self.epoch}) was "
+            f"replaced: {EPOCH_FILE} {found}; it writes and acknowledges "
+            "nothing more"
+        )
         self._failed = error
         log.critical("%s", error)
         raise error
@@ -294,7 +329,7 @@ class PartitionLog:
 
     def _recover(self) -> TruncationReport | None:
         segments = list_segments(self.partition_dir)
-        self._recovered = scan_last_segment(self.partition_dir, segments)   # kept for load_into
+        self._recovered = scan_last_segment(self.partition_dir, segments)  # kept for load_into
         if self._recovered is None:
             self._segment_base = self._next_offset = self._size = 0
             return None
@@ -306,17 +341,26 @@ class PartitionLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            log.warning("%s: truncated a torn tail of %d bytes at byte %d (offset %d): %s",
-                        last.path, scan.torn.bytes, scan.torn.position, scan.torn.offset,
-                        scan.torn.reason)
-        self._segment_base, self._next_offset, self._size = last.base_offset, scan.next_offset, scan.valid_bytes
+            log.warning(
+                "%s: truncated a torn tail of %d bytes at byte %d (offset %d): %s",
+                last.path,
+                scan.torn.bytes,
+                scan.torn.position,
+                scan.torn.offset,
+                scan.torn.reason,
+            )
+        self._segment_base, self._next_offset, self._size = (
+            last.base_offset,
+            scan.next_offset,
+            scan.valid_bytes,
+        )
         return scan.torn
 
     def _open_segment(self, base_offset: int) -> int:
         path = segment_path(self.partition_dir, base_offset)
         created = not os.path.exists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        if created:                             # the new name must survive a crash too
+        if created:  # the new name must survive a crash too
             try:
                 fsync_dir(self.partition_dir)
             except BaseException:
@@ -324,17 +368,28 @@ class PartitionLog:
                 raise
         return fd
 
-    def load_into(self, shard, progress: Callable[[LoadProgress], None] | None = None) -> LoadSummary:
+    def load_into(
+        self, shard: Shard, progress: Callable[[LoadProgress], None] | None = None
+    ) -> LoadSummary:
         """Load ``shard`` (newest usable snapshot + log tail) and storage's own compact state."""
         self._check_usable()
-        self._state_loaded = False                              # until this load succeeds
-        recovered, self._recovered = self._recovered, None      # the scan made by open, once
-        if recovered is not None and (recovered.scan.valid_bytes != self._size
-                                      or recovered.path != segment_path(self.partition_dir, self._segment_base)):
-            recovered = None                                    # appended since open: scan afresh
-        self._unfolded, self._unfolded_records = [], 0          # the load rebuilds _state
-        summary = load_partition(self.partition_dir, shard, self._state, progress, self.truncated,
-                                 recovered, freeze_gc=self.config.freeze_loaded_state)
+        self._state_loaded = False  # until this load succeeds
+        recovered, self._recovered = self._recovered, None  # the scan made by open, once
+        if recovered is not None and (
+            recovered.scan.valid_bytes != self._size
+            or recovered.path != segment_path(self.partition_dir, self._segment_base)
+        ):
+            recovered = None  # appended since open: scan afresh
+        self._unfolded, self._unfolded_records = [], 0  # the load rebuilds _state
+        summary = load_partition(
+            self.partition_dir,
+            shard,
+            self._state,
+            progress,
+            self.truncated,
+            recovered,
+            freeze_gc=self.config.freeze_loaded_state,
+        )
         # Offsets others have already seen are never reused. The log can end below them after
         # a machine crash: records the (fsynced) snapshot holds, with fsync policy
         # "interval"/"never"; or records the lake exporter read between a write and its fsync
@@ -345,9 +400,13 @@ class PartitionLog:
         if seen > self._next_offset or summary.damaged_snapshot_paths:
             self._check_owner()
         if seen > self._next_offset:
-            log.warning("%s: log ends at %d, below offset %d already covered by a snapshot or "
-                        "the export watermark; continuing from there", self.partition_dir,
-                        self._next_offset, seen)
+            log.warning(
+                "%s: log ends at %d, below offset %d already covered by a snapshot or "
+                "the export watermark; continuing from there",
+                self.partition_dir,
+                self._next_offset,
+                seen,
+            )
             with self._io_lock:
                 try:
                     # The offsets below the watermark hold no record any more: say so durably
@@ -366,7 +425,7 @@ class PartitionLog:
             os.replace(path, path + DAMAGED_SUFFIX)
             log.warning("%s: set aside damaged snapshot %s", self.partition_dir, path)
         if summary.damaged_snapshot_paths:
-            fsync_dir(self.partition_dir)       # the set-aside must survive a crash too
+            fsync_dir(self.partition_dir)  # the set-aside must survive a crash too
         self._state_loaded = True
         self._records_since_snapshot = summary.records
         self._bytes_since_snapshot = 0
@@ -379,7 +438,7 @@ class PartitionLog:
         self._check_usable()
         if not records:
             return self._next_offset
-        envelopes = envelopes_of(records)                  # ValueError when malformed
+        envelopes = envelopes_of(records)  # ValueError when malformed
         payload = encode_payload(envelopes)
         # Usual case: the whole append is smaller than one record may be, so no record is too
         # large and it fits one batch (max_batch_bytes > max_record_bytes): one encode call.
@@ -389,8 +448,16 @@ class PartitionLog:
             self._check_usable()
             self._check_owner()
             if single:
-                parts = list(frame_parts(payload, len(records), self._next_offset, self._next_offset,
-                                         self.epoch, True))
+                parts = list(
+                    frame_parts(
+                        payload,
+                        len(records),
+                        self._next_offset,
+                        self._next_offset,
+                        self.epoch,
+                        True,
+                    )
+                )
             else:
                 parts = self._frames(encoded)
             size = sum(map(len, parts))
@@ -403,12 +470,14 @@ class PartitionLog:
                     os.fsync(self._fd)
                 else:
                     self._dirty = True
-                self._check_owner()             # replaced while writing: acknowledge nothing
+                self._check_owner()  # replaced while writing: acknowledge nothing
                 if synced:
                     self._publish_durable_end(self._next_offset + len(records))
             except OSError as exc:
                 self._failed = exc
-                log.critical("%s: append failed, the log must be reopened: %r", self.partition_dir, exc)
+                log.critical(
+                    "%s: append failed, the log must be reopened: %r", self.partition_dir, exc
+                )
                 raise
             self._size += size
             with self._state_lock:
@@ -422,7 +491,7 @@ class PartitionLog:
                 self._bytes_since_snapshot += size
                 fold_now = self._unfolded_records >= _MAX_UNFOLDED_RECORDS
         if fold_now:
-            self._fold(wait=False)          # a snapshot holding the state folds them anyway
+            self._fold(wait=False)  # a snapshot holding the state folds them anyway
         return end
 
     def _fold(self, wait: bool = True) -> None:
@@ -453,9 +522,11 @@ class PartitionLog:
         for index, data in enumerate(encoded):
             if len(data) > limit:
                 key = records[index].key
-                raise RecordTooLargeError(f"record {index} of the append ({type(key).__name__} of "
-                                          f"group {key.group!r}) encodes to {len(data)} bytes > "
-                                          f"max_record_bytes={limit}; nothing was written")
+                raise RecordTooLargeError(
+                    f"record {index} of the append ({type(key).__name__} of "
+                    f"group {key.group!r}) encodes to {len(data)} bytes > "
+                    f"max_record_bytes={limit}; nothing was written"
+                )
         return encoded
 
     def _frames(self, envelopes: list[bytes]) -> list[bytes]:
@@ -483,7 +554,12 @@ class PartitionLog:
         fd, self._fd = self._fd, -1
         os.close(fd)
         self._fd = self._open_segment(new_base)
-        self._segment_base, self._next_offset, self._size, self._dirty = new_base, new_base, 0, False
+        self._segment_base, self._next_offset, self._size, self._dirty = (
+            new_base,
+            new_base,
+            0,
+            False,
+        )
         self._publish_durable_end(new_base)
 
     def _flush_periodically(self) -> None:
@@ -504,27 +580,30 @@ class PartitionLog:
         if self._closed:
             raise LogClosedError(f"{self.partition_dir}: the log is closed")
         if self._failed is not None:
-            raise LogClosedError(f"{self.partition_dir}: the log failed ({self._failed!r}) "
-                                 "and must be reopened")
+            raise LogClosedError(
+                f"{self.partition_dir}: the log failed ({self._failed!r}) and must be reopened"
+            )
 
     # -- snapshots and retention ---------------------------------------------------------------
 
-    def maybe_snapshot(self, shard=None) -> str | None:
+    def maybe_snapshot(self, shard: Shard | None = None) -> str | None:
         """Take a snapshot if a threshold is crossed (the ``shard`` argument is not used: see the
         module docstring). Returns the snapshot path, or None."""
         if not self._state_loaded or self._closed or self._failed is not None:
             return None
-        self._fold(wait=False)              # release the records' references early
+        self._fold(wait=False)  # release the records' references early
         cfg = self.config
         with self._state_lock:
-            due = (cfg.snapshot_every_records
-                   and self._records_since_snapshot >= cfg.snapshot_every_records) \
-                or (cfg.snapshot_every_bytes
-                    and self._bytes_since_snapshot >= cfg.snapshot_every_bytes)
+            due = (
+                cfg.snapshot_every_records
+                and self._records_since_snapshot >= cfg.snapshot_every_records
+            ) or (
+                cfg.snapshot_every_bytes and self._bytes_since_snapshot >= cfg.snapshot_every_bytes
+            )
         if not due:
             return None
         with self._snapshot_lock:
-            if self._closed or self._failed is not None:    # closed meanwhile: nothing to do
+            if self._closed or self._failed is not None:  # closed meanwhile: nothing to do
                 return None
             return self._snapshot_locked()
 
@@ -543,8 +622,13 @@ class PartitionLog:
             raws, offset_count = self._state.compact()
         self._sync_active_segment()
         path = write_snapshot(self.partition_dir, offset, raws, offset_count)
-        log.info("%s: snapshot at offset %d (%d groups, %d offsets)", self.partition_dir,
-                 offset, len(raws), offset_count)
+        log.info(
+            "%s: snapshot at offset %d (%d groups, %d offsets)",
+            self.partition_dir,
+            offset,
+            len(raws),
+            offset_count,
+        )
         self._apply_retention()
         return path
 
@@ -574,7 +658,7 @@ class PartitionLog:
             cutoff = min(cutoff, read_export_watermark(self.partition_dir) or 0)
         segments = list_segments(self.partition_dir)
         removed = 0
-        for current, following in zip(segments, segments[1:]):
+        for current, following in pairwise(segments):
             if following.base_offset > cutoff:
                 break
             os.remove(current.path)
@@ -590,7 +674,7 @@ class PartitionLog:
         """fsync and release everything, the writer lock last. Idempotent."""
         if self._closed:
             return
-        with self._snapshot_lock:           # a snapshot being written finishes first
+        with self._snapshot_lock:  # a snapshot being written finishes first
             self._closed = True
         self._stop.set()
         if self._flusher is not None:
@@ -607,6 +691,6 @@ class PartitionLog:
                 try:
                     self._close_fds()
                 finally:
-                    os.close(self._lock_fd)     # released whatever happened above
+                    os.close(self._lock_fd)  # released whatever happened above
         if error is not None:
             raise StorageError(f"{self.partition_dir}: final fsync failed: {error!r}") from error

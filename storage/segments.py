@@ -43,8 +43,14 @@ import msgspec
 from groupcoord.coordinator.records import Record
 
 from .codec import (
-    FLAG_LAST_IN_APPEND, HEADER_BYTES, MAGIC, BatchHeader, RecordFormatError, batch_problem,
-    decode_records, read_header,
+    FLAG_LAST_IN_APPEND,
+    HEADER_BYTES,
+    MAGIC,
+    BatchHeader,
+    RecordFormatError,
+    batch_problem,
+    decode_records,
+    read_header,
 )
 from .config import CorruptLogError, StorageError
 from .skips import covers, read_skipped_ranges
@@ -64,7 +70,9 @@ class LogEntry(msgspec.Struct, frozen=True):
 
 
 class TruncationReport(msgspec.Struct, frozen=True):
-    """A torn tail: ``bytes`` bytes from byte ``position`` of ``segment`` (log offset ``offset``)."""
+    """A torn tail: ``bytes`` bytes from byte ``position`` of ``segment`` (log offset
+    ``offset``)."""
+
     segment: str
     position: int
     offset: int
@@ -73,9 +81,9 @@ class TruncationReport(msgspec.Struct, frozen=True):
 
 
 class SegmentScan(msgspec.Struct, frozen=True):
-    batches: list[tuple[int, BatchHeader]]     # (byte position, header) of every valid batch
-    valid_bytes: int                           # bytes up to the end of the last valid batch
-    next_offset: int                           # offset after the last valid batch
+    batches: list[tuple[int, BatchHeader]]  # (byte position, header) of every valid batch
+    valid_bytes: int  # bytes up to the end of the last valid batch
+    next_offset: int  # offset after the last valid batch
     torn: TruncationReport | None = None
 
 
@@ -96,7 +104,7 @@ def list_segments(partition_dir: str) -> list[SegmentInfo]:
             continue
         try:
             size_bytes = entry.stat().st_size
-        except FileNotFoundError:               # deleted by the writer's retention meanwhile
+        except FileNotFoundError:  # deleted by the writer's retention meanwhile
             continue
         segments.append(SegmentInfo(entry.path, int(match.group(1)), size_bytes))
     segments.sort(key=lambda s: s.base_offset)
@@ -114,12 +122,15 @@ def read_segment_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError:
-        raise StorageError(f"{path} was deleted while being read (retention moved the log start "
-                           "past it; an exporter should set retain_until_exported)") from None
+        raise StorageError(
+            f"{path} was deleted while being read (retention moved the log start "
+            "past it; an exporter should set retain_until_exported)"
+        ) from None
 
 
-def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
-                 verify_from_offset: int = 0) -> SegmentScan:
+def scan_segment(
+    buf: bytes, path: str, base_offset: int, is_last: bool, verify_from_offset: int = 0
+) -> SegmentScan:
     """Validate the batches of one segment (module docstring). CRCs of batches wholly below
     ``verify_from_offset`` are not checked: their records are not going to be used."""
     batches: list[tuple[int, BatchHeader]] = []
@@ -130,8 +141,12 @@ def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
         header, problem = batch_problem(buf, pos, expected, verify_crc=verify)
         if problem is None:
             if batches and header.epoch < batches[-1][1].epoch:
-                raise CorruptLogError(path, pos, header.base_offset,
-                                      _epoch_problem(header.epoch, batches[-1][1].epoch))
+                raise CorruptLogError(
+                    path,
+                    pos,
+                    header.base_offset,
+                    _epoch_problem(header.epoch, batches[-1][1].epoch),
+                )
             batches.append((pos, header))
             pos += HEADER_BYTES + header.length
             expected = header.end_offset
@@ -140,16 +155,27 @@ def scan_segment(buf: bytes, path: str, base_offset: int, is_last: bool,
             raise CorruptLogError(path, pos, expected, f"{problem} in a sealed segment")
         later = _later_append_at(buf, pos, expected)
         if later is not None:
-            raise CorruptLogError(path, pos, expected, f"{problem}; an intact batch of a later "
-                                  f"append follows at byte {later}, so acknowledged data is damaged")
+            raise CorruptLogError(
+                path,
+                pos,
+                expected,
+                f"{problem}; an intact batch of a later "
+                f"append follows at byte {later}, so acknowledged data is damaged",
+            )
         return _drop_incomplete_append(batches, path, size, pos, expected, problem)
     if is_last and batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
         return _drop_incomplete_append(batches, path, size, pos, expected, None)
     return SegmentScan(batches, pos, expected)
 
 
-def _drop_incomplete_append(batches: list[tuple[int, BatchHeader]], path: str, size: int,
-                            pos: int, expected: int, problem: str | None) -> SegmentScan:
+def _drop_incomplete_append(
+    batches: list[tuple[int, BatchHeader]],
+    path: str,
+    size: int,
+    pos: int,
+    expected: int,
+    problem: str | None,
+) -> SegmentScan:
     """The scan of a last segment whose final append is torn at byte ``pos``: that append was
     never acknowledged, so its intact leading batches go too (an append is all or nothing)."""
     if batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
@@ -175,8 +201,10 @@ def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int 
 
 
 def _epoch_problem(epoch: int, previous: int) -> str:
-    return (f"a batch of epoch {epoch} follows one of epoch {previous}: written by a replaced "
-            "incarnation that had lost the writer lock")
+    return (
+        f"a batch of epoch {epoch} follows one of epoch {previous}: written by a replaced "
+        "incarnation that had lost the writer lock"
+    )
 
 
 def check_epoch_order(previous_epoch: int, scan: SegmentScan, path: str) -> int:
@@ -186,9 +214,10 @@ def check_epoch_order(previous_epoch: int, scan: SegmentScan, path: str) -> int:
         return previous_epoch
     pos, first = scan.batches[0]
     if first.epoch < previous_epoch:
-        raise CorruptLogError(path, pos, first.base_offset,
-                              _epoch_problem(first.epoch, previous_epoch))
-    return scan.batches[-1][1].epoch            # non-decreasing within a segment (scan_segment)
+        raise CorruptLogError(
+            path, pos, first.base_offset, _epoch_problem(first.epoch, previous_epoch)
+        )
+    return scan.batches[-1][1].epoch  # non-decreasing within a segment (scan_segment)
 
 
 def check_segment_follows(partition_dir: str, previous_end: int, info: SegmentInfo) -> None:
@@ -198,29 +227,46 @@ def check_segment_follows(partition_dir: str, previous_end: int, info: SegmentIn
     if base == previous_end:
         return
     if base < previous_end:
-        raise CorruptLogError(info.path, 0, base, f"the segment begins at offset {base}, but the "
-                              f"one before it ends at {previous_end} (segments overlap)")
+        raise CorruptLogError(
+            info.path,
+            0,
+            base,
+            f"the segment begins at offset {base}, but the "
+            f"one before it ends at {previous_end} (segments overlap)",
+        )
     if not covers(read_skipped_ranges(partition_dir), previous_end, base):
-        raise CorruptLogError(info.path, 0, base, f"offsets {previous_end}..{base - 1} are "
-                              "missing (gap before this segment)")
+        raise CorruptLogError(
+            info.path,
+            0,
+            base,
+            f"offsets {previous_end}..{base - 1} are missing (gap before this segment)",
+        )
 
 
 def decode_batch(buf: bytes, pos: int, header: BatchHeader, path: str) -> list[Record | None]:
     """The records of a valid batch (None for skipped unknown types); CorruptLogError when a
     CRC-valid payload does not decode, since skipping it would lose acknowledged data."""
-    payload = memoryview(buf)[pos + HEADER_BYTES:pos + HEADER_BYTES + header.length]
+    payload = memoryview(buf)[pos + HEADER_BYTES : pos + HEADER_BYTES + header.length]
     try:
         records = decode_records(payload)
     except RecordFormatError as exc:
         raise CorruptLogError(path, pos, header.base_offset, str(exc)) from None
     if len(records) != header.count:
-        raise CorruptLogError(path, pos, header.base_offset,
-                              f"header says {header.count} records, payload holds {len(records)}")
+        raise CorruptLogError(
+            path,
+            pos,
+            header.base_offset,
+            f"header says {header.count} records, payload holds {len(records)}",
+        )
     return records
 
 
-def read_log(partition_dir: str, from_offset: int = 0, segment: SegmentInfo | str | None = None,
-             to_offset: int | None = None) -> Iterator[LogEntry]:
+def read_log(
+    partition_dir: str,
+    from_offset: int = 0,
+    segment: SegmentInfo | str | None = None,
+    to_offset: int | None = None,
+) -> Iterator[LogEntry]:
     """Every record at offset >= ``from_offset`` (and < ``to_offset``, when given), in offset
     order, read-only and lock-free.
 
@@ -239,8 +285,9 @@ def read_log(partition_dir: str, from_offset: int = 0, segment: SegmentInfo | st
     chosen = range(len(segments))
     if segment is not None:
         wanted = segment.path if isinstance(segment, SegmentInfo) else segment
-        chosen = [i for i, s in enumerate(segments)
-                  if os.path.abspath(s.path) == os.path.abspath(wanted)]
+        chosen = [
+            i for i, s in enumerate(segments) if os.path.abspath(s.path) == os.path.abspath(wanted)
+        ]
         if not chosen:
             raise ValueError(f"no segment {wanted!r} in {partition_dir}")
     previous_end: int | None = None
@@ -249,9 +296,9 @@ def read_log(partition_dir: str, from_offset: int = 0, segment: SegmentInfo | st
         info = segments[i]
         following = segments[i + 1] if i + 1 < len(segments) else None
         if following is not None and following.base_offset <= from_offset:
-            continue                            # wholly below from_offset
+            continue  # wholly below from_offset
         if to_offset is not None and info.base_offset >= to_offset:
-            break                               # wholly above to_offset
+            break  # wholly above to_offset
         if previous_end is not None:
             check_segment_follows(partition_dir, previous_end, info)
         buf = read_segment_bytes(info.path)

@@ -38,10 +38,12 @@ def read_skipped_ranges(partition_dir: str) -> list[tuple[int, int]]:
         raise CorruptLogError(path, 0, -1, f"unreadable skipped-offsets file ({exc!r})") from None
     ranges = data.get("ranges") if isinstance(data, dict) else None
     if not isinstance(ranges, list) or not all(
-            isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r)
-            and 0 <= r[0] < r[1] for r in ranges):
-        raise CorruptLogError(path, 0, -1, f"ranges must be [[first, end], ...] with "
-                              f"0 <= first < end, got {ranges!r}")
+        isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r) and 0 <= r[0] < r[1]
+        for r in ranges
+    ):
+        raise CorruptLogError(
+            path, 0, -1, f"ranges must be [[first, end], ...] with 0 <= first < end, got {ranges!r}"
+        )
     return sorted((first, end) for first, end in ranges)
 
 
@@ -56,7 +58,7 @@ def record_skip(partition_dir: str, first: int, end: int) -> None:
 
 def covers(ranges: list[tuple[int, int]], first: int, end: int) -> bool:
     """Whether every offset in ``first``..``end - 1`` lies in some recorded range."""
-    for low, high in ranges:            # sorted by first offset
+    for low, high in ranges:  # sorted by first offset
         if low <= first < high:
             first = high
     return first >= end

@@ -34,13 +34,17 @@ from itertools import repeat, starmap
 import msgspec
 from msgspec.structs import astuple, fields
 
-from groupcoord.coordinator.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.coordinator.records import (
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 
 SNAPSHOT_MAGIC = b"GCS\x01"
 SNAPSHOT_HEADER = struct.Struct("<4sIQQQI")
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d{20})\.snap$")
-DAMAGED_SUFFIX = ".damaged"        # a snapshot the writer found unreadable, set aside
-
+DAMAGED_SUFFIX = ".damaged"  # a snapshot the writer found unreadable, set aside
 
 
 def _field_spec(f: msgspec.structs.FieldInfo) -> tuple:
@@ -52,14 +56,19 @@ def _field_spec(f: msgspec.structs.FieldInfo) -> tuple:
 
 
 # Same fields, types and defaults as OffsetCommitValue, encoded as an array (a quarter the bytes).
-SnapValue = msgspec.defstruct("SnapValue", [_field_spec(f) for f in fields(OffsetCommitValue)],
-                              array_like=True, frozen=True, module=__name__)
+SnapValue = msgspec.defstruct(
+    "SnapValue",
+    [_field_spec(f) for f in fields(OffsetCommitValue)],
+    array_like=True,
+    frozen=True,
+    module=__name__,
+)
 
 
 class SnapTopic(msgspec.Struct, array_like=True, frozen=True):
     topic: str
     partitions: list[int]
-    values: list[SnapValue]                 # type: ignore[valid-type]
+    values: list[SnapValue]  # type: ignore[valid-type]
 
 
 class SnapGroup(msgspec.Struct, array_like=True, frozen=True):
@@ -95,8 +104,13 @@ def offsets_of(group: SnapGroup) -> dict[tuple[str, int], OffsetCommitValue]:
     """A snapshot group's offsets in the shard's own shape (a fresh dict, C-level iteration)."""
     offsets: dict[tuple[str, int], OffsetCommitValue] = {}
     for topic in group.topics:
-        offsets.update(zip(zip(repeat(topic.topic), topic.partitions),
-                           starmap(OffsetCommitValue, map(astuple, topic.values))))
+        offsets.update(
+            zip(
+                zip(repeat(topic.topic), topic.partitions),
+                starmap(OffsetCommitValue, map(astuple, topic.values)),
+                strict=True,
+            )
+        )
     return offsets
 
 
@@ -117,7 +131,7 @@ def write_atomically(path: str, chunks: list[bytes], tmp: str | None = None) -> 
         for chunk in chunks:
             view = memoryview(chunk)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -125,9 +139,13 @@ def write_atomically(path: str, chunks: list[bytes], tmp: str | None = None) -> 
     fsync_dir(os.path.dirname(path) or ".")
 
 
-def write_snapshot(partition_dir: str, offset: int, raws: list[msgspec.Raw], offset_count: int) -> str:
+def write_snapshot(
+    partition_dir: str, offset: int, raws: list[msgspec.Raw], offset_count: int
+) -> str:
     payload = _encoder.encode(raws)
-    rest = SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, 0, len(payload), offset, offset_count, len(raws))[8:]
+    rest = SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, 0, len(payload), offset, offset_count, len(raws))[
+        8:
+    ]
     crc = zlib.crc32(payload, zlib.crc32(rest))
     path = snapshot_path(partition_dir, offset)
     write_atomically(path, [SNAPSHOT_MAGIC + crc.to_bytes(4, "little") + rest, payload])
@@ -155,7 +173,9 @@ def read_snapshot(path: str) -> SnapshotImage:
     if magic != SNAPSHOT_MAGIC:
         raise SnapshotDamaged("bad magic")
     if SNAPSHOT_HEADER.size + length != len(buf):
-        raise SnapshotDamaged(f"payload is {len(buf) - SNAPSHOT_HEADER.size} bytes, header says {length}")
+        raise SnapshotDamaged(
+            f"payload is {len(buf) - SNAPSHOT_HEADER.size} bytes, header says {length}"
+        )
     view = memoryview(buf)
     if zlib.crc32(view[8:]) != crc:
         raise SnapshotDamaged("CRC mismatch")
@@ -163,7 +183,7 @@ def read_snapshot(path: str) -> SnapshotImage:
     if match is not None and int(match.group(1)) != offset:
         raise SnapshotDamaged(f"file name says offset {match.group(1)}, header says {offset}")
     try:
-        raws = _raws_decoder.decode(view[SNAPSHOT_HEADER.size:])
+        raws = _raws_decoder.decode(view[SNAPSHOT_HEADER.size :])
         groups = [_group_decoder.decode(raw) for raw in raws]
     except msgspec.MsgspecError as exc:
         raise SnapshotDamaged(f"undecodable: {exc}") from None
@@ -174,6 +194,7 @@ def read_snapshot(path: str) -> SnapshotImage:
 
 class _Delta:
     """The records appended for one group since the base: its group record and offset changes."""
+
     __slots__ = ("has_metadata", "metadata", "offsets")
 
     def __init__(self) -> None:
@@ -195,7 +216,9 @@ class CompactState:
         if image is None:
             self.base, self.base_offset_count = {}, 0
         else:
-            self.base = {group.group: raw for group, raw in zip(image.groups, image.raws)}
+            self.base = {
+                group.group: raw for group, raw in zip(image.groups, image.raws, strict=True)
+            }
             self.base_offset_count = image.offset_count
 
     def apply_all(self, records: list[Record]) -> None:
@@ -234,12 +257,14 @@ def _merge(group_id: str, group: SnapGroup | None, delta: _Delta) -> tuple[msgsp
     offsets = {}
     if group is not None:
         for topic in group.topics:
-            offsets.update(zip(zip(repeat(topic.topic), topic.partitions), topic.values))
+            offsets.update(
+                zip(zip(repeat(topic.topic), topic.partitions), topic.values, strict=True)
+            )
     if delta.has_metadata:
         metadata = delta.metadata
     for key, value in delta.offsets.items():
         if value is None:
-            offsets.pop(key, None)              # a tombstone only matters until compaction
+            offsets.pop(key, None)  # a tombstone only matters until compaction
         else:
             offsets[key] = SnapValue(*astuple(value))
     if metadata is None and not offsets:
@@ -249,5 +274,7 @@ def _merge(group_id: str, group: SnapGroup | None, delta: _Delta) -> tuple[msgsp
         partitions, values = columns.setdefault(topic, ([], []))
         partitions.append(partition)
         values.append(value)
-    topics = [SnapTopic(topic, partitions, values) for topic, (partitions, values) in columns.items()]
+    topics = [
+        SnapTopic(topic, partitions, values) for topic, (partitions, values) in columns.items()
+    ]
     return msgspec.Raw(_encoder.encode(SnapGroup(group_id, metadata, topics))), len(offsets)

@@ -39,7 +39,7 @@ def read_export_watermark(partition_dir: str) -> int | None:
     return offset
 
 
-def write_export_watermark(partition_dir: str, next_offset: int, **extra) -> None:
+def write_export_watermark(partition_dir: str, next_offset: int, **extra: object) -> None:
     """Atomically record that offsets below ``next_offset`` are exported (for the exporter)."""
     if type(next_offset) is not int or next_offset < 0:
         raise ValueError(f"next_offset must be an int >= 0, got {next_offset!r}")

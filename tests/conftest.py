@@ -13,17 +13,25 @@ NAMESPACE = "groupcoord-tests"
 
 @pytest.fixture(scope="session")
 def ray_session():
-    import ray
+    # Lazy: the Ray-free folders (tests/core, tests/storage, tests/wire) must not load Ray.
+    import ray  # noqa: PLC0415
+
     started = False
     if not ray.is_initialized():
         # Workers must import tests.actors.* (fakes, listeners): put the repo root on their path.
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (root, os.environ.get("PYTHONPATH")) if p)
-        ray.init(num_cpus=4, include_dashboard=False, namespace=NAMESPACE,
-                 log_to_driver=False, configure_logging=False,
-                 # Export metrics every second (default 10 s) so test_metrics can read them.
-                 _system_config={"metrics_report_interval_ms": 1000})
+            p for p in (root, os.environ.get("PYTHONPATH")) if p
+        )
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            configure_logging=False,
+            # Export metrics every second (default 10 s) so test_metrics can read them.
+            _system_config={"metrics_report_interval_ms": 1000},
+        )
         started = True
     yield ray
     if started:

@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-LAYERS = ["groupcoord.coordinator", "groupcoord.storage", "groupcoord.actors"]
+LAYERS = ["groupcoord.coordinator", "groupcoord.storage", "groupcoord.actors", "groupcoord.wire"]
 
 
 def _public_callables():
@@ -21,15 +21,19 @@ def _public_callables():
                 yield f"{layer}.{name}", value
             elif inspect.isclass(value) and value.__module__.startswith("groupcoord."):
                 for attr, member in vars(value).items():
-                    if inspect.isfunction(member) and (not attr.startswith("_")
-                                                       or attr == "__init__"):
+                    if inspect.isfunction(member) and (
+                        not attr.startswith("_") or attr == "__init__"
+                    ):
                         yield f"{layer}.{name}.{attr}", member
 
 
 def _missing(function) -> list[str]:
     signature = inspect.signature(function)
-    missing = [p.name for p in signature.parameters.values()
-               if p.annotation is inspect.Parameter.empty and p.name not in ("self", "cls")]
+    missing = [
+        p.name
+        for p in signature.parameters.values()
+        if p.annotation is inspect.Parameter.empty and p.name not in ("self", "cls")
+    ]
     if signature.return_annotation is inspect.Signature.empty:
         missing.append("return")
     return missing

@@ -36,8 +36,14 @@ def build_tree() -> str:
 def main() -> int:
     tree = build_tree()
     usage = os.path.join(ROOT, "tests", "typecheck")
-    command = [sys.executable, "-m", "mypy", "--config-file", os.path.join(ROOT, "pyproject.toml"),
-               usage]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        os.path.join(ROOT, "pyproject.toml"),
+        usage,
+    ]
     env = {**os.environ, "MYPYPATH": tree}
     return subprocess.run(command, cwd=tree, env=env, check=False).returncode
 

@@ -37,8 +37,21 @@ from .translate import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES", "SUPPORTED_VERSIONS", "ApiKey", "Connection", "Node",
-    "ProtocolError", "WireRequest", "api_versions_response", "error_response", "fetch_response",
-    "find_coordinator_response", "list_offsets_response", "metadata_response",
-    "offset_fetch_from_core", "offset_fetch_to_core", "request_to_core", "response_from_core",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "Connection",
+    "Node",
+    "ProtocolError",
+    "WireRequest",
+    "api_versions_response",
+    "error_response",
+    "fetch_response",
+    "find_coordinator_response",
+    "list_offsets_response",
+    "metadata_response",
+    "offset_fetch_from_core",
+    "offset_fetch_to_core",
+    "request_to_core",
+    "response_from_core",
 ]

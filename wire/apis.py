@@ -24,6 +24,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
+from kio.static.protocol import Payload
 
 if TYPE_CHECKING:
     from .connection import WireRequest
@@ -129,7 +130,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
 _SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def api_versions_response(request: WireRequest):
+def api_versions_response(request: WireRequest) -> Payload:
     """Kafka's answer to an ApiVersions request: every supported range, at the request's version.
 
     Two errors, as Kafka's ``ApiVersionsRequest``: a version above ours is answered in v0 with
@@ -142,16 +143,25 @@ def api_versions_response(request: WireRequest):
     item = _api_version_item(cls)
     if request.unsupported_api_versions:
         low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
-        return cls(error_code=ErrorCode.unsupported_version, api_keys=(
-            item(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),), **timing)
+        return cls(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=(item(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),),
+            **timing,
+        )
     body = request.body
     if request.body_version >= 3 and not (
-            _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_name)
-            and _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_version)):
+        _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_name)
+        and _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_version)
+    ):
         return cls(error_code=ErrorCode.invalid_request, api_keys=(), **timing)
-    return cls(error_code=ErrorCode.none, api_keys=tuple(
-        item(api_key=int(key), min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())), **timing)
+    return cls(
+        error_code=ErrorCode.none,
+        api_keys=tuple(
+            item(api_key=int(key), min_version=low, max_version=high)
+            for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        ),
+        **timing,
+    )
 
 
 def nested_class(cls: type, name: str) -> type:

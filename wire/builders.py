@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import Payload
 
 from . import apis
 from .connection import WireRequest
@@ -37,12 +38,15 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 @dataclass(frozen=True, slots=True)
 class Node:
     """A listener as clients see it: Kafka's broker id, host and port."""
+
     node_id: int
     host: str
     port: int
 
 
-def find_coordinator_response(request: WireRequest, coordinator_for: Callable[[str], Node | None]):
+def find_coordinator_response(
+    request: WireRequest, coordinator_for: Callable[[str], Node | None]
+) -> Payload:
     """Answer FindCoordinator: ``coordinator_for(group_id)`` is the listener of the partition that
     owns the group, or None while it is not serving (COORDINATOR_NOT_AVAILABLE: clients retry).
     Keys of another type (transactions, share groups) get INVALID_REQUEST: groupcoord
@@ -53,25 +57,49 @@ def find_coordinator_response(request: WireRequest, coordinator_for: Callable[[s
 
     def answer(key: str) -> dict:
         if key_type != GROUP_KEY_TYPE:
-            return dict(error_code=ErrorCode.invalid_request, node_id=-1, host="", port=-1,
-                        error_message=f"groupcoord coordinates groups only, not key type "
-                                      f"{key_type}")
+            return dict(
+                error_code=ErrorCode.invalid_request,
+                node_id=-1,
+                host="",
+                port=-1,
+                error_message=f"groupcoord coordinates groups only, not key type {key_type}",
+            )
         node = coordinator_for(key)
         if node is None:
-            return dict(error_code=ErrorCode.coordinator_not_available, node_id=-1, host="",
-                        port=-1, error_message="the group's partition is not serving")
-        return dict(error_code=ErrorCode.none, node_id=node.node_id, host=node.host,
-                    port=node.port, error_message=None)
+            return dict(
+                error_code=ErrorCode.coordinator_not_available,
+                node_id=-1,
+                host="",
+                port=-1,
+                error_message="the group's partition is not serving",
+            )
+        return dict(
+            error_code=ErrorCode.none,
+            node_id=node.node_id,
+            host=node.host,
+            port=node.port,
+            error_message=None,
+        )
 
     if request.api_version < 4:
         return build(cls, **answer(body.key))
     coordinator_cls = apis.nested_class(cls, "Coordinator")
-    return build(cls, coordinators=tuple(
-        coordinator_cls(key=key, **answer(key)) for key in body.coordinator_keys))
+    return build(
+        cls,
+        coordinators=tuple(
+            coordinator_cls(key=key, **answer(key)) for key in body.coordinator_keys
+        ),
+    )
 
 
-def metadata_response(request: WireRequest, *, brokers: Sequence[Node], leader_id: int,
-                      partitions: Mapping[str, int], cluster_id: str | None = None):
+def metadata_response(
+    request: WireRequest,
+    *,
+    brokers: Sequence[Node],
+    leader_id: int,
+    partitions: Mapping[str, int],
+    cluster_id: str | None = None,
+) -> Payload:
     """Answer Metadata from the topic catalog ``partitions`` ({topic: partition count}): every
     partition is led by ``leader_id``; unknown topics get UNKNOWN_TOPIC_OR_PARTITION (nothing is
     created). No topics asked (v0: an empty list; v1+: null) means all of them."""
@@ -91,33 +119,65 @@ def metadata_response(request: WireRequest, *, brokers: Sequence[Node], leader_i
         if count is None:
             # A topic asked by id only (v10+) cannot be known: ids here are all zero. Its name
             # is null in the answer, which only v12+ can say ("" before).
-            error = (ErrorCode.unknown_topic_or_partition if name is not None
-                     else ErrorCode.unknown_topic_id)
-            return build(topic_cls, error_code=error, topic_id=ZERO_TOPIC_ID,
-                         name=name if name is not None or version >= 12 else "",
-                         is_internal=False, partitions=(),
-                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
-        return build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=ZERO_TOPIC_ID,
-                     is_internal=False, partitions=tuple(build(
-                         partition_cls, error_code=ErrorCode.none, partition_index=index,
-                         leader_id=leader_id, leader_epoch=-1, replica_nodes=(leader_id,),
-                         isr_nodes=(leader_id,), offline_replicas=())
-                         for index in range(count)),
-                     topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+            error = (
+                ErrorCode.unknown_topic_or_partition
+                if name is not None
+                else ErrorCode.unknown_topic_id
+            )
+            return build(
+                topic_cls,
+                error_code=error,
+                topic_id=ZERO_TOPIC_ID,
+                name=name if name is not None or version >= 12 else "",
+                is_internal=False,
+                partitions=(),
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        return build(
+            topic_cls,
+            error_code=ErrorCode.none,
+            name=name,
+            topic_id=ZERO_TOPIC_ID,
+            is_internal=False,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    error_code=ErrorCode.none,
+                    partition_index=index,
+                    leader_id=leader_id,
+                    leader_epoch=-1,
+                    replica_nodes=(leader_id,),
+                    isr_nodes=(leader_id,),
+                    offline_replicas=(),
+                )
+                for index in range(count)
+            ),
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
 
-    return build(cls, brokers=tuple(build(broker_cls, node_id=b.node_id, host=b.host,
-                                          port=b.port, rack=None) for b in brokers),
-                 cluster_id=cluster_id, controller_id=leader_id,
-                 topics=tuple(topic(name) for name in names),
-                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    return build(
+        cls,
+        brokers=tuple(
+            build(broker_cls, node_id=b.node_id, host=b.host, port=b.port, rack=None)
+            for b in brokers
+        ),
+        cluster_id=cluster_id,
+        controller_id=leader_id,
+        topics=tuple(topic(name) for name in names),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
 
 
 def _known(partitions: Mapping[str, int], topic: str, partition: int) -> bool:
     return 0 <= partition < partitions.get(topic, 0)
 
 
-def list_offsets_response(request: WireRequest, *, partitions: Mapping[str, int],
-                          end_offsets: Mapping[tuple[str, int], int] | None = None):
+def list_offsets_response(
+    request: WireRequest,
+    *,
+    partitions: Mapping[str, int],
+    end_offsets: Mapping[tuple[str, int], int] | None = None,
+) -> Payload:
     """Answer ListOffsets: the earliest offset is 0, the latest ``end_offsets[(topic, p)]``
     (0 when absent); a lookup by time finds nothing (offset -1), as Kafka answers for a time
     after the last record."""
@@ -128,24 +188,44 @@ def list_offsets_response(request: WireRequest, *, partitions: Mapping[str, int]
 
     def answer(topic: str, p):
         if not _known(partitions, topic, p.partition_index):
-            return build(partition_cls, partition_index=p.partition_index,
-                         error_code=ErrorCode.unknown_topic_or_partition, timestamp=-1,
-                         offset=-1, leader_epoch=-1)
+            return build(
+                partition_cls,
+                partition_index=p.partition_index,
+                error_code=ErrorCode.unknown_topic_or_partition,
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=-1,
+            )
         if p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = 0
         elif p.timestamp == LATEST_TIMESTAMP:
             offset = ends.get((topic, p.partition_index), 0)
         else:
             offset = -1
-        return build(partition_cls, partition_index=p.partition_index,
-                     error_code=ErrorCode.none, timestamp=-1, offset=offset, leader_epoch=-1)
+        return build(
+            partition_cls,
+            partition_index=p.partition_index,
+            error_code=ErrorCode.none,
+            timestamp=-1,
+            offset=offset,
+            leader_epoch=-1,
+        )
 
-    return build(cls, topics=tuple(topic_cls(name=t.name, partitions=tuple(
-        answer(t.name, p) for p in t.partitions)) for t in request.body.topics))
+    return build(
+        cls,
+        topics=tuple(
+            topic_cls(name=t.name, partitions=tuple(answer(t.name, p) for p in t.partitions))
+            for t in request.body.topics
+        ),
+    )
 
 
-def fetch_response(request: WireRequest, *, partitions: Mapping[str, int],
-                   end_offsets: Mapping[tuple[str, int], int] | None = None):
+def fetch_response(
+    request: WireRequest,
+    *,
+    partitions: Mapping[str, int],
+    end_offsets: Mapping[tuple[str, int], int] | None = None,
+) -> Payload:
     """Answer Fetch with no records: known partitions report their end offset (at least the
     fetch offset, see the module docstring), unknown ones UNKNOWN_TOPIC_OR_PARTITION. No fetch
     session is ever created (session id 0), so clients send full fetches."""
@@ -156,15 +236,36 @@ def fetch_response(request: WireRequest, *, partitions: Mapping[str, int],
 
     def answer(topic: str, p):
         if not _known(partitions, topic, p.partition):
-            return build(partition_cls, partition_index=p.partition,
-                         error_code=ErrorCode.unknown_topic_or_partition, high_watermark=-1,
-                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                         preferred_read_replica=-1, records=None)
+            return build(
+                partition_cls,
+                partition_index=p.partition,
+                error_code=ErrorCode.unknown_topic_or_partition,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=None,
+            )
         end = max(ends.get((topic, p.partition), 0), p.fetch_offset)
-        return build(partition_cls, partition_index=p.partition, error_code=ErrorCode.none,
-                     high_watermark=end, last_stable_offset=end, log_start_offset=0,
-                     aborted_transactions=(), preferred_read_replica=-1, records=b"")
+        return build(
+            partition_cls,
+            partition_index=p.partition,
+            error_code=ErrorCode.none,
+            high_watermark=end,
+            last_stable_offset=end,
+            log_start_offset=0,
+            aborted_transactions=(),
+            preferred_read_replica=-1,
+            records=b"",
+        )
 
-    return build(cls, error_code=ErrorCode.none, session_id=0, responses=tuple(
-        topic_cls(topic=t.topic, partitions=tuple(answer(t.topic, p) for p in t.partitions))
-        for t in request.body.topics))
+    return build(
+        cls,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(
+            topic_cls(topic=t.topic, partitions=tuple(answer(t.topic, p) for p in t.partitions))
+            for t in request.body.topics
+        ),
+    )

@@ -57,6 +57,7 @@ class WireRequest:
     ``body_version`` differs from ``api_version`` only for an ApiVersions request above our range:
     Kafka treats it as an (empty) v0 request and answers in v0.
     """
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -74,14 +75,20 @@ class WireRequest:
 @dataclass(frozen=True, slots=True)
 class ProtocolError:
     """The connection must be closed; ``reason`` is for the log."""
+
     reason: str
 
 
 class Connection:
     """The protocol state of one client connection (see the module docstring)."""
 
-    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 max_buffered_bytes: int | None = None, max_in_flight_requests: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_buffered_bytes: int | None = None,
+        max_in_flight_requests: int = 1,
+    ) -> None:
         if max_frame_bytes < 10:  # the shortest header: key, version, correlation id, null id
             raise ValueError(f"max_frame_bytes must be >= 10, got {max_frame_bytes}")
         if max_in_flight_requests < 1:
@@ -89,14 +96,16 @@ class Connection:
         if max_buffered_bytes is None:
             max_buffered_bytes = max_frame_bytes + _SIZE.size + MAX_READ_BYTES
         if max_buffered_bytes < max_frame_bytes + _SIZE.size:
-            raise ValueError("max_buffered_bytes must hold one whole frame and its size, got "
-                             f"{max_buffered_bytes} for max_frame_bytes={max_frame_bytes}")
+            raise ValueError(
+                "max_buffered_bytes must hold one whole frame and its size, got "
+                f"{max_buffered_bytes} for max_frame_bytes={max_frame_bytes}"
+            )
         self.max_frame_bytes = max_frame_bytes
         self.max_buffered_bytes = max_buffered_bytes
         self.max_in_flight_requests = max_in_flight_requests
         self._buffer = bytearray()
-        self._in_flight: deque[WireRequest] = deque()   # released, unanswered, in request order
-        self._answered: dict[int, bytes] = {}           # sequence -> frame, waiting for its turn
+        self._in_flight: deque[WireRequest] = deque()  # released, unanswered, in request order
+        self._answered: dict[int, bytes] = {}  # sequence -> frame, waiting for its turn
         self._next_sequence = 0
         self.error: ProtocolError | None = None
 
@@ -121,8 +130,12 @@ class Connection:
         if self.closed:
             return []
         if len(self._buffer) + len(data) > self.max_buffered_bytes:
-            return [self._fail(f"more than {self.max_buffered_bytes} bytes buffered "
-                               "(the listener must stop reading while wants_data is False)")]
+            return [
+                self._fail(
+                    f"more than {self.max_buffered_bytes} bytes buffered "
+                    "(the listener must stop reading while wants_data is False)"
+                )
+            ]
         self._buffer += data
         out: list[WireRequest | ProtocolError] = []
         while len(self._in_flight) < self.max_in_flight_requests:
@@ -134,8 +147,8 @@ class Connection:
                 break
             if len(self._buffer) < _SIZE.size + size:
                 break
-            frame = bytes(self._buffer[_SIZE.size:_SIZE.size + size])
-            del self._buffer[:_SIZE.size + size]
+            frame = bytes(self._buffer[_SIZE.size : _SIZE.size + size])
+            del self._buffer[: _SIZE.size + size]
             parsed = self._parse(frame)
             out.append(parsed)
             if isinstance(parsed, ProtocolError):
@@ -150,13 +163,14 @@ class Connection:
         that is not awaiting an answer here or a response of the wrong type."""
         if self.closed:
             return b""
-        if (not any(r is request for r in self._in_flight)
-                or request.sequence in self._answered):
+        if not any(r is request for r in self._in_flight) or request.sequence in self._answered:
             raise ValueError(f"request {request.correlation_id} is not awaiting a response")
         expected = apis.response_class(request.api_key, request.body_version)
         if type(response) is not expected:
-            raise ValueError(f"expected a {expected.__module__}.{expected.__name__}, "
-                             f"got {type(response).__name__}")
+            raise ValueError(
+                f"expected a {expected.__module__}.{expected.__name__}, "
+                f"got {type(response).__name__}"
+            )
         self._answered[request.sequence] = encode_response(request, response)
         ready = []
         while self._in_flight and self._in_flight[0].sequence in self._answered:
@@ -179,8 +193,9 @@ class Connection:
             at += n
         except Exception as exc:  # kio's readers name no exception contract
             return self._fail(f"unreadable request header: {exc!r}")
-        unsupported_api_versions = (api_key == apis.ApiKey.API_VERSIONS
-                                    and not apis.is_supported(api_key, api_version))
+        unsupported_api_versions = api_key == apis.ApiKey.API_VERSIONS and not apis.is_supported(
+            api_key, api_version
+        )
         if not unsupported_api_versions and not apis.is_supported(api_key, api_version):
             return self._fail(f"api key {api_key} version {api_version} is not supported")
         body_version = 0 if unsupported_api_versions else api_version
@@ -195,8 +210,16 @@ class Connection:
         except Exception as exc:  # kio raises KeyError, ValueError, its own
             # DecodeError family...; bytes from a peer must never raise out of here.
             return self._fail(f"undecodable api key {api_key} v{api_version}: {exc!r}")
-        request = WireRequest(api_key, api_version, correlation_id, client_id, body, body_version,
-                              len(frame), self._next_sequence)
+        request = WireRequest(
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
+            body,
+            body_version,
+            len(frame),
+            self._next_sequence,
+        )
         self._next_sequence += 1
         return request
 

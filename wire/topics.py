@@ -28,6 +28,7 @@ DEFAULT_PARTITIONS = 1
 class TopicChange(msgspec.Struct, frozen=True):
     """``kind``: "create", "grow" (to ``partitions``) or "delete"; ``validate_only``: check,
     change nothing."""
+
     kind: str
     name: str
     partitions: int = 0
@@ -45,15 +46,23 @@ def topic_changes(request: WireRequest) -> list[TopicChange]:
     body = request.body
     match request.api_key:
         case ApiKey.CREATE_TOPICS:
-            return [TopicChange("create", t.name,
-                                DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
-                                body.validate_only) for t in body.topics]
+            return [
+                TopicChange(
+                    "create",
+                    t.name,
+                    DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
+                    body.validate_only,
+                )
+                for t in body.topics
+            ]
         case ApiKey.CREATE_PARTITIONS:
-            return [TopicChange("grow", t.name, t.count, body.validate_only)
-                    for t in body.topics]
+            return [TopicChange("grow", t.name, t.count, body.validate_only) for t in body.topics]
         case ApiKey.DELETE_TOPICS:
-            names = ([t.name for t in body.topics] if request.api_version >= 6
-                     else list(body.topic_names))
+            names = (
+                [t.name for t in body.topics]
+                if request.api_version >= 6
+                else list(body.topic_names)
+            )
             return [TopicChange("delete", name or "") for name in names]
     raise ValueError(f"api key {request.api_key} changes no topics")
 
@@ -68,23 +77,50 @@ def topics_response(request: WireRequest, results: list[TopicResult]):
     match request.api_key:
         case ApiKey.CREATE_TOPICS:
             item = apis.nested_class(cls, "CreatableTopicResult")
-            return build(cls, throttle_time=ZERO_MS, topics=tuple(build(
-                item, name=c.name, topic_id=ZERO_TOPIC_ID, error_code=_code(r.error),
-                error_message=r.message, topic_config_error_code=_code(Errors.NONE),
-                num_partitions=r.partitions,
-                replication_factor=1 if r.error == Errors.NONE else -1, configs=())
-                for c, r in pairs))
+            return build(
+                cls,
+                throttle_time=ZERO_MS,
+                topics=tuple(
+                    build(
+                        item,
+                        name=c.name,
+                        topic_id=ZERO_TOPIC_ID,
+                        error_code=_code(r.error),
+                        error_message=r.message,
+                        topic_config_error_code=_code(Errors.NONE),
+                        num_partitions=r.partitions,
+                        replication_factor=1 if r.error == Errors.NONE else -1,
+                        configs=(),
+                    )
+                    for c, r in pairs
+                ),
+            )
         case ApiKey.CREATE_PARTITIONS:
             item = apis.nested_class(cls, "CreatePartitionsTopicResult")
-            return build(cls, throttle_time=ZERO_MS, results=tuple(build(
-                item, name=c.name, error_code=_code(r.error), error_message=r.message)
-                for c, r in pairs))
+            return build(
+                cls,
+                throttle_time=ZERO_MS,
+                results=tuple(
+                    build(item, name=c.name, error_code=_code(r.error), error_message=r.message)
+                    for c, r in pairs
+                ),
+            )
         case ApiKey.DELETE_TOPICS:
             item = apis.nested_class(cls, "DeletableTopicResult")
-            return build(cls, throttle_time=ZERO_MS, responses=tuple(build(
-                item, name=c.name, topic_id=ZERO_TOPIC_ID, error_code=_code(r.error),
-                error_message=r.message)
-                for c, r in pairs))
+            return build(
+                cls,
+                throttle_time=ZERO_MS,
+                responses=tuple(
+                    build(
+                        item,
+                        name=c.name,
+                        topic_id=ZERO_TOPIC_ID,
+                        error_code=_code(r.error),
+                        error_message=r.message,
+                    )
+                    for c, r in pairs
+                ),
+            )
     raise ValueError(f"api key {request.api_key} changes no topics")
 
 

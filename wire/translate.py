@@ -31,7 +31,9 @@ import datetime
 from collections.abc import Iterable, Sequence
 from functools import cache
 
+import msgspec
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import Payload
 
 from groupcoord.coordinator import messages as core
 from groupcoord.coordinator.errors import Errors
@@ -77,7 +79,8 @@ def _grouped(items: Iterable, topic_of) -> dict[str, list]:
 
 # ---- requests ---------------------------------------------------------------------------------
 
-def request_to_core(request: WireRequest, *, client_host: str = ""):
+
+def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.Struct:
     """The core request for a decoded group request (not OffsetFetch: ``offset_fetch_to_core``).
     ``client_host`` is the peer's address, which JoinGroup records for DescribeGroups.
     ``ValueError`` for an api the core does not handle."""
@@ -86,49 +89,73 @@ def request_to_core(request: WireRequest, *, client_host: str = ""):
         case ApiKey.JOIN_GROUP:
             session_timeout_ms = millis(body.session_timeout)
             return core.JoinGroupRequest(
-                group_id=body.group_id, member_id=body.member_id,
+                group_id=body.group_id,
+                member_id=body.member_id,
                 protocol_type=body.protocol_type,
-                protocols=[core.JoinGroupRequestProtocol(p.name, p.metadata)
-                           for p in body.protocols],
+                protocols=[
+                    core.JoinGroupRequestProtocol(p.name, p.metadata) for p in body.protocols
+                ],
                 session_timeout_ms=session_timeout_ms,
-                rebalance_timeout_ms=(millis(body.rebalance_timeout) if version >= 1
-                                      else session_timeout_ms),
+                rebalance_timeout_ms=(
+                    millis(body.rebalance_timeout) if version >= 1 else session_timeout_ms
+                ),
                 group_instance_id=getattr(body, "group_instance_id", None),
-                client_id=request.client_id or "", client_host=client_host,
-                require_known_member_id=version >= 4, reason=getattr(body, "reason", None))
+                client_id=request.client_id or "",
+                client_host=client_host,
+                require_known_member_id=version >= 4,
+                reason=getattr(body, "reason", None),
+            )
         case ApiKey.SYNC_GROUP:
             return core.SyncGroupRequest(
-                group_id=body.group_id, generation_id=body.generation_id,
+                group_id=body.group_id,
+                generation_id=body.generation_id,
                 member_id=body.member_id,
-                assignments=[core.SyncGroupRequestAssignment(a.member_id, a.assignment)
-                             for a in body.assignments],
+                assignments=[
+                    core.SyncGroupRequestAssignment(a.member_id, a.assignment)
+                    for a in body.assignments
+                ],
                 group_instance_id=getattr(body, "group_instance_id", None),
                 protocol_type=getattr(body, "protocol_type", None),
-                protocol_name=getattr(body, "protocol_name", None))
+                protocol_name=getattr(body, "protocol_name", None),
+            )
         case ApiKey.HEARTBEAT:
             return core.HeartbeatRequest(
-                group_id=body.group_id, generation_id=body.generation_id,
+                group_id=body.group_id,
+                generation_id=body.generation_id,
                 member_id=body.member_id,
-                group_instance_id=getattr(body, "group_instance_id", None))
+                group_instance_id=getattr(body, "group_instance_id", None),
+            )
         case ApiKey.LEAVE_GROUP:
             if version < 3:
                 members = [core.MemberIdentity(body.member_id)]
             else:
-                members = [core.MemberIdentity(m.member_id, m.group_instance_id,
-                                               getattr(m, "reason", None))
-                           for m in body.members]
+                members = [
+                    core.MemberIdentity(
+                        m.member_id, m.group_instance_id, getattr(m, "reason", None)
+                    )
+                    for m in body.members
+                ]
             return core.LeaveGroupRequest(group_id=body.group_id, members=members)
         case ApiKey.OFFSET_COMMIT:
             retention = getattr(body, "retention_time", None)
             return core.OffsetCommitRequest(
-                group_id=body.group_id, generation_id=body.generation_id_or_member_epoch,
+                group_id=body.group_id,
+                generation_id=body.generation_id_or_member_epoch,
                 member_id=body.member_id,
-                offsets=[core.OffsetCommitRequestPartition(
-                    topic.name, p.partition_index, p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-                    for topic in body.topics for p in topic.partitions],
+                offsets=[
+                    core.OffsetCommitRequestPartition(
+                        topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+                    for topic in body.topics
+                    for p in topic.partitions
+                ],
                 group_instance_id=getattr(body, "group_instance_id", None),
-                retention_time_ms=-1 if retention is None else millis(retention))
+                retention_time_ms=-1 if retention is None else millis(retention),
+            )
         case ApiKey.DESCRIBE_GROUPS:
             return core.DescribeGroupsRequest(group_ids=list(body.groups))
         case ApiKey.LIST_GROUPS:
@@ -136,9 +163,14 @@ def request_to_core(request: WireRequest, *, client_host: str = ""):
         case ApiKey.DELETE_GROUPS:
             return core.DeleteGroupsRequest(group_ids=list(body.groups_names))
         case ApiKey.OFFSET_DELETE:
-            return core.OffsetDeleteRequest(group_id=body.group_id, partitions=[
-                core.TopicPartition(topic.name, p.partition_index)
-                for topic in body.topics for p in topic.partitions])
+            return core.OffsetDeleteRequest(
+                group_id=body.group_id,
+                partitions=[
+                    core.TopicPartition(topic.name, p.partition_index)
+                    for topic in body.topics
+                    for p in topic.partitions
+                ],
+            )
     raise ValueError(f"api key {request.api_key} has no core request")
 
 
@@ -147,16 +179,24 @@ def offset_fetch_to_core(request: WireRequest) -> list[core.OffsetFetchRequest]:
     body = request.body
     require_stable = getattr(body, "require_stable", False)
     groups = body.groups if request.api_version >= 8 else (body,)
-    return [core.OffsetFetchRequest(
-        group_id=group.group_id,
-        partitions=None if group.topics is None else [
-            core.TopicPartition(t.name, p) for t in group.topics for p in t.partition_indexes],
-        require_stable=require_stable) for group in groups]
+    return [
+        core.OffsetFetchRequest(
+            group_id=group.group_id,
+            partitions=None
+            if group.topics is None
+            else [
+                core.TopicPartition(t.name, p) for t in group.topics for p in t.partition_indexes
+            ],
+            require_stable=require_stable,
+        )
+        for group in groups
+    ]
 
 
 # ---- responses --------------------------------------------------------------------------------
 
-def response_from_core(request: WireRequest, response):
+
+def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payload:
     """kio's response, at the request's version, for the core's answer to ``request_to_core``."""
     cls = apis.response_class(request.api_key, request.api_version)
     version = request.api_version
@@ -164,21 +204,40 @@ def response_from_core(request: WireRequest, response):
         case ApiKey.JOIN_GROUP:
             member_cls = apis.nested_class(cls, "JoinGroupResponseMember")
             hide_leadership = response.skip_assignment and version < 9
-            members = () if hide_leadership else tuple(
-                build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id,
-                      metadata=m.metadata) for m in response.members)
+            members = (
+                ()
+                if hide_leadership
+                else tuple(
+                    build(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        metadata=m.metadata,
+                    )
+                    for m in response.members
+                )
+            )
             return build(
-                cls, error_code=_code(response.error), generation_id=response.generation_id,
+                cls,
+                error_code=_code(response.error),
+                generation_id=response.generation_id,
                 protocol_type=response.protocol_type,
-                protocol_name=(response.protocol_name if version >= 7
-                               else response.protocol_name or ""),
+                protocol_name=(
+                    response.protocol_name if version >= 7 else response.protocol_name or ""
+                ),
                 leader="" if hide_leadership else response.leader,
                 skip_assignment=response.skip_assignment,
-                member_id=response.member_id, members=members)
+                member_id=response.member_id,
+                members=members,
+            )
         case ApiKey.SYNC_GROUP:
-            return build(cls, error_code=_code(response.error),
-                         protocol_type=response.protocol_type,
-                         protocol_name=response.protocol_name, assignment=response.assignment)
+            return build(
+                cls,
+                error_code=_code(response.error),
+                protocol_type=response.protocol_type,
+                protocol_name=response.protocol_name,
+                assignment=response.assignment,
+            )
         case ApiKey.HEARTBEAT:
             return build(cls, error_code=_code(response.error))
         case ApiKey.LEAVE_GROUP:
@@ -187,44 +246,80 @@ def response_from_core(request: WireRequest, response):
             topic_cls = apis.nested_class(cls, "OffsetCommitResponseTopic")
             part_cls = apis.nested_class(cls, "OffsetCommitResponsePartition")
             by_topic = _grouped(response.partitions, lambda p: p.topic)
-            return build(cls, topics=tuple(topic_cls(name=topic, partitions=tuple(
-                part_cls(partition_index=p.partition, error_code=_code(p.error)) for p in parts))
-                for topic, parts in by_topic.items()))
+            return build(
+                cls,
+                topics=tuple(
+                    topic_cls(
+                        name=topic,
+                        partitions=tuple(
+                            part_cls(partition_index=p.partition, error_code=_code(p.error))
+                            for p in parts
+                        ),
+                    )
+                    for topic, parts in by_topic.items()
+                ),
+            )
         case ApiKey.DESCRIBE_GROUPS:
             return _describe_groups(cls, response)
         case ApiKey.LIST_GROUPS:
             types_filter = {t.lower() for t in getattr(request.body, "types_filter", ())}
             listed_cls = apis.nested_class(cls, "ListedGroup")
-            groups = () if types_filter and CLASSIC_GROUP_TYPE not in types_filter else tuple(
-                build(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type,
-                      group_state=g.group_state, group_type=CLASSIC_GROUP_TYPE)
-                for g in response.groups)
+            groups = (
+                ()
+                if types_filter and CLASSIC_GROUP_TYPE not in types_filter
+                else tuple(
+                    build(
+                        listed_cls,
+                        group_id=g.group_id,
+                        protocol_type=g.protocol_type,
+                        group_state=g.group_state,
+                        group_type=CLASSIC_GROUP_TYPE,
+                    )
+                    for g in response.groups
+                )
+            )
             return build(cls, error_code=_code(response.error), groups=groups)
         case ApiKey.DELETE_GROUPS:
             result_cls = apis.nested_class(cls, "DeletableGroupResult")
-            return build(cls, results=tuple(
-                result_cls(group_id=r.group_id, error_code=_code(r.error))
-                for r in response.results))
+            return build(
+                cls,
+                results=tuple(
+                    result_cls(group_id=r.group_id, error_code=_code(r.error))
+                    for r in response.results
+                ),
+            )
         case ApiKey.OFFSET_DELETE:
             topic_cls = apis.nested_class(cls, "OffsetDeleteResponseTopic")
             part_cls = apis.nested_class(cls, "OffsetDeleteResponsePartition")
             by_topic = _grouped(response.partitions, lambda p: p.topic)
-            return build(cls, error_code=_code(response.error), topics=tuple(
-                topic_cls(name=topic, partitions=tuple(
-                    part_cls(partition_index=p.partition, error_code=_code(p.error))
-                    for p in parts)) for topic, parts in by_topic.items()))
+            return build(
+                cls,
+                error_code=_code(response.error),
+                topics=tuple(
+                    topic_cls(
+                        name=topic,
+                        partitions=tuple(
+                            part_cls(partition_index=p.partition, error_code=_code(p.error))
+                            for p in parts
+                        ),
+                    )
+                    for topic, parts in by_topic.items()
+                ),
+            )
     raise ValueError(f"api key {request.api_key} has no core response")
 
 
-def error_response(request: WireRequest, error: Errors):
+def error_response(request: WireRequest, error: Errors) -> Payload:
     """kio's response to a group request (OffsetFetch included) that the core never saw, with
     ``error`` wherever a client of that version reads it: for a listener whose partition is
     loading (COORDINATOR_LOAD_IN_PROGRESS), gone (NOT_COORDINATOR) or over a limit."""
     body = request.body
     match request.api_key:
         case ApiKey.OFFSET_FETCH:
-            return offset_fetch_from_core(request, [
-                core.OffsetFetchResponse(error, []) for _ in offset_fetch_to_core(request)])
+            return offset_fetch_from_core(
+                request,
+                [core.OffsetFetchResponse(error, []) for _ in offset_fetch_to_core(request)],
+            )
         case ApiKey.JOIN_GROUP:
             answer = core.JoinGroupResponse(error, -1, None, None, "", False, body.member_id, [])
         case ApiKey.SYNC_GROUP:
@@ -234,18 +329,26 @@ def error_response(request: WireRequest, error: Errors):
         case ApiKey.LEAVE_GROUP:
             answer = core.LeaveGroupResponse(error, [])
         case ApiKey.OFFSET_COMMIT:
-            answer = core.OffsetCommitResponse([
-                core.OffsetCommitResponsePartition(topic.name, p.partition_index, error)
-                for topic in body.topics for p in topic.partitions])
+            answer = core.OffsetCommitResponse(
+                [
+                    core.OffsetCommitResponsePartition(topic.name, p.partition_index, error)
+                    for topic in body.topics
+                    for p in topic.partitions
+                ]
+            )
         case ApiKey.DESCRIBE_GROUPS:
-            answer = core.DescribeGroupsResponse([
-                core.DescribedGroup(error, group_id, "", "", "", [], -1, "")
-                for group_id in body.groups])
+            answer = core.DescribeGroupsResponse(
+                [
+                    core.DescribedGroup(error, group_id, "", "", "", [], -1, "")
+                    for group_id in body.groups
+                ]
+            )
         case ApiKey.LIST_GROUPS:
             answer = core.ListGroupsResponse(error, [])
         case ApiKey.DELETE_GROUPS:
-            answer = core.DeleteGroupsResponse([
-                core.DeletableGroupResult(group_id, error) for group_id in body.groups_names])
+            answer = core.DeleteGroupsResponse(
+                [core.DeletableGroupResult(group_id, error) for group_id in body.groups_names]
+            )
         case ApiKey.OFFSET_DELETE:
             answer = core.OffsetDeleteResponse(error, [])
         case _:
@@ -261,26 +364,54 @@ def _leave_group(cls: type, version: int, response: core.LeaveGroupResponse):
             error = response.members[0].error
         return build(cls, error_code=_code(error))
     member_cls = apis.nested_class(cls, "MemberResponse")
-    return build(cls, error_code=_code(response.error), members=tuple(
-        member_cls(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                   error_code=_code(m.error)) for m in response.members))
+    return build(
+        cls,
+        error_code=_code(response.error),
+        members=tuple(
+            member_cls(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error_code=_code(m.error),
+            )
+            for m in response.members
+        ),
+    )
 
 
 def _describe_groups(cls: type, response: core.DescribeGroupsResponse):
     group_cls = apis.nested_class(cls, "DescribedGroup")
     member_cls = apis.nested_class(cls, "DescribedGroupMember")
-    return build(cls, groups=tuple(build(
-        group_cls, error_code=_code(g.error), group_id=g.group_id, group_state=g.group_state,
-        protocol_type=g.protocol_type, protocol_data=g.protocol_data,
-        members=tuple(build(member_cls, member_id=m.member_id,
-                            group_instance_id=m.group_instance_id, client_id=m.client_id,
-                            client_host=m.client_host, member_metadata=m.member_metadata,
-                            member_assignment=m.member_assignment) for m in g.members))
-        for g in response.groups))
+    return build(
+        cls,
+        groups=tuple(
+            build(
+                group_cls,
+                error_code=_code(g.error),
+                group_id=g.group_id,
+                group_state=g.group_state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol_data,
+                members=tuple(
+                    build(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.member_metadata,
+                        member_assignment=m.member_assignment,
+                    )
+                    for m in g.members
+                ),
+            )
+            for g in response.groups
+        ),
+    )
 
 
-def offset_fetch_from_core(request: WireRequest,
-                           responses: Sequence[core.OffsetFetchResponse]):
+def offset_fetch_from_core(
+    request: WireRequest, responses: Sequence[core.OffsetFetchResponse]
+) -> Payload:
     """kio's OffsetFetch response for the answers to ``offset_fetch_to_core(request)``, one per
     group in the same order."""
     cls = apis.response_class(request.api_key, request.api_version)
@@ -295,20 +426,42 @@ def offset_fetch_from_core(request: WireRequest,
     def topics(group, response: core.OffsetFetchResponse) -> tuple:
         partitions = response.partitions
         if version < 2 and response.error != Errors.NONE:
-            partitions = [core.OffsetFetchResponsePartition(
-                t.name, p, -1, -1, "", response.error)
-                for t in group.topics or () for p in t.partition_indexes]
-        return tuple(topic_cls(name=topic, partitions=tuple(build(
-            part_cls, partition_index=p.partition, committed_offset=p.committed_offset,
-            committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
-            error_code=_code(p.error)) for p in parts))
-            for topic, parts in _grouped(partitions, lambda p: p.topic).items())
+            partitions = [
+                core.OffsetFetchResponsePartition(t.name, p, -1, -1, "", response.error)
+                for t in group.topics or ()
+                for p in t.partition_indexes
+            ]
+        return tuple(
+            topic_cls(
+                name=topic,
+                partitions=tuple(
+                    build(
+                        part_cls,
+                        partition_index=p.partition,
+                        committed_offset=p.committed_offset,
+                        committed_leader_epoch=p.committed_leader_epoch,
+                        metadata=p.metadata,
+                        error_code=_code(p.error),
+                    )
+                    for p in parts
+                ),
+            )
+            for topic, parts in _grouped(partitions, lambda p: p.topic).items()
+        )
 
     if version < 8:
-        return build(cls, topics=topics(groups[0], responses[0]),
-                     error_code=_code(responses[0].error))
+        return build(
+            cls, topics=topics(groups[0], responses[0]), error_code=_code(responses[0].error)
+        )
     group_cls = apis.nested_class(cls, "OffsetFetchResponseGroup")
-    return build(cls, groups=tuple(
-        group_cls(group_id=group.group_id, topics=topics(group, response),
-                  error_code=_code(response.error))
-        for group, response in zip(groups, responses, strict=True)))
+    return build(
+        cls,
+        groups=tuple(
+            group_cls(
+                group_id=group.group_id,
+                topics=topics(group, response),
+                error_code=_code(response.error),
+            )
+            for group, response in zip(groups, responses, strict=True)
+        ),
+    )

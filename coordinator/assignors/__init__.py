@@ -11,15 +11,28 @@ Each is stateless, so the shared instances in ``ASSIGNORS`` serve every group. S
 from types import MappingProxyType
 
 from .base import (
-    MAX_MEMBERS, MAX_TOTAL_PARTITIONS, Assignor, RebalanceProtocol, TopicPartition,
+    MAX_MEMBERS,
+    MAX_TOTAL_PARTITIONS,
+    Assignor,
+    RebalanceProtocol,
+    TopicPartition,
 )
 from .cooperative import CooperativeStickyAssignor, RevocationPlan, revocation_plan
 from .range_assignor import RangeAssignor
 from .roundrobin import RoundRobinAssignor
 from .sticky import StickyAssignor
 
-ASSIGNORS = MappingProxyType({a.name: a for a in (
-    RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor())})
+ASSIGNORS = MappingProxyType(
+    {
+        a.name: a
+        for a in (
+            RangeAssignor(),
+            RoundRobinAssignor(),
+            StickyAssignor(),
+            CooperativeStickyAssignor(),
+        )
+    }
+)
 
 
 def get_assignor(name: str) -> Assignor:
@@ -31,7 +44,17 @@ def get_assignor(name: str) -> Assignor:
 
 
 __all__ = [
-    "ASSIGNORS", "MAX_MEMBERS", "MAX_TOTAL_PARTITIONS", "Assignor", "CooperativeStickyAssignor",
-    "RangeAssignor", "RebalanceProtocol", "RevocationPlan", "RoundRobinAssignor",
-    "StickyAssignor", "TopicPartition", "get_assignor", "revocation_plan",
+    "ASSIGNORS",
+    "MAX_MEMBERS",
+    "MAX_TOTAL_PARTITIONS",
+    "Assignor",
+    "CooperativeStickyAssignor",
+    "RangeAssignor",
+    "RebalanceProtocol",
+    "RevocationPlan",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "TopicPartition",
+    "get_assignor",
+    "revocation_plan",
 ]

@@ -29,13 +29,14 @@ TopicPartition = tuple[str, int]
 # Limits keep one assignment bounded in time and memory; both are far above real groups.
 MAX_MEMBERS = 10_000
 MAX_TOTAL_PARTITIONS = 200_000
-MAX_PARTITIONS_PER_TOPIC = 2**31 - 1   # Kafka's partition ids are int32
+MAX_PARTITIONS_PER_TOPIC = 2**31 - 1  # Kafka's partition ids are int32
 
 
 class RebalanceProtocol(enum.IntEnum):
     """Kafka's ConsumerPartitionAssignor.RebalanceProtocol, with Kafka's ids."""
-    EAGER = 0         # every member revokes everything before it rejoins
-    COOPERATIVE = 1   # members keep what they own; moved partitions take a second rebalance
+
+    EAGER = 0  # every member revokes everything before it rejoins
+    COOPERATIVE = 1  # members keep what they own; moved partitions take a second rebalance
 
 
 def java_order(s: str) -> bytes:
@@ -54,28 +55,39 @@ class Assignor:
     supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def subscription_user_data(self, owned: tuple, generation_id: int) -> bytes | None:
-        """What a member puts in its Subscription's ``user_data`` (None: this assignor uses none)."""
+        """What a member puts in its Subscription's ``user_data`` (None: this assignor uses
+        none)."""
         return None
 
-    def assign(self, partitions_per_topic: Mapping[str, int],
-               subscriptions: Mapping[str, Subscription]) -> dict[str, Assignment]:
+    def assign(
+        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, Assignment]:
         """member id -> Assignment for every member of ``subscriptions``."""
         counts = _checked_counts(partitions_per_topic)
         _check_subscriptions(subscriptions)
-        topics_of = {m: frozenset(t for t in sub.topics if counts.get(t, 0) > 0)
-                     for m, sub in subscriptions.items()}
+        topics_of = {
+            m: frozenset(t for t in sub.topics if counts.get(t, 0) > 0)
+            for m, sub in subscriptions.items()
+        }
         subscribed = frozenset().union(*topics_of.values()) if topics_of else frozenset()
         total = sum(counts[t] for t in subscribed)
         if total > MAX_TOTAL_PARTITIONS:
-            raise ValueError(f"{total} subscribed partitions exceed the limit of "
-                             f"{MAX_TOTAL_PARTITIONS}")
+            raise ValueError(
+                f"{total} subscribed partitions exceed the limit of {MAX_TOTAL_PARTITIONS}"
+            )
         counts = {t: counts[t] for t in subscribed}
         chosen = self._assign(counts, topics_of, subscriptions)
-        return {m: Assignment(tuple(sorted(chosen.get(m, ()), key=partition_order)))
-                for m in sorted(subscriptions, key=java_order)}
+        return {
+            m: Assignment(tuple(sorted(chosen.get(m, ()), key=partition_order)))
+            for m in sorted(subscriptions, key=java_order)
+        }
 
-    def _assign(self, counts: dict[str, int], topics_of: dict[str, frozenset[str]],
-                subscriptions: Mapping[str, Subscription]) -> dict[str, list[TopicPartition]]:
+    def _assign(
+        self,
+        counts: dict[str, int],
+        topics_of: dict[str, frozenset[str]],
+        subscriptions: Mapping[str, Subscription],
+    ) -> dict[str, list[TopicPartition]]:
         """The assignor proper. ``counts`` holds only subscribed topics with partitions;
         ``topics_of`` is each member's subscription restricted to those topics."""
         raise NotImplementedError
@@ -86,8 +98,10 @@ class Assignor:
 
 def _checked_counts(partitions_per_topic) -> dict[str, int]:
     if not isinstance(partitions_per_topic, Mapping):
-        raise ValueError("partitions_per_topic must map topic names to partition counts, "
-                         f"not {type(partitions_per_topic).__name__}")
+        raise ValueError(
+            "partitions_per_topic must map topic names to partition counts, "
+            f"not {type(partitions_per_topic).__name__}"
+        )
     counts = {}
     for topic, count in partitions_per_topic.items():
         if not isinstance(topic, str):
@@ -102,25 +116,31 @@ def _checked_counts(partitions_per_topic) -> dict[str, int]:
 
 def _check_subscriptions(subscriptions) -> None:
     if not isinstance(subscriptions, Mapping):
-        raise ValueError("subscriptions must map member ids to Subscription, "
-                         f"not {type(subscriptions).__name__}")
+        raise ValueError(
+            f"subscriptions must map member ids to Subscription, not {type(subscriptions).__name__}"
+        )
     if len(subscriptions) > MAX_MEMBERS:
         raise ValueError(f"{len(subscriptions)} members exceed the limit of {MAX_MEMBERS}")
     for member, sub in subscriptions.items():
         if not isinstance(member, str):
             raise ValueError(f"member id {member!r} is not a string")
         if not isinstance(sub, Subscription):
-            raise ValueError(f"subscription of member {member!r} is a {type(sub).__name__}, "
-                             "not a Subscription")
+            raise ValueError(
+                f"subscription of member {member!r} is a {type(sub).__name__}, not a Subscription"
+            )
         # msgspec does not check types on construction, so a hand-built Subscription can hold
         # anything; decode_subscription's output always passes.
         if not isinstance(sub.topics, (tuple, list)) or not all(
-                isinstance(t, str) for t in sub.topics):
+            isinstance(t, str) for t in sub.topics
+        ):
             raise ValueError(f"topics of member {member!r} must be a sequence of strings")
         if not isinstance(sub.owned_partitions, (tuple, list)) or not all(
-                is_partition(tp) for tp in sub.owned_partitions):
-            raise ValueError(f"owned_partitions of member {member!r} must be a sequence of "
-                             "(topic, partition) pairs")
+            is_partition(tp) for tp in sub.owned_partitions
+        ):
+            raise ValueError(
+                f"owned_partitions of member {member!r} must be a sequence of "
+                "(topic, partition) pairs"
+            )
         if isinstance(sub.generation_id, bool) or not isinstance(sub.generation_id, int):
             raise ValueError(f"generation_id of member {member!r} is not an integer")
         if sub.user_data is not None and not isinstance(sub.user_data, bytes):
@@ -128,8 +148,13 @@ def _check_subscriptions(subscriptions) -> None:
 
 
 def is_partition(tp) -> bool:
-    return (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str)
-            and isinstance(tp[1], int) and not isinstance(tp[1], bool))
+    return (
+        isinstance(tp, tuple)
+        and len(tp) == 2
+        and isinstance(tp[0], str)
+        and isinstance(tp[1], int)
+        and not isinstance(tp[1], bool)
+    )
 
 
 def all_partitions(counts: Mapping[str, int]) -> list[TopicPartition]:

@@ -65,14 +65,15 @@ class CooperativeStickyAssignor(Assignor):
             for tp in sub.owned_partitions:
                 claimants.setdefault(tp, set()).add(member)
         # A member keeps what it already holds; anything else waits until nobody claims it.
-        return {member: [tp for tp in partitions
-                         if tp not in claimants or member in claimants[tp]]
-                for member, partitions in target.items()}
+        return {
+            member: [tp for tp in partitions if tp not in claimants or member in claimants[tp]]
+            for member, partitions in target.items()
+        }
 
 
 class RevocationPlan(NamedTuple):
-    revoked: set   # owned, not assigned: give these up (onPartitionsRevoked) before anything else
-    added: set     # assigned, not owned: start consuming these (onPartitionsAssigned)
+    revoked: set  # owned, not assigned: give these up (onPartitionsRevoked) before anything else
+    added: set  # assigned, not owned: start consuming these (onPartitionsAssigned)
 
     @property
     def rejoin_needed(self) -> bool:

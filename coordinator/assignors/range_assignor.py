@@ -28,8 +28,9 @@ class RangeAssignor(Assignor):
     def _assign(self, counts, topics_of, subscriptions) -> dict[str, list[TopicPartition]]:
         chosen: dict[str, list[TopicPartition]] = {m: [] for m in topics_of}
         for topic, n in counts.items():
-            members = sorted((m for m, topics in topics_of.items() if topic in topics),
-                             key=java_order)
+            members = sorted(
+                (m for m, topics in topics_of.items() if topic in topics), key=java_order
+            )
             per_member, extra = divmod(n, len(members))
             start = 0
             for i, member in enumerate(members):

@@ -91,6 +91,7 @@ def previous_ownership(sub: Subscription) -> tuple[tuple[TopicPartition, ...], i
 # V0: [topic string, partitions [int32]]; V1 appends generation int32. Neither carries a version:
 # Kafka tries V1 and falls back to V0, i.e. the generation is there when four bytes remain.
 
+
 def encode_user_data(owned: tuple[TopicPartition, ...], generation_id: int) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in owned:
@@ -113,7 +114,7 @@ def decode_user_data(data: bytes) -> tuple[tuple[TopicPartition, ...], int | Non
         if n < 0 or pos + n > len(view):
             raise ValueError("truncated")
         pos += n
-        return view[pos - n:pos]
+        return view[pos - n : pos]
 
     def count() -> int:
         n = _I32.unpack(take(4))[0]

@@ -43,11 +43,12 @@ from collections.abc import Iterable, Mapping
 
 from .base import TopicPartition, all_partitions, java_order, partition_order
 
-Claims = Mapping[str, tuple[Iterable[TopicPartition], int]]   # member -> (owned, generation)
+Claims = Mapping[str, tuple[Iterable[TopicPartition], int]]  # member -> (owned, generation)
 
 
-def resolve_ownership(claims: Claims, counts: Mapping[str, int],
-                      topics_of: Mapping[str, frozenset[str]]) -> dict[TopicPartition, str]:
+def resolve_ownership(
+    claims: Claims, counts: Mapping[str, int], topics_of: Mapping[str, frozenset[str]]
+) -> dict[TopicPartition, str]:
     """partition -> its valid owner; newest generation wins, a tie there leaves it unowned."""
     best: dict[TopicPartition, tuple[int, str | None]] = {}
     for member, (partitions, generation) in claims.items():
@@ -63,8 +64,11 @@ def resolve_ownership(claims: Claims, counts: Mapping[str, int],
     return {tp: member for tp, (_, member) in best.items() if member is not None}
 
 
-def sticky_assignment(counts: Mapping[str, int], topics_of: Mapping[str, frozenset[str]],
-                      owner: Mapping[TopicPartition, str]) -> dict[str, list[TopicPartition]]:
+def sticky_assignment(
+    counts: Mapping[str, int],
+    topics_of: Mapping[str, frozenset[str]],
+    owner: Mapping[TopicPartition, str],
+) -> dict[str, list[TopicPartition]]:
     """member -> partitions: a balanced assignment of every partition that keeps most owners."""
     members = sorted(topics_of, key=java_order)
     owned_by: dict[str, list[TopicPartition]] = {m: [] for m in members}
@@ -77,14 +81,15 @@ def sticky_assignment(counts: Mapping[str, int], topics_of: Mapping[str, frozens
     return _general(counts, members, topics_of, owned_by)
 
 
-def _identical(partitions: list[TopicPartition], members: list[str],
-               owned_by: dict[str, list[TopicPartition]]) -> dict[str, list[TopicPartition]]:
+def _identical(
+    partitions: list[TopicPartition], members: list[str], owned_by: dict[str, list[TopicPartition]]
+) -> dict[str, list[TopicPartition]]:
     if not partitions:
         return {m: [] for m in members}
     base_quota, extra = divmod(len(partitions), len(members))
     by_claim = sorted(members, key=lambda m: (-len(owned_by[m]), java_order(m)))
     quota = {m: base_quota + (1 if i < extra else 0) for i, m in enumerate(by_claim)}
-    chosen = {m: owned_by[m][:quota[m]] for m in members}
+    chosen = {m: owned_by[m][: quota[m]] for m in members}
     kept = {tp for partitions_of in chosen.values() for tp in partitions_of}
     open_slots = [(len(chosen[m]), java_order(m), m) for m in members if len(chosen[m]) < quota[m]]
     heapq.heapify(open_slots)
@@ -98,15 +103,20 @@ def _identical(partitions: list[TopicPartition], members: list[str],
     return chosen
 
 
-def _general(counts: Mapping[str, int], members: list[str],
-             topics_of: Mapping[str, frozenset[str]],
-             owned_by: dict[str, list[TopicPartition]]) -> dict[str, list[TopicPartition]]:
+def _general(
+    counts: Mapping[str, int],
+    members: list[str],
+    topics_of: Mapping[str, frozenset[str]],
+    owned_by: dict[str, list[TopicPartition]],
+) -> dict[str, list[TopicPartition]]:
     chosen = {m: list(owned_by[m]) for m in members}
     subscribers = {t: [m for m in members if t in topics_of[m]] for t in counts}
     owned = {tp for partitions in owned_by.values() for tp in partitions}
     # Hardest to place first: partitions few members may take (stable sort keeps Kafka's order).
-    unowned = sorted((tp for tp in all_partitions(counts) if tp not in owned),
-                     key=lambda tp: len(subscribers[tp[0]]))
+    unowned = sorted(
+        (tp for tp in all_partitions(counts) if tp not in owned),
+        key=lambda tp: len(subscribers[tp[0]]),
+    )
     for tp in unowned:
         member = min(subscribers[tp[0]], key=lambda m: (len(chosen[m]), java_order(m)))
         chosen[member].append(tp)

@@ -19,7 +19,7 @@ class MemoryLog:
         self.load_gate.set()
         self.fail_appends: BaseException | None = None
         self.fail_load: BaseException | None = None
-        self.appends: list[int] = []          # batch sizes, one per append (= one fsync)
+        self.appends: list[int] = []  # batch sizes, one per append (= one fsync)
         self.snapshots = 0
         self.closed = False
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 
-from groupcoord.actors import GroupMember, RebalanceListener
+from groupcoord.actors import GroupMember, RebalanceListener, start
 from groupcoord.coordinator import CoordinatorConfig
 
 # Small timeouts keep the Ray tests short on 2 cores.
-TEST_CONFIG = CoordinatorConfig(group_min_session_timeout_ms=100,
-                                group_initial_rebalance_delay_ms=0)
+TEST_CONFIG = CoordinatorConfig(
+    group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=0
+)
 SESSION_MS, HEARTBEAT_MS, REBALANCE_MS = 2_000, 200, 4_000
 
 
 def start_deployment(tmp_dir, namespace: str, num_partitions: int = 2):
-    from groupcoord.actors import start
     deployment = start(num_partitions, str(tmp_dir), namespace=namespace, config=TEST_CONFIG)
     deployment.wait_ready(60)
     return deployment
@@ -39,9 +39,13 @@ class Tracker(RebalanceListener):
 
 def member(router, group: str, topics=None, **kwargs) -> GroupMember:
     topics = topics or {"t": 6}
-    options = dict(topic_partitions=topics, session_timeout_ms=SESSION_MS,
-                   heartbeat_interval_ms=HEARTBEAT_MS, rebalance_timeout_ms=REBALANCE_MS,
-                   listener=Tracker())
+    options = dict(
+        topic_partitions=topics,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        rebalance_timeout_ms=REBALANCE_MS,
+        listener=Tracker(),
+    )
     options.update(kwargs)
     m = GroupMember(router, group, list(topics), **options)
     m.start()

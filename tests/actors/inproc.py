@@ -31,8 +31,12 @@ class _Method:
 
 
 class InProcPartition:
-    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None,
-                 tamper: Callable[[Any, Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: PartitionRuntime,
+        reorder_seed: int | None = None,
+        tamper: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         rng = random.Random(reorder_seed) if reorder_seed is not None else None
 
         async def handle(request):
@@ -40,16 +44,22 @@ class InProcPartition:
                 await asyncio.sleep(rng.uniform(0, 0.01))
             response = await runtime.handle(request)
             return response if tamper is None else tamper(request, response)
+
         self.handle = _Method(handle)
 
 
 class InProcRouter:
-    def __init__(self, runtime: PartitionRuntime, reorder_seed: int | None = None,
-                 tamper: Callable[[Any, Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: PartitionRuntime,
+        reorder_seed: int | None = None,
+        tamper: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         partition = InProcPartition(runtime, reorder_seed, tamper)
 
         async def find_coordinator(group_id: str):
             return 0, partition
+
         self.find_coordinator = _Method(find_coordinator)
 
 

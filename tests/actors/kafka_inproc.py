@@ -24,8 +24,9 @@ START_TIMEOUT_S = 30
 
 
 class WirePartition:
-    def __init__(self, log_dir: str, topics: dict[str, int],
-                 config: CoordinatorConfig | None = None) -> None:
+    def __init__(
+        self, log_dir: str, topics: dict[str, int], config: CoordinatorConfig | None = None
+    ) -> None:
         self.topics = topics
         self.config = config or CoordinatorConfig(group_initial_rebalance_delay_ms=0)
         self.loop = asyncio.new_event_loop()
@@ -46,8 +47,11 @@ class WirePartition:
 
     async def _start(self) -> int:
         self.runtime = PartitionRuntime(
-            0, 1, self.config,
-            open_log=lambda: open_partition_log(self._log_dir, LogConfig(fsync_policy="never")))
+            0,
+            1,
+            self.config,
+            open_log=lambda: open_partition_log(self._log_dir, LogConfig(fsync_policy="never")),
+        )
         self.runtime.start()
         while self.runtime.state != "serving":
             await asyncio.sleep(0.01)
@@ -68,10 +72,16 @@ class WirePartition:
             self.topics = self.catalog.topics()
             return results
 
-        gateway = KafkaGateway(node=node, route=route, list_groups=list_groups,
-                               coordinator_for=coordinator_for, brokers=lambda: [gateway.node],
-                               topics=lambda: self.topics, change_topics=change_topics,
-                               cluster_id="groupcoord-test")
+        gateway = KafkaGateway(
+            node=node,
+            route=route,
+            list_groups=list_groups,
+            coordinator_for=coordinator_for,
+            brokers=lambda: [gateway.node],
+            topics=lambda: self.topics,
+            change_topics=change_topics,
+            cluster_id="groupcoord-test",
+        )
         self.listener = KafkaListener(gateway.respond)
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)
@@ -81,6 +91,7 @@ class WirePartition:
         async def _stop():
             await self.listener.close()
             await self.runtime.close()
+
         asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(START_TIMEOUT_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(START_TIMEOUT_S)

@@ -22,8 +22,9 @@ def test_changes_survive_a_reopen_and_bump_the_version(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a b", "tópico", "x" * (MAX_TOPIC_NAME_CHARS + 1),
-                                  "a/b", None, 7])
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "a b", "tópico", "x" * (MAX_TOPIC_NAME_CHARS + 1), "a/b", None, 7]
+)
 def test_illegal_names_are_refused_and_change_nothing(tmp_path, name):
     catalog = TopicCatalog(str(tmp_path))
     with pytest.raises(ValueError):
@@ -50,8 +51,10 @@ def test_a_topic_only_grows_and_exists_once(tmp_path):
     assert TopicCatalog(str(tmp_path)).topics() == {"events": 4}
 
 
-@pytest.mark.parametrize("content", [b"{", b"[]", b'{"version": "1", "topics": {}}',
-                                     b'{"version": 1, "topics": {"a b": 1}}'])
+@pytest.mark.parametrize(
+    "content",
+    [b"{", b"[]", b'{"version": "1", "topics": {}}', b'{"version": 1, "topics": {"a b": 1}}'],
+)
 def test_a_damaged_catalog_is_an_error_naming_the_file(tmp_path, content):
     (tmp_path / CATALOG_FILE).write_bytes(content)
     with pytest.raises(ValueError, match=CATALOG_FILE):
@@ -61,4 +64,6 @@ def test_a_damaged_catalog_is_an_error_naming_the_file(tmp_path, content):
 def test_the_file_is_plain_json(tmp_path):
     TopicCatalog(str(tmp_path)).create("events", 3)
     assert json.loads((tmp_path / CATALOG_FILE).read_text()) == {
-        "version": 1, "topics": {"events": 3}}
+        "version": 1,
+        "topics": {"events": 3},
+    }

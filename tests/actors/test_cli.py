@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from groupcoord.actors import SyncGroupMember, connect, stop
-from groupcoord.actors.cli import main, table
+from groupcoord.actors.cli import main
+from groupcoord.actors.output import table
 
 NS = "gc-cli"
 
@@ -15,8 +19,12 @@ NS = "gc-cli"
 @pytest.fixture(scope="module")
 def served(ray_session, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("logs-cli")
-    assert main(["serve", "--namespace", NS, "--partitions", "2", "--log-dir", str(log_dir),
-                 "--detach"]) == 0
+    assert (
+        main(
+            ["serve", "--namespace", NS, "--partitions", "2", "--log-dir", str(log_dir), "--detach"]
+        )
+        == 0
+    )
     deployment = connect(NS)
     yield deployment
     stop(deployment)
@@ -36,35 +44,49 @@ def test_table_formatting():
 
 def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
     # serve runs Kafka's defaults: sessions of at least 6 s, a 3 s initial delay.
-    m = SyncGroupMember(served.router, "cli-g", ["t"], topic_partitions={"t": 2},
-                        session_timeout_ms=6_000, heartbeat_interval_ms=1_000)
+    m = SyncGroupMember(
+        served.router,
+        "cli-g",
+        ["t"],
+        topic_partitions={"t": 2},
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=1_000,
+    )
     m.wait_assigned(30)
     m.commit({("t", 0): 5, ("t", 1): 9})
     try:
         listed = run_json(capsys, "groups", "list")
-        assert {"group_id": "cli-g", "protocol_type": "consumer", "group_state": "Stable"} \
-            in listed["groups"]
+        assert {
+            "group_id": "cli-g",
+            "protocol_type": "consumer",
+            "group_state": "Stable",
+        } in listed["groups"]
         ends = tmp_path / "ends.json"
         ends.write_text(json.dumps({"t:0": 10, "t:1": 10}))
         described = run_json(capsys, "groups", "describe", "cli-g", "--end-offsets", str(ends))
         assert [(o["partition"], o["committed"], o["lag"]) for o in described["offsets"]] == [
-            (0, 5, 5), (1, 9, 1)]
+            (0, 5, 5),
+            (1, 9, 1),
+        ]
         assert len(described["members"]) == 1
-        assert main(["groups", "reset-offsets", "cli-g", "--to-offset", "0",
-                     "--namespace", NS]) == 2                  # refused: the group has a member
+        assert (
+            main(["groups", "reset-offsets", "cli-g", "--to-offset", "0", "--namespace", NS]) == 2
+        )  # refused: the group has a member
         assert "NON_EMPTY_GROUP" in capsys.readouterr().err
     finally:
         m.close()
     reset = run_json(capsys, "groups", "reset-offsets", "cli-g", "--to-latest", str(ends))
-    assert reset["reset"] == [{"topic": "t", "partition": 0, "offset": 10},
-                              {"topic": "t", "partition": 1, "offset": 10}]
+    assert reset["reset"] == [
+        {"topic": "t", "partition": 0, "offset": 10},
+        {"topic": "t", "partition": 1, "offset": 10},
+    ]
     capsys.readouterr()
     assert main(["groups", "describe", "cli-g", "--namespace", NS]) == 0
     text = capsys.readouterr().out
     assert "committed offsets" in text and "Empty" in text
     deleted = run_json(capsys, "groups", "delete", "cli-g")
     assert deleted["deleted"] == [{"group": "cli-g", "result": "NONE"}]
-    assert main(["groups", "delete", "cli-g", "--namespace", NS]) == 1   # GROUP_ID_NOT_FOUND
+    assert main(["groups", "delete", "cli-g", "--namespace", NS]) == 1  # GROUP_ID_NOT_FOUND
 
 
 def test_bad_offset_files_are_clear_errors(served, capsys, tmp_path):
@@ -74,8 +96,10 @@ def test_bad_offset_files_are_clear_errors(served, capsys, tmp_path):
     not_an_object.write_text("[1, 2]")
     for path in (tmp_path / "missing.json", not_an_object):
         capsys.readouterr()
-        assert main(["groups", "describe", "any-g", "--end-offsets", str(path),
-                     "--namespace", NS]) == 2
+        assert (
+            main(["groups", "describe", "any-g", "--end-offsets", str(path), "--namespace", NS])
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.startswith("groupcoord: ") and str(path) in err and "Traceback" not in err
 
@@ -88,14 +112,21 @@ def test_connect_unknown_namespace_is_a_clear_error(ray_session, capsys):
 def test_detach_without_a_lasting_cluster_is_refused(tmp_path):
     # In a fresh process with no Ray: the embedded Ray would die with the command, and the
     # "detached" coordinator with it, so serve refuses before starting anything.
-    import os
-    import subprocess
-    import sys
     result = subprocess.run(
-        [sys.executable, "-m", "groupcoord.actors.cli", "serve", "--detach",
-         "--log-dir", str(tmp_path / "logs")],
-        capture_output=True, text=True, timeout=120, env={
-            k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        [
+            sys.executable,
+            "-m",
+            "groupcoord.actors.cli",
+            "serve",
+            "--detach",
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
     assert result.returncode == 2
     assert "--detach needs a Ray cluster" in result.stderr
     assert not (tmp_path / "logs").exists()

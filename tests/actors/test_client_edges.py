@@ -38,9 +38,13 @@ from .fakes import MemoryLog
 from .helpers import Tracker, wait_until
 
 CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
-MEMBER = dict(topic_partitions={"t": 2}, session_timeout_ms=2_000, heartbeat_interval_ms=100,
-              rebalance_timeout_ms=2_000)
-OUTER_S = 30            # a generous bound around calls that must end on their own
+MEMBER = dict(
+    topic_partitions={"t": 2},
+    session_timeout_ms=2_000,
+    heartbeat_interval_ms=100,
+    rebalance_timeout_ms=2_000,
+)
+OUTER_S = 30  # a generous bound around calls that must end on their own
 
 
 class _Remote:
@@ -69,8 +73,9 @@ class StuckRouter:
             self.requests.append(request)
             if self.stuck(request):
                 self.hung.append(request)
-                await asyncio.Event().wait()          # never set: this call never answers
+                await asyncio.Event().wait()  # never set: this call never answers
             return await runtime.handle(request)
+
         partition = type("Partition", (), {"handle": _Remote(handle)})()
 
         async def find_coordinator(group_id: str):
@@ -80,6 +85,7 @@ class StuckRouter:
             if self.list_groups_hangs:
                 await asyncio.Event().wait()
             return await runtime.handle(ListGroupsRequest(list(states_filter)))
+
         self.find_coordinator = _Remote(find_coordinator)
         self.list_groups = _Remote(list_groups)
 
@@ -105,6 +111,7 @@ async def committed_offset(runtime: PartitionRuntime, group: str, tp: tuple[str,
 
 # -- item 10: every call is bounded by its deadline -----------------------------------------------
 
+
 def test_a_call_to_a_stuck_partition_ends_at_its_deadline():
     # Before: the deadline was only checked between attempts, so an attempt that never
     # answered kept the call waiting forever (the outer bound fired instead).
@@ -115,13 +122,14 @@ def test_a_call_to_a_stuck_partition_ends_at_its_deadline():
         channel = CoordinatorChannel(router, "g", timeout_ms=300)
         with pytest.raises(CoordinatorUnavailable):
             await asyncio.wait_for(channel.call(HeartbeatRequest("g", 1, "m")), OUTER_S)
-        assert router.hung                           # it really was stuck, not refused
-        router.unhang()                              # the handle was forgotten: rediscovered
+        assert router.hung  # it really was stuck, not refused
+        router.unhang()  # the handle was forgotten: rediscovered
         before = channel.discoveries
         response = await asyncio.wait_for(channel.call(HeartbeatRequest("g", 1, "m")), OUTER_S)
         assert response.error == Errors.UNKNOWN_MEMBER_ID
         assert channel.discoveries == before + 1
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -146,6 +154,7 @@ def test_commit_and_fetch_on_a_stuck_disk_end_at_the_request_timeout():
         assert await m.committed([("t", 0)]) == {("t", 0): 6}
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -162,11 +171,15 @@ def test_heartbeats_go_on_past_a_stuck_heartbeat_and_the_member_recovers():
         await wait_until(lambda: len(router.hung) >= 2, OUTER_S, "a second heartbeat")
         router.unhang()
         # Its session expired meanwhile: the next heartbeat learns so, and the member rejoins.
-        await wait_until(lambda: ("lost", frozenset({("t", 0), ("t", 1)})) in m.listener.calls,
-                         OUTER_S, "the partitions lost")
+        await wait_until(
+            lambda: ("lost", frozenset({("t", 0), ("t", 1)})) in m.listener.calls,
+            OUTER_S,
+            "the partitions lost",
+        )
         assert await m.wait_assigned(OUTER_S) == {("t", 0), ("t", 1)}
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -181,6 +194,7 @@ def test_close_with_a_stuck_leave_group_returns():
         await asyncio.wait_for(m.close(), OUTER_S)
         assert len(router.hung) == 1 and m.generation_id == -1
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -202,10 +216,12 @@ def test_admin_calls_to_a_stuck_partition_or_router_end_at_their_deadline():
         router.unhang()
         assert await admin.list_groups() == []
         await runtime.close()
+
     asyncio.run(scenario())
 
 
 # -- item 11: close() waits for pending commit_async ----------------------------------------------
+
 
 def test_close_keeps_every_pending_async_commit():
     # Before: close() stopped the member first; the async commits still queued behind the
@@ -222,6 +238,7 @@ def test_close_keeps_every_pending_async_commit():
         assert results == [None, None, None]
         assert await committed_offset(runtime, "g", ("t", 0)) == 30
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -230,6 +247,7 @@ def test_sync_member_close_keeps_every_pending_async_commit():
 
     async def start_runtime():
         runtime_ready["runtime"] = await serving()
+
     loop = asyncio.new_event_loop()
     thread_loop = threading.Thread(target=loop.run_forever, daemon=True)
     thread_loop.start()
@@ -245,7 +263,8 @@ def test_sync_member_close_keeps_every_pending_async_commit():
         m.close()
         assert results == [None, None, None]
         fetched = asyncio.run_coroutine_threadsafe(
-            committed_offset(runtime, "g", ("t", 0)), loop).result(OUTER_S)
+            committed_offset(runtime, "g", ("t", 0)), loop
+        ).result(OUTER_S)
         assert fetched == 30
         asyncio.run_coroutine_threadsafe(runtime.close(), loop).result(OUTER_S)
     finally:
@@ -260,14 +279,16 @@ class ThreadSafeRouter:
     def __init__(self, router: StuckRouter, loop: asyncio.AbstractEventLoop) -> None:
         def across(function):
             def remote(*args):
-                return asyncio.wrap_future(
-                    asyncio.run_coroutine_threadsafe(function(*args), loop))
+                return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(function(*args), loop))
+
             return type("Method", (), {"remote": staticmethod(remote)})()
 
         async def find_coordinator(group_id):
             partition_number, partition = await router.find_coordinator.remote(group_id)
-            return partition_number, type("Partition", (), {
-                "handle": across(partition.handle.remote)})()
+            return partition_number, type(
+                "Partition", (), {"handle": across(partition.handle.remote)}
+            )()
+
         self.find_coordinator = across(find_coordinator)
 
 
@@ -284,21 +305,34 @@ def test_close_gives_up_on_pending_async_commits_at_its_timeout():
         for bad in (-1, 1.5, None):
             with pytest.raises(ValueError, match="timeout"):
                 await m.close(timeout_ms=bad)
-        assert m.stable and not results                  # a refused close changed nothing
+        assert m.stable and not results  # a refused close changed nothing
         await asyncio.wait_for(m.close(timeout_ms=300), OUTER_S)
         assert len(results) == 1 and isinstance(results[0], CoordinatorUnavailable), results
         router.unhang()
         assert await committed_offset(runtime, "g", ("t", 0)) == -1
         await runtime.close()
+
     asyncio.run(scenario())
 
 
 # -- item 13: bad offsets are refused before anything is sent -------------------------------------
 
 BAD_OFFSETS = [
-    {("t", 0): -5}, {("t", 0): -1}, {("t", 0): True}, {("t", 0): 1.5}, {("t", 0): "3"},
-    {("t", 0): None}, {("t", 0): 2**63}, {("t", -1): 1}, {("t", 2**31): 1}, {("t", True): 1},
-    {("", 0): 1}, {(1, 0): 1}, {"t0": 1}, {("t", 0, 1): 1}, [(("t", 0), 1)],
+    {("t", 0): -5},
+    {("t", 0): -1},
+    {("t", 0): True},
+    {("t", 0): 1.5},
+    {("t", 0): "3"},
+    {("t", 0): None},
+    {("t", 0): 2**63},
+    {("t", -1): 1},
+    {("t", 2**31): 1},
+    {("t", True): 1},
+    {("", 0): 1},
+    {(1, 0): 1},
+    {"t0": 1},
+    {("t", 0, 1): 1},
+    [(("t", 0), 1)],
 ]
 
 
@@ -323,6 +357,7 @@ def test_bad_offsets_are_refused_by_commit_and_commit_async(offsets):
         assert await committed_offset(runtime, "g", ("t", 0)) == 7
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -346,6 +381,7 @@ def test_bad_partitions_are_refused_by_committed_and_the_admin_client():
                 await admin.reset_offsets("g", to_offset=bad_offset)
         assert sum(router.seen.values()) == 0
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -376,6 +412,7 @@ def test_sync_member_refuses_bad_offsets_in_the_callers_thread():
 
 # -- item 14: close() during a cooperative rebalance; the leader follows partition counts ---------
 
+
 def test_close_during_a_cooperative_rebalance_loses_the_partitions():
     # Kafka's onLeavePrepare: partitions still owned while a rebalance is in progress (or once
     # the generation is gone) are lost, not revoked: the group may already be handing them on.
@@ -391,7 +428,7 @@ def test_close_during_a_cooperative_rebalance_loses_the_partitions():
         b = GroupMember(router, "g", ["t"], **options)
         b.start()
         await wait_until(lambda: router.hung, OUTER_S, "a in the middle of the rebalance")
-        assert a.assignment == {("t", 0), ("t", 1)}           # cooperative: still owned
+        assert a.assignment == {("t", 0), ("t", 1)}  # cooperative: still owned
         await asyncio.wait_for(a.close(), OUTER_S)
         assert a.listener.calls[-1] == ("lost", frozenset({("t", 0), ("t", 1)}))
         assert ("revoked", frozenset({("t", 0), ("t", 1)})) not in a.listener.calls
@@ -399,19 +436,26 @@ def test_close_during_a_cooperative_rebalance_loses_the_partitions():
         assert await b.wait_assigned(OUTER_S) == {("t", 0), ("t", 1)}
         await b.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
 def test_close_of_a_stable_member_revokes_the_partitions():
     async def scenario():
         runtime = await serving()
-        a = GroupMember(StuckRouter(runtime), "g", ["t"], listener=Tracker(),
-                        **{**MEMBER, "assignors": ("cooperative-sticky",)})
+        a = GroupMember(
+            StuckRouter(runtime),
+            "g",
+            ["t"],
+            listener=Tracker(),
+            **{**MEMBER, "assignors": ("cooperative-sticky",)},
+        )
         a.start()
         await a.wait_assigned(OUTER_S)
         await a.close()
         assert a.listener.calls[-1] == ("revoked", frozenset({("t", 0), ("t", 1)}))
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -423,10 +467,13 @@ def test_the_leader_rejoins_when_a_topic_grows():
         runtime = await serving()
         router = StuckRouter(runtime)
         counts = {"t": 2, "u": 1}
-        options = {**MEMBER, "topic_partitions": lambda topic: counts[topic],
-                   "metadata_max_age_ms": 100}
+        options = {
+            **MEMBER,
+            "topic_partitions": lambda topic: counts[topic],
+            "metadata_max_age_ms": 100,
+        }
         a = GroupMember(router, "g", ["t"], **options)
-        b = GroupMember(router, "g", ["u"], **options)        # the leader must watch u too
+        b = GroupMember(router, "g", ["u"], **options)  # the leader must watch u too
         a.start()
         await a.wait_assigned(OUTER_S)
         b.start()
@@ -434,18 +481,28 @@ def test_the_leader_rejoins_when_a_topic_grows():
         generation = a.generation_id
         assert a.is_leader and a.assignment == {("t", 0), ("t", 1)}
         counts["u"] = 2
-        await wait_until(lambda: b.assignment == {("u", 0), ("u", 1)} and b.stable,
-                         OUTER_S, "the new partition of u assigned")
+        await wait_until(
+            lambda: b.assignment == {("u", 0), ("u", 1)} and b.stable,
+            OUTER_S,
+            "the new partition of u assigned",
+        )
         assert b.generation_id > generation
-        reasons = [r.reason for r in router.requests
-                   if isinstance(r, JoinGroupRequest) and r.member_id == a.member_id]
+        reasons = [
+            r.reason
+            for r in router.requests
+            if isinstance(r, JoinGroupRequest) and r.member_id == a.member_id
+        ]
         assert any("u: 1 -> 2" in (reason or "") for reason in reasons), reasons
         counts["t"] = 3
-        await wait_until(lambda: a.assignment == {("t", 0), ("t", 1), ("t", 2)} and a.stable,
-                         OUTER_S, "the new partition of t assigned")
+        await wait_until(
+            lambda: a.assignment == {("t", 0), ("t", 1), ("t", 2)} and a.stable,
+            OUTER_S,
+            "the new partition of t assigned",
+        )
         await a.close()
         await b.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 

@@ -28,8 +28,12 @@ from groupcoord.coordinator import (
 from .inproc import InProcRouter, serving_runtime
 
 CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
-MEMBER = dict(topic_partitions={"t": 2}, session_timeout_ms=2_000, heartbeat_interval_ms=100,
-              rebalance_timeout_ms=2_000)
+MEMBER = dict(
+    topic_partitions={"t": 2},
+    session_timeout_ms=2_000,
+    heartbeat_interval_ms=100,
+    rebalance_timeout_ms=2_000,
+)
 
 
 class BrokenListener(RebalanceListener):
@@ -50,6 +54,7 @@ def test_listener_failure_stops_the_member_visibly():
         assert not m.stable
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -59,7 +64,7 @@ def test_async_commit_callback_gets_every_failure():
     # client itself can tell is bad never gets that far: commit_async raises ValueError.)
     def tamper(request, response):
         if isinstance(request, OffsetCommitRequest):
-            raise ValueError("invalid OffsetCommitRequest")      # as the actor's validate()
+            raise ValueError("invalid OffsetCommitRequest")  # as the actor's validate()
         return response
 
     async def scenario():
@@ -75,6 +80,7 @@ def test_async_commit_callback_gets_every_failure():
         assert len(results) == 1 and isinstance(results[0], ValueError), results
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -85,12 +91,16 @@ def test_a_bare_string_is_not_a_list_of_names():
         runtime = await serving_runtime(CONFIG)
         router = InProcRouter(runtime)
         for group in ("a", "b"):
-            response = await runtime.handle(OffsetCommitRequest(
-                group, -1, "", [OffsetCommitRequestPartition("t", 0, 1)]))
+            response = await runtime.handle(
+                OffsetCommitRequest(group, -1, "", [OffsetCommitRequestPartition("t", 0, 1)])
+            )
             assert response.partitions[0].error == Errors.NONE
         admin = AdminClient(router)
-        for call in (lambda: admin.delete_groups("ab"), lambda: admin.describe_groups("ab"),
-                     lambda: admin.list_groups("Empty")):
+        for call in (
+            lambda: admin.delete_groups("ab"),
+            lambda: admin.describe_groups("ab"),
+            lambda: admin.list_groups("Empty"),
+        ):
             with pytest.raises(ValueError):
                 await call()
         assert await admin.fetch_offsets("a") == {("t", 0): 1}
@@ -98,6 +108,7 @@ def test_a_bare_string_is_not_a_list_of_names():
         with pytest.raises(ValueError):
             GroupMember(router, "g", "orders", **{**MEMBER, "topic_partitions": {"orders": 2}})
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -138,6 +149,7 @@ def test_eager_member_can_commit_in_on_partitions_revoked():
         await a.close(leave=False)
         await b.close(leave=False)
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -152,13 +164,15 @@ def test_async_commits_land_in_the_order_they_were_made():
         m.start()
         await m.wait_assigned(10)
         results: list = []
-        tasks = [m.commit_async({("t", 0): offset}, callback=results.append)
-                 for offset in range(1, 41)]
+        tasks = [
+            m.commit_async({("t", 0): offset}, callback=results.append) for offset in range(1, 41)
+        ]
         await asyncio.gather(*tasks)
         assert results == [None] * 40
         assert await m.committed([("t", 0)]) == {("t", 0): 40}
         await m.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -182,6 +196,7 @@ def test_commit_that_finds_the_member_gone_calls_listener_without_deadlock():
         assert len(listener.outcomes) == 1 and isinstance(listener.outcomes[0], CommitFailedError)
         await a.close(leave=False)
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -209,9 +224,13 @@ def test_cooperative_member_hears_of_every_rebalance_even_when_nothing_is_added(
         assert await first.wait_assigned(10) == {("t", 0), ("t", 1)}
         second = GroupMember(router, "g", ["t"], **options)
         second.start()
-        for _ in range(500):                     # both settled on one partition each
-            if len(first.assignment) == 1 and len(second.assignment) == 1 and first.stable \
-                    and second.stable:
+        for _ in range(500):  # both settled on one partition each
+            if (
+                len(first.assignment) == 1
+                and len(second.assignment) == 1
+                and first.stable
+                and second.stable
+            ):
                 break
             await asyncio.sleep(0.01)
         assert len(first.assignment) == 1
@@ -222,6 +241,7 @@ def test_cooperative_member_hears_of_every_rebalance_even_when_nothing_is_added(
         await second.close()
         await first.close()
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -242,6 +262,7 @@ def test_sync_answer_naming_another_protocol_is_fatal():
         assert stopped.value.error == Errors.INCONSISTENT_GROUP_PROTOCOL
         await m.close(leave=False)
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -259,7 +280,7 @@ def test_an_unexpected_error_stops_the_member(kind):
         m = GroupMember(InProcRouter(runtime, tamper=tamper), "g", ["t"], **MEMBER)
         m.start()
         try:
-            await m.wait_assigned(10)        # a heartbeat only fails once assigned
+            await m.wait_assigned(10)  # a heartbeat only fails once assigned
             for _ in range(300):
                 if not m.stable:
                     break
@@ -272,4 +293,5 @@ def test_an_unexpected_error_stops_the_member(kind):
         assert not m.stable
         await m.close(leave=False)
         await runtime.close()
+
     asyncio.run(scenario())

@@ -64,4 +64,5 @@ def test_calls_to_a_stuck_partition_actor_end_at_their_deadline(ray_session):
         finally:
             ray.kill(partition)
             ray.kill(router)
+
     asyncio.run(scenario())

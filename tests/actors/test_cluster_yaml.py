@@ -10,7 +10,9 @@ import os
 
 import jsonschema
 import pytest
+import ray.autoscaler
 import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,7 +24,6 @@ def config() -> dict:
 
 
 def test_matches_rays_schema(config):
-    import ray.autoscaler
     with open(os.path.join(os.path.dirname(ray.autoscaler.__file__), "ray-schema.json")) as f:
         schema = json.load(f)
     jsonschema.validate(config, schema)
@@ -32,7 +33,6 @@ def test_matches_rays_schema(config):
 
 
 def test_passes_rays_config_validation(config):
-    from ray.autoscaler._private.util import prepare_config, validate_config
     prepared = prepare_config(copy.deepcopy(config))
     validate_config(prepared)
     assert prepared["head_node_type"] in prepared["available_node_types"]
@@ -45,7 +45,7 @@ def test_passes_rays_config_validation(config):
 def test_installs_package_mounts_shared_logs_and_starts_coordinator(config):
     setup = " ".join(config["setup_commands"])
     assert "pip install" in setup and "groupcoord" in setup
-    assert "mount -t nfs4" in setup                       # the shared log filesystem
+    assert "mount -t nfs4" in setup  # the shared log filesystem
     serve = [c for c in config["head_start_ray_commands"] if "groupcoord serve" in c]
     assert serve and "--log-dir /mnt/groupcoord" in serve[0] and "--address auto" in serve[0]
     assert any("ray start --head" in c for c in config["head_start_ray_commands"])

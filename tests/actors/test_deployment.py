@@ -34,8 +34,14 @@ def test_restart_with_another_partition_count_or_namespace_is_refused(ray_sessio
     # moved groups onto partitions that never saw them (offsets "lost"); nothing was recorded.
     ns = "gc-identity"
     deployment = start_deployment(tmp_path, ns, num_partitions=2)
-    member = SyncGroupMember(deployment.router, "kept-g", ["t"], topic_partitions={"t": 1},
-                             session_timeout_ms=2_000, heartbeat_interval_ms=200)
+    member = SyncGroupMember(
+        deployment.router,
+        "kept-g",
+        ["t"],
+        topic_partitions={"t": 1},
+        session_timeout_ms=2_000,
+        heartbeat_interval_ms=200,
+    )
     member.wait_assigned(30)
     member.commit({("t", 0): 41})
     member.close()
@@ -44,8 +50,9 @@ def test_restart_with_another_partition_count_or_namespace_is_refused(ray_sessio
     assert identity["num_partitions"] == 2 and identity["namespace"] == ns
     assert identity["cluster_id"] == deployment.cluster_id != ""
 
-    with pytest.raises(ValueError, match="with 2 partitions in namespace 'gc-identity', not 3") \
-            as refused:
+    with pytest.raises(
+        ValueError, match="with 2 partitions in namespace 'gc-identity', not 3"
+    ) as refused:
         start(3, str(tmp_path), namespace=ns, config=TEST_CONFIG)
     assert "--partitions 2 --namespace gc-identity" in str(refused.value)
     assert "\n" not in str(refused.value) and no_router(ns)
@@ -54,11 +61,17 @@ def test_restart_with_another_partition_count_or_namespace_is_refused(ray_sessio
     assert no_router("gc-elsewhere")
     assert json.loads((tmp_path / IDENTITY_FILE).read_text()) == identity
 
-    again = start_deployment(tmp_path, ns, num_partitions=2)     # the same settings: served
+    again = start_deployment(tmp_path, ns, num_partitions=2)  # the same settings: served
     try:
         assert again.cluster_id == deployment.cluster_id
-        reader = SyncGroupMember(again.router, "kept-g", ["t"], topic_partitions={"t": 1},
-                                 session_timeout_ms=2_000, heartbeat_interval_ms=200)
+        reader = SyncGroupMember(
+            again.router,
+            "kept-g",
+            ["t"],
+            topic_partitions={"t": 1},
+            session_timeout_ms=2_000,
+            heartbeat_interval_ms=200,
+        )
         try:
             assert reader.committed()[("t", 0)] == 41
         finally:
@@ -67,8 +80,7 @@ def test_restart_with_another_partition_count_or_namespace_is_refused(ray_sessio
         stop(again)
 
 
-def test_serve_with_another_partition_count_is_one_line_and_exit_2(ray_session, tmp_path,
-                                                                    capsys):
+def test_serve_with_another_partition_count_is_one_line_and_exit_2(ray_session, tmp_path, capsys):
     ns = "gc-identity-cli"
     common = ["--namespace", ns, "--log-dir", str(tmp_path), "--detach"]
     assert main(["serve", "--partitions", "2", *common]) == 0
@@ -91,8 +103,9 @@ def test_a_root_from_before_deployment_json_is_checked_by_its_partition_dirs(tmp
         claim(str(tmp_path), 4, "ns")
 
 
-def test_a_second_deployment_in_the_namespace_with_another_log_dir_is_refused(ray_session,
-                                                                                tmp_path):
+def test_a_second_deployment_in_the_namespace_with_another_log_dir_is_refused(
+    ray_session, tmp_path
+):
     # Before: start() with another log dir returned the running deployment (get_if_exists) as if
     # it were the one asked for, and serve reported success on a log dir nobody writes.
     ns = "gc-second"
@@ -101,8 +114,9 @@ def test_a_second_deployment_in_the_namespace_with_another_log_dir_is_refused(ra
         with pytest.raises(ValueError, match="already runs a groupcoord deployment with logs in"):
             start(2, str(tmp_path / "b"), namespace=ns, config=TEST_CONFIG)
         assert not (tmp_path / "b").exists()
-        assert start(2, str(tmp_path / "a"), namespace=ns, config=TEST_CONFIG).router == \
-            first.router                                        # the same one: harmless
+        assert (
+            start(2, str(tmp_path / "a"), namespace=ns, config=TEST_CONFIG).router == first.router
+        )  # the same one: harmless
     finally:
         stop(first)
 
@@ -111,14 +125,15 @@ def test_a_log_dir_written_by_another_process_fails_fast_naming_it(ray_session, 
     # Before: the partitions waited on the lock forever and serve's wait_ready timed out (here
     # after 60 s) with a TimeoutError carrying every partition's info on one huge line.
     ns = "gc-locked"
-    claim(str(tmp_path), 2, ns)                       # as the other serve did when it started
-    holder = open_partition_log(partition_dir(str(tmp_path), 0))   # a live writer: this process
+    claim(str(tmp_path), 2, ns)  # as the other serve did when it started
+    holder = open_partition_log(partition_dir(str(tmp_path), 0))  # a live writer: this process
     try:
         with pytest.raises(RuntimeError) as refused:
             start_deployment(tmp_path, ns)
         message = str(refused.value)
-        assert message.startswith(f"partition-0 is being written by pid {os.getpid()} on host "
-                                  f"{socket.gethostname()}")
+        assert message.startswith(
+            f"partition-0 is being written by pid {os.getpid()} on host {socket.gethostname()}"
+        )
         assert "\n" not in message and len(message) < 400 and no_router(ns)
     finally:
         holder.close()
@@ -155,8 +170,9 @@ def test_a_damaged_partition_is_reported_not_waited_for(ray_session, tmp_path, c
         stop(deployment)
 
 
-def test_a_partition_that_cannot_open_its_log_restarts_a_bounded_number_of_times(ray_session,
-                                                                                  tmp_path):
+def test_a_partition_that_cannot_open_its_log_restarts_a_bounded_number_of_times(
+    ray_session, tmp_path
+):
     # Before: an OSError on open was retried forever in the same process, silently "loading".
     # Now each process tries a few times and exits for Ray's restart, MAX_LOAD_RESTARTS times
     # in a row; then it stays up as load_failed, where status shows it.
@@ -170,14 +186,14 @@ def test_a_partition_that_cannot_open_its_log_restarts_a_bounded_number_of_times
             try:
                 info = ray.get(handle.info.remote(), timeout=10)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                continue                                # between two incarnations
+                continue  # between two incarnations
             seen_pids.add(info["pid"])
             if info["state"] == "load_failed" and info["load_restarts"] == MAX_LOAD_RESTARTS:
                 break
             time.sleep(0.1)
         assert info["load_restarts"] == MAX_LOAD_RESTARTS, info
         assert info["load_failure"] == "io" and "partition-1" in info["load_error"]
-        assert len(seen_pids) >= 2                      # it was restarted in new processes
+        assert len(seen_pids) >= 2  # it was restarted in new processes
     finally:
         stop(deployment)
 
@@ -191,4 +207,4 @@ def test_an_address_naming_another_cluster_than_the_connected_one_is_an_error(ra
     with pytest.raises(ValueError, match=f"connected to the Ray cluster at {current}, not {other}"):
         connect("gc-anything", address=other)
     with pytest.raises(LookupError, match=f"on the Ray cluster at {current}"):
-        connect("gc-anything", address=current)                  # the same cluster: looked in
+        connect("gc-anything", address=current)  # the same cluster: looked in

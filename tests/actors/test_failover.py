@@ -13,12 +13,19 @@ import random
 import pytest
 import ray
 
-from groupcoord.actors import AdminClient, CommitFailedError, CoordinatorUnavailable, stop
+from groupcoord.actors import (
+    AdminClient,
+    CommitFailedError,
+    CoordinatorChannel,
+    CoordinatorUnavailable,
+    stop,
+)
+from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition, partition_for
 
 from .helpers import member, no_double_ownership, settled, start_deployment, wait_until
 
 PARTITIONS = 6
-GROUPS = ("fo-a", "fo-b")           # land on different partitions of 2 (checked below)
+GROUPS = ("fo-a", "fo-b")  # land on different partitions of 2 (checked below)
 KILLS = 4
 
 
@@ -49,43 +56,48 @@ async def committer(m, counter, attempted, acked, stop_event) -> None:
 
 
 def test_kill_partitions_and_router_while_committing(deployment):
-    from groupcoord.coordinator import partition_for
     assert {partition_for(g, 2) for g in GROUPS} == {0, 1}
 
     async def scenario():
         router = deployment.router
-        members = {g: [member(router, g, topics={"t": PARTITIONS}) for _ in range(2)]
-                   for g in GROUPS}
+        members = {
+            g: [member(router, g, topics={"t": PARTITIONS}) for _ in range(2)] for g in GROUPS
+        }
         for g, ms in members.items():
             await wait_until(lambda ms=ms: settled(ms, PARTITIONS), what=f"{g} settled")
         counter = itertools.count(1)
         attempted = {g: {} for g in GROUPS}
         acked = {g: {} for g in GROUPS}
         stop_event = asyncio.Event()
-        tasks = [asyncio.create_task(committer(m, counter, attempted[g], acked[g], stop_event))
-                 for g, ms in members.items() for m in ms]
+        tasks = [
+            asyncio.create_task(committer(m, counter, attempted[g], acked[g], stop_event))
+            for g, ms in members.items()
+            for m in ms
+        ]
         rng = random.Random(7)
         handles = deployment.partitions()
         epochs = [info["epoch"] for info in deployment.infos()]
         for kill in range(KILLS):
             await asyncio.sleep(rng.uniform(0.5, 1.0))
-            victim = kill % 2                           # both partitions, twice each
+            victim = kill % 2  # both partitions, twice each
             ray.kill(handles[victim], no_restart=False)
             if kill == 1:
-                ray.kill(router, no_restart=False)        # the router, once
+                ray.kill(router, no_restart=False)  # the router, once
         await asyncio.sleep(1.0)
         stop_event.set()
         await asyncio.gather(*tasks)
 
         everyone = [m for ms in members.values() for m in ms]
         for g, ms in members.items():
-            await wait_until(lambda ms=ms: settled(ms, PARTITIONS), timeout_s=60,
-                             what=f"{g} back to Stable")
+            await wait_until(
+                lambda ms=ms: settled(ms, PARTITIONS), timeout_s=60, what=f"{g} back to Stable"
+            )
         no_double_ownership(everyone)
         # The kills were felt: calls failed over (retried) and members rebalanced.
         assert sum(m.channel.retries for m in everyone) > 0
         new_epochs = [info["epoch"] for info in deployment.infos()]
-        assert all(new > old for new, old in zip(new_epochs, epochs)), (epochs, new_epochs)
+        raised = [new > old for new, old in zip(new_epochs, epochs, strict=True)]
+        assert all(raised), (epochs, new_epochs)
 
         admin = AdminClient(router)
         for g in GROUPS:
@@ -99,23 +111,23 @@ def test_kill_partitions_and_router_while_committing(deployment):
             assert desc.state == "Stable" and len(desc.members) == 2
         for m in everyone:
             await m.close()
+
     asyncio.run(scenario())
 
 
 def test_admin_rides_out_a_router_restart(deployment):
     # A call that reaches the router while Ray restarts it fails with ActorUnavailableError;
     # the admin client retries (as the member's channel does) instead of failing.
-    from groupcoord.actors import CoordinatorChannel
-    from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition
-
     async def scenario():
-        simple = "fo-simple"                       # a simple (offsets-only) group to list
-        response = await CoordinatorChannel(deployment.router, simple).call(OffsetCommitRequest(
-            simple, -1, "", [OffsetCommitRequestPartition("t", 0, 1)]))
+        simple = "fo-simple"  # a simple (offsets-only) group to list
+        response = await CoordinatorChannel(deployment.router, simple).call(
+            OffsetCommitRequest(simple, -1, "", [OffsetCommitRequestPartition("t", 0, 1)])
+        )
         assert response.partitions[0].error == 0
         admin = AdminClient(deployment.router)
         for _ in range(2):
             ray.kill(deployment.router, no_restart=False)
             groups = await admin.list_groups()
             assert simple in {g.group_id for g in groups}
+
     asyncio.run(scenario())

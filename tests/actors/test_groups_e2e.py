@@ -10,8 +10,14 @@ from groupcoord.actors import AdminClient, AdminError, CommitFailedError, SyncGr
 from groupcoord.coordinator import Errors
 
 from .helpers import (
-    HEARTBEAT_MS, REBALANCE_MS, SESSION_MS, member, no_double_ownership, settled,
-    start_deployment, wait_until,
+    HEARTBEAT_MS,
+    REBALANCE_MS,
+    SESSION_MS,
+    member,
+    no_double_ownership,
+    settled,
+    start_deployment,
+    wait_until,
 )
 
 
@@ -32,19 +38,25 @@ def test_join_rebalance_on_join_leave_and_session_expiry(deployment):
         assert sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2]
         assert sum(m.is_leader for m in (a, b, c)) == 1
         generation = a.generation_id
-        await c.close()                                    # leaves at once
-        await wait_until(lambda: settled([a, b], 6) and a.generation_id > generation,
-                         what="rebalance after leave")
+        await c.close()  # leaves at once
+        await wait_until(
+            lambda: settled([a, b], 6) and a.generation_id > generation,
+            what="rebalance after leave",
+        )
         # b stops heartbeating without leaving: its session expires and a takes everything.
         b._task.cancel()
-        await wait_until(lambda: settled([a], 6), timeout_s=SESSION_MS / 1000 + 20,
-                         what="rebalance after session expiry")
+        await wait_until(
+            lambda: settled([a], 6),
+            timeout_s=SESSION_MS / 1000 + 20,
+            what="rebalance after session expiry",
+        )
         assert len(a.assignment) == 6
         no_double_ownership([a, b, c])
         kinds = [kind for kind, _ in a.listener.calls]
-        assert kinds[0] == "assigned" and "revoked" in kinds      # eager: revoke before rejoin
+        assert kinds[0] == "assigned" and "revoked" in kinds  # eager: revoke before rejoin
         await a.close()
         await b.close(leave=False)
+
     asyncio.run(scenario())
 
 
@@ -55,14 +67,15 @@ def test_static_member_restart_keeps_generation_and_assignment(deployment):
         d = member(router, "static")
         await wait_until(lambda: settled([s, d], 6), what="static group settled")
         generation, mine = s.generation_id, s.assignment
-        await s.close()                     # a static member sends no LeaveGroup
+        await s.close()  # a static member sends no LeaveGroup
         again = member(router, "static", group_instance_id="instance-1")
         await wait_until(lambda: again.stable, what="static member back")
         assert again.assignment == mine
         assert again.generation_id == generation == d.generation_id
-        assert d.rebalances == 1            # the dynamic member never rebalanced
+        assert d.rebalances == 1  # the dynamic member never rebalanced
         await again.close()
         await d.close()
+
     asyncio.run(scenario())
 
 
@@ -82,6 +95,7 @@ def test_cooperative_sticky_moves_partitions_without_double_ownership(deployment
         assert kinds[0] == "assigned" and [len(p) for p in revoked] == [4]
         await a.close()
         await b.close()
+
     asyncio.run(scenario())
 
 
@@ -107,7 +121,8 @@ def test_commits_fetches_and_admin_operations(deployment):
             await admin.reset_offsets("admin-g", to_offset=0)
         assert refused.value.error == Errors.NON_EMPTY_GROUP
         assert (await admin.delete_offsets("admin-g", [("t", 0)])) == {
-            ("t", 0): Errors.GROUP_SUBSCRIBED_TO_TOPIC}
+            ("t", 0): Errors.GROUP_SUBSCRIBED_TO_TOPIC
+        }
         assert (await admin.delete_groups(["admin-g"]))["admin-g"] == Errors.NON_EMPTY_GROUP
         await m.close()
         with pytest.raises(CommitFailedError):
@@ -120,16 +135,25 @@ def test_commits_fetches_and_admin_operations(deployment):
         assert (await admin.delete_offsets("admin-g", [("t", 2)])) == {("t", 2): Errors.NONE}
         assert ("t", 2) not in await admin.fetch_offsets("admin-g")
         assert (await admin.delete_groups(["admin-g", "never-was"])) == {
-            "admin-g": Errors.NONE, "never-was": Errors.GROUP_ID_NOT_FOUND}
+            "admin-g": Errors.NONE,
+            "never-was": Errors.GROUP_ID_NOT_FOUND,
+        }
         (gone,) = await admin.describe_groups(["admin-g"])
         assert gone.state == "Dead" and gone.members == ()
+
     asyncio.run(scenario())
 
 
 def test_sync_facade(deployment):
-    m = SyncGroupMember(deployment.router, "sync-g", ["t"], topic_partitions={"t": 2},
-                        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-                        rebalance_timeout_ms=REBALANCE_MS)
+    m = SyncGroupMember(
+        deployment.router,
+        "sync-g",
+        ["t"],
+        topic_partitions={"t": 2},
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        rebalance_timeout_ms=REBALANCE_MS,
+    )
     try:
         assert m.wait_assigned(30) == frozenset({("t", 0), ("t", 1)})
         m.commit({("t", 0): 7})

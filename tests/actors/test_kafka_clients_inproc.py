@@ -21,7 +21,7 @@ from kafka.structs import OffsetAndMetadata
 from .kafka_inproc import WirePartition
 
 TOPICS = {"events": 4}
-POLL_LIMIT = 200            # polls of 0.1 s: the most a test waits for an assignment
+POLL_LIMIT = 200  # polls of 0.1 s: the most a test waits for an assignment
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,17 @@ def bootstrap(tmp_path_factory):
 
 
 def _rdkafka(bootstrap: str, group: str, strategy: str = "range") -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "partition.assignment.strategy": strategy,
-                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                     "topic.metadata.refresh.interval.ms": 1000})
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": strategy,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
 
 
 def _poll_until(consumers, done) -> None:
@@ -70,25 +77,31 @@ def test_librdkafka_members_split_partitions_commit_and_leave(bootstrap, strateg
     by_partition = {tp.partition: tp.offset for tp in read}
     for tp in mine:
         assert by_partition[tp.partition] == tp.offset
-    second.close()                               # LeaveGroup: the first takes everything back
+    second.close()  # LeaveGroup: the first takes everything back
     _poll_until([first], lambda: _owned(first) == {0, 1, 2, 3})
     first.close()
 
 
 def test_kafka_python_consumer_commits_and_reads_back(bootstrap):
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-group",
-                             enable_auto_commit=False, session_timeout_ms=6000,
-                             heartbeat_interval_ms=500)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id="kp-group",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
     consumer.subscribe(["events"])
     deadline = time.monotonic() + POLL_LIMIT * 0.1
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(timeout_ms=100)
     assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2, 3}
-    offsets = {KPTopicPartition("events", p): OffsetAndMetadata(7 * p + 1, "", -1)
-               for p in range(4)}
+    offsets = {
+        KPTopicPartition("events", p): OffsetAndMetadata(7 * p + 1, "", -1) for p in range(4)
+    }
     consumer.commit(offsets)
     assert {p: consumer.committed(KPTopicPartition("events", p)) for p in range(4)} == {
-        p: 7 * p + 1 for p in range(4)}
+        p: 7 * p + 1 for p in range(4)
+    }
     consumer.close()
 
 
@@ -97,9 +110,14 @@ def test_aiokafka_consumer_commits_and_reads_back(bootstrap):
 
 
 async def _aiokafka_round(bootstrap: str) -> None:
-    consumer = AIOKafkaConsumer("events", bootstrap_servers=bootstrap, group_id="aio-group",
-                                enable_auto_commit=False, session_timeout_ms=6000,
-                                heartbeat_interval_ms=500)
+    consumer = AIOKafkaConsumer(
+        "events",
+        bootstrap_servers=bootstrap,
+        group_id="aio-group",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
     await consumer.start()
     try:
         for _ in range(POLL_LIMIT):
@@ -116,8 +134,10 @@ async def _aiokafka_round(bootstrap: str) -> None:
 
 def test_an_admin_client_sets_the_topic_catalog(bootstrap):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic("made-by-admin", 3), NewTopic("bad name", 1),
-                                   NewTopic("events", 2)], request_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic("made-by-admin", 3), NewTopic("bad name", 1), NewTopic("events", 2)],
+        request_timeout=10,
+    )
     futures["made-by-admin"].result(10)
     with pytest.raises(KafkaException) as bad:
         futures["bad name"].result(10)

@@ -89,9 +89,9 @@ def test_connections_beyond_the_limit_are_closed_at_once(tmp_path):
     partition.start()
     try:
         listener = partition.listener
-        listener.max_connections = 3            # the limit of a small listener
+        listener.max_connections = 3  # the limit of a small listener
         held = [_connect(listener.port) for _ in range(3)]
-        for sock in held:                       # each is accepted and answered
+        for sock in held:  # each is accepted and answered
             sock.sendall(_api_versions_v0(1))
             assert sock.recv(4, socket.MSG_WAITALL)
         with _connect(listener.port) as extra:
@@ -110,8 +110,8 @@ def test_partial_frames_are_bounded_across_connections(tmp_path):
         listener = partition.listener
         listener.max_buffered_bytes = 64 * 1024
         first = _connect(listener.port)
-        first.sendall(struct.pack(">i", 1 << 20) + b"\0" * 40_000)   # a partial frame, held
-        for _ in range(1000):                  # until the listener has read all of it
+        first.sendall(struct.pack(">i", 1 << 20) + b"\0" * 40_000)  # a partial frame, held
+        for _ in range(1000):  # until the listener has read all of it
             if listener.buffered_bytes >= 40_004:
                 break
             time.sleep(0.01)
@@ -119,7 +119,7 @@ def test_partial_frames_are_bounded_across_connections(tmp_path):
         with _connect(listener.port) as second:
             second.sendall(struct.pack(">i", 1 << 20) + b"\0" * 40_000)
             assert _closed_without_answer(second)
-        assert listener.buffered_bytes == 40_004   # the refused bytes were never held
+        assert listener.buffered_bytes == 40_004  # the refused bytes were never held
         first.close()
         assert _answers_api_versions(listener.port)
     finally:

@@ -18,15 +18,20 @@ from groupcoord.coordinator import partition_for
 from .helpers import TEST_CONFIG
 
 NUM_PARTITIONS = 2
-GROUPS = ("wire-a", "wire-b")         # one on each partition (checked below)
+GROUPS = ("wire-a", "wire-b")  # one on each partition (checked below)
 TOPIC, TOPIC_PARTITIONS = "events", 4
-POLLS = 300                           # of 0.1 s at most, waiting for an assignment
+POLLS = 300  # of 0.1 s at most, waiting for an assignment
 
 
 @pytest.fixture(scope="module")
 def deployment(ray_session, tmp_path_factory):
-    d = start(NUM_PARTITIONS, str(tmp_path_factory.mktemp("logs-wire")), namespace="gc-wire",
-              config=TEST_CONFIG, wire=WireConfig(bootstrap_port=0, metadata_refresh_ms=200))
+    d = start(
+        NUM_PARTITIONS,
+        str(tmp_path_factory.mktemp("logs-wire")),
+        namespace="gc-wire",
+        config=TEST_CONFIG,
+        wire=WireConfig(bootstrap_port=0, metadata_refresh_ms=200),
+    )
     d.wait_ready(60)
     ray.get(d.router.create_topic.remote(TOPIC, TOPIC_PARTITIONS))
     yield d
@@ -34,10 +39,18 @@ def deployment(ray_session, tmp_path_factory):
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "session.timeout.ms": 6000,
-                     "heartbeat.interval.ms": 300, "topic.metadata.refresh.interval.ms": 500,
-                     "reconnect.backoff.max.ms": 500, "retry.backoff.max.ms": 500})
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "topic.metadata.refresh.interval.ms": 500,
+            "reconnect.backoff.max.ms": 500,
+            "retry.backoff.max.ms": 500,
+        }
+    )
 
 
 def _wait_assigned(consumer: Consumer, count: int) -> set[int]:
@@ -68,8 +81,9 @@ def test_bootstrap_finds_each_groups_partition_listener(deployment):
         consumer = _consumer(deployment.kafka, group)
         consumer.subscribe([TOPIC])
         assert _wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
-        consumer.commit(offsets=[TopicPartition(TOPIC, p, 10 + p) for p in range(4)],
-                        asynchronous=False)
+        consumer.commit(
+            offsets=[TopicPartition(TOPIC, p, 10 + p) for p in range(4)], asynchronous=False
+        )
         consumer.close()
     # Read back by a fresh client of each group, through the bootstrap listener again.
     for group in GROUPS:
@@ -108,13 +122,14 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment):
                 try:
                     answered = consumer.commit(
                         offsets=[TopicPartition(TOPIC, p, offset) for p in owned],
-                        asynchronous=False)
+                        asynchronous=False,
+                    )
                 except KafkaException:
-                    continue                   # not acknowledged: the coordinator was away
+                    continue  # not acknowledged: the coordinator was away
                 for tp in answered:
-                    if tp.error is None:       # acknowledged for this partition
+                    if tp.error is None:  # acknowledged for this partition
                         acked[(group, tp.partition)] = tp.offset
-        except BaseException as exc:           # noqa: BLE001 — reported by the test below
+        except BaseException as exc:  # noqa: BLE001 — reported by the test below
             errors.append(exc)
         finally:
             consumer.close()
@@ -126,10 +141,10 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment):
         for kill in range(3):
             time.sleep(2)
             handle = deployment.partitions()[kill % NUM_PARTITIONS]
-            ray.kill(handle, no_restart=False)     # Ray restarts it; it reloads its log
+            ray.kill(handle, no_restart=False)  # Ray restarts it; it reloads its log
         _wait_serving(deployment)
         before = dict(acked)
-        time.sleep(3)                              # the clients resume committing by themselves
+        time.sleep(3)  # the clients resume committing by themselves
     finally:
         stop_event.set()
         for thread in threads:

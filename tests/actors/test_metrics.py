@@ -12,19 +12,20 @@ import pytest
 
 from groupcoord.actors import stop
 from groupcoord.actors.metrics import rebalance_cause
+from tests.core import simulation
 
 from .helpers import member, settled, start_deployment, wait_until
 
 
 def test_every_rebalance_reason_of_the_shard_has_a_cause():
     # Drive the seeded simulator (all the ways a group rebalances) and collect the reasons.
-    from tests.core import simulation
     reasons = set()
     absorb = simulation.Simulation.absorb
 
     def record(self, step):
         reasons.update(e.detail for e in step.events if e.kind == "rebalance")
         return absorb(self, step)
+
     simulation.Simulation.absorb = record
     try:
         for seed in range(20):
@@ -69,10 +70,11 @@ def test_partition_metrics_reach_the_metrics_agent(ray_session, deployment):
                 await m.commit({tp: round_ for tp in m.assignment})
         for m in members:
             await m.close()
+
     asyncio.run(scenario())
 
     wanted = {
-        "groupcoord_commits_total": 10,            # 5 rounds x 2 members, at least
+        "groupcoord_commits_total": 10,  # 5 rounds x 2 members, at least
         "groupcoord_committed_offsets_total": 30,  # 6 partitions per round
         "groupcoord_appends_total": 1,
         "groupcoord_records_total": 30,

@@ -31,7 +31,7 @@ from groupcoord.coordinator.routing import partition_for
 from groupcoord.storage import LogConfig, encode_record, open_partition_log
 from tests.core.harness import GROUP, Harness
 
-LIMIT_BYTES = 2 * 1024 * 1024      # above storage's default max_record_bytes, so bootstrap uses it
+LIMIT_BYTES = 2 * 1024 * 1024  # above storage's default max_record_bytes, so bootstrap uses it
 
 
 def _stored_bytes(record: Record) -> int:
@@ -95,15 +95,33 @@ def test_the_widest_offset_record_the_shard_accepts_is_appended(tmp_path):
     # Python counts characters, the log bytes: 4-byte characters in the group id and topic
     # (which the old hand estimate of bootstrap counted as 3) make the largest offset record.
     config = CoordinatorConfig(string_max_chars=200_000, group_metadata_max_bytes=1_000_000)
-    group_id = next(g for g in ("\U0010ffff" * (200_000 - 1) + c for c in "abcdefgh")
-                    if partition_for(g, 1) == 0)
+    group_id = next(
+        g
+        for g in ("\U0010ffff" * (200_000 - 1) + c for c in "abcdefgh")
+        if partition_for(g, 1) == 0
+    )
     shard = Shard(0, 1, config)
     shard.on_loaded(0)
-    step = shard.handle(0, 1, OffsetCommitRequest(group_id, -1, "", [
-        OffsetCommitRequestPartition("\U0010ffff" * 200_000, 0, 2**63 - 1, 2**31 - 1,
-                                     "\uffff" * config.offset_metadata_max_bytes)]))
+    step = shard.handle(
+        0,
+        1,
+        OffsetCommitRequest(
+            group_id,
+            -1,
+            "",
+            [
+                OffsetCommitRequestPartition(
+                    "\U0010ffff" * 200_000,
+                    0,
+                    2**63 - 1,
+                    2**31 - 1,
+                    "\uffff" * config.offset_metadata_max_bytes,
+                )
+            ],
+        ),
+    )
     assert [p.error for p in step.replies[0][1].partitions] == [Errors.NONE]
-    assert _stored_bytes(step.records[0]) > 1 << 20       # beyond storage's default limit
+    assert _stored_bytes(step.records[0]) > 1 << 20  # beyond storage's default limit
     log = open_partition_log(str(tmp_path), log_config_for(config))
     try:
         log.load_into(Shard(0, 1, config))
@@ -115,37 +133,58 @@ def test_the_widest_offset_record_the_shard_accepts_is_appended(tmp_path):
 def test_an_explicit_log_config_below_the_largest_record_is_refused():
     config = CoordinatorConfig(group_metadata_max_bytes=LIMIT_BYTES)
     with pytest.raises(ValueError, match="max_record_bytes"):
-        log_config_for(config, LogConfig(max_record_bytes=LIMIT_BYTES - 1,
-                                         max_batch_bytes=2 * LIMIT_BYTES))
-    assert log_config_for(config, LogConfig(max_record_bytes=LIMIT_BYTES,
-                                            max_batch_bytes=2 * LIMIT_BYTES))
+        log_config_for(
+            config, LogConfig(max_record_bytes=LIMIT_BYTES - 1, max_batch_bytes=2 * LIMIT_BYTES)
+        )
+    assert log_config_for(
+        config, LogConfig(max_record_bytes=LIMIT_BYTES, max_batch_bytes=2 * LIMIT_BYTES)
+    )
 
 
 def test_a_group_record_over_the_limit_does_not_fail_the_partition(tmp_path):
     # The crash loop of issue #9 item 3, end to end: a group record whose *value* fits
     # group_metadata_max_bytes but whose record (with its 1,000-character key) does not.
-    config = CoordinatorConfig(group_metadata_max_bytes=LIMIT_BYTES,
-                               group_initial_rebalance_delay_ms=0)
+    config = CoordinatorConfig(
+        group_metadata_max_bytes=LIMIT_BYTES, group_initial_rebalance_delay_ms=0
+    )
     group_id = "g" * 1_000
     fatal: list = []
 
     async def scenario():
         runtime = PartitionRuntime(
-            0, 1, config, lambda: open_partition_log(str(tmp_path), log_config_for(config)),
-            on_fatal=fatal.append)
+            0,
+            1,
+            config,
+            lambda: open_partition_log(str(tmp_path), log_config_for(config)),
+            on_fatal=fatal.append,
+        )
         runtime.start()
         while runtime.state == "loading":
             await asyncio.sleep(0.005)
-        joined = await runtime.handle(JoinGroupRequest(
-            group_id, "", "consumer", [JoinGroupRequestProtocol("range", b"")], 10_000, 10_000,
-            require_known_member_id=False))
+        joined = await runtime.handle(
+            JoinGroupRequest(
+                group_id,
+                "",
+                "consumer",
+                [JoinGroupRequestProtocol("range", b"")],
+                10_000,
+                10_000,
+                require_known_member_id=False,
+            )
+        )
         assert joined.error == Errors.NONE
-        assignment = b"\x00" * (LIMIT_BYTES - 500)     # the value fits, the record does not
-        synced = await runtime.handle(SyncGroupRequest(
-            group_id, joined.generation_id, joined.member_id,
-            [SyncGroupRequestAssignment(joined.member_id, assignment)]))
-        other = await runtime.handle(OffsetCommitRequest("other", -1, "", [
-            OffsetCommitRequestPartition("t", 0, 5)]))
+        assignment = b"\x00" * (LIMIT_BYTES - 500)  # the value fits, the record does not
+        synced = await runtime.handle(
+            SyncGroupRequest(
+                group_id,
+                joined.generation_id,
+                joined.member_id,
+                [SyncGroupRequestAssignment(joined.member_id, assignment)],
+            )
+        )
+        other = await runtime.handle(
+            OffsetCommitRequest("other", -1, "", [OffsetCommitRequestPartition("t", 0, 5)])
+        )
         state = runtime.state
         await runtime.close()
         return synced.error, other.partitions[0].error, state

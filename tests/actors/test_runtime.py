@@ -9,8 +9,15 @@ import pytest
 
 from groupcoord.actors.runtime import LOAD_ATTEMPTS_PER_PROCESS, PartitionRuntime
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetFetchRequest, SyncGroupRequest,
+    CoordinatorConfig,
+    Errors,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetFetchRequest,
+    SyncGroupRequest,
     SyncGroupRequestAssignment,
 )
 from groupcoord.storage import CorruptLogError, LogLockedError
@@ -21,12 +28,21 @@ CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebala
 
 
 def commit(group: str, offset: int, partition: int = 0) -> OffsetCommitRequest:
-    return OffsetCommitRequest(group, -1, "", [OffsetCommitRequestPartition("t", partition, offset)])
+    return OffsetCommitRequest(
+        group, -1, "", [OffsetCommitRequestPartition("t", partition, offset)]
+    )
 
 
 def join(group: str, member_id: str = "", session_ms: int = 10_000) -> JoinGroupRequest:
-    return JoinGroupRequest(group, member_id, "consumer", [JoinGroupRequestProtocol("range", b"")],
-                            session_ms, 10_000, require_known_member_id=False)
+    return JoinGroupRequest(
+        group,
+        member_id,
+        "consumer",
+        [JoinGroupRequestProtocol("range", b"")],
+        session_ms,
+        10_000,
+        require_known_member_id=False,
+    )
 
 
 def make(store=None, *, config=CONFIG, opens=None, fatal=None) -> tuple[PartitionRuntime, list]:
@@ -40,8 +56,10 @@ def make(store=None, *, config=CONFIG, opens=None, fatal=None) -> tuple[Partitio
                 raise exc
         logs.append(MemoryLog(store, epoch=len(logs) + 1))
         return logs[-1]
-    runtime = PartitionRuntime(0, 1, config, open_log,
-                               on_fatal=(fatal.append if fatal is not None else None))
+
+    runtime = PartitionRuntime(
+        0, 1, config, open_log, on_fatal=(fatal.append if fatal is not None else None)
+    )
     return runtime, logs
 
 
@@ -63,6 +81,7 @@ def test_answers_load_in_progress_until_loaded_then_serves():
         def slow_load(self, shard, progress=None):
             gate.wait(10)
             return original(self, shard, progress)
+
         MemoryLog.load_into = slow_load
         try:
             runtime.start()
@@ -79,6 +98,7 @@ def test_answers_load_in_progress_until_loaded_then_serves():
         assert response.partitions[0].error == Errors.NONE
         assert runtime.epoch == 1
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -87,7 +107,7 @@ def test_concurrent_commits_share_appends_and_wait_for_durability():
         runtime, logs = make()
         await serving(runtime)
         log = logs[0]
-        log.gate.clear()                              # hold the first append in the I/O thread
+        log.gate.clear()  # hold the first append in the I/O thread
         tasks = [asyncio.create_task(runtime.handle(commit(f"g{i}", i))) for i in range(50)]
         await asyncio.sleep(0.05)
         assert not any(t.done() for t in tasks), "a reply left before its record was durable"
@@ -98,6 +118,7 @@ def test_concurrent_commits_share_appends_and_wait_for_durability():
         # The first append took what was queued when it started; the rest share the next one(s).
         assert len(log.appends) <= 3, log.appends
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -116,6 +137,7 @@ def test_read_after_unacknowledged_write_waits_for_it():
         fetched = await read
         assert [p.committed_offset for p in fetched.partitions] == [42]
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -130,8 +152,13 @@ def test_reload_restores_every_acknowledged_commit():
         again, _ = make(store)
         await serving(again)
         fetched = await again.handle(OffsetFetchRequest("g", None))
-        assert {p.partition: p.committed_offset for p in fetched.partitions} == {0: 18, 1: 19, 2: 17}
+        assert {p.partition: p.committed_offset for p in fetched.partitions} == {
+            0: 18,
+            1: 19,
+            2: 17,
+        }
         await again.close()
+
     asyncio.run(scenario())
 
 
@@ -154,6 +181,7 @@ def test_failed_append_fails_partition_and_loses_only_unacknowledged():
         fetched = await again.handle(OffsetFetchRequest("g", None))
         assert [p.committed_offset for p in fetched.partitions] == [1]
         await again.close()
+
     asyncio.run(scenario())
 
 
@@ -165,6 +193,7 @@ def test_load_failures_are_retried_and_never_raise():
         assert "torn" in runtime.info()["load_error"]
         assert (await runtime.handle(commit("g", 3))).partitions[0].error == Errors.NONE
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -172,12 +201,18 @@ def test_bad_requests_raise_value_error_and_change_nothing():
     async def scenario():
         runtime, logs = make()
         await serving(runtime)
-        for bad in ("junk", None, 42, commit("g", "not-an-int"),
-                    OffsetCommitRequest("g", -1, "", [("t", 0, 1)])):
+        for bad in (
+            "junk",
+            None,
+            42,
+            commit("g", "not-an-int"),
+            OffsetCommitRequest("g", -1, "", [("t", 0, 1)]),
+        ):
             with pytest.raises(ValueError):
                 await runtime.handle(bad)
         assert logs[0].appends == [] and runtime.state == "serving"
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -187,27 +222,37 @@ def test_session_timer_fires_and_removes_member():
         await serving(runtime)
         joined = await runtime.handle(join("g", session_ms=100))
         assert joined.error == Errors.NONE
-        synced = await runtime.handle(SyncGroupRequest(
-            "g", joined.generation_id, joined.member_id,
-            [SyncGroupRequestAssignment(joined.member_id, b"")]))
+        synced = await runtime.handle(
+            SyncGroupRequest(
+                "g",
+                joined.generation_id,
+                joined.member_id,
+                [SyncGroupRequestAssignment(joined.member_id, b"")],
+            )
+        )
         assert synced.error == Errors.NONE
         # No heartbeats: the session timer (armed with loop.call_at) must expire the member.
         for _ in range(400):
-            beat = await runtime.handle(HeartbeatRequest("g", joined.generation_id,
-                                                         joined.member_id))
+            beat = await runtime.handle(
+                HeartbeatRequest("g", joined.generation_id, joined.member_id)
+            )
             if beat.error == Errors.UNKNOWN_MEMBER_ID:
                 break
-            await asyncio.sleep(0.2)              # 0.2 s > 100 ms: this heartbeat comes late
+            await asyncio.sleep(0.2)  # 0.2 s > 100 ms: this heartbeat comes late
         assert beat.error == Errors.UNKNOWN_MEMBER_ID
         assert runtime.info()["group_states"] == {"Empty": 1}
         await runtime.close()
+
     asyncio.run(scenario())
 
 
 def test_close_answers_parked_join_not_coordinator():
     async def scenario():
-        runtime, logs = make(config=CoordinatorConfig(group_min_session_timeout_ms=10,
-                                                      group_initial_rebalance_delay_ms=60_000))
+        runtime, logs = make(
+            config=CoordinatorConfig(
+                group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=60_000
+            )
+        )
         await serving(runtime)
         parked = asyncio.create_task(runtime.handle(join("g")))
         await asyncio.sleep(0.05)
@@ -215,6 +260,7 @@ def test_close_answers_parked_join_not_coordinator():
         await runtime.close()
         assert (await parked).error == Errors.NOT_COORDINATOR
         assert logs[0].closed
+
     asyncio.run(scenario())
 
 
@@ -226,10 +272,12 @@ def test_shard_exception_fails_partition():
 
         def broken(*args):
             raise KeyError("core bug")
+
         runtime._shard.handle = broken
         response = await runtime.handle(commit("g", 1))
         assert response.partitions[0].error == Errors.NOT_COORDINATOR
         assert runtime.state == "failed" and isinstance(fatal[0], KeyError)
+
     asyncio.run(scenario())
 
 
@@ -239,8 +287,9 @@ def test_snapshot_policy_is_consulted_after_flushes():
         await serving(runtime)
         for i in range(3):
             await runtime.handle(commit("g", i))
-        await runtime.close()                         # waits for the I/O thread's queue
+        await runtime.close()  # waits for the I/O thread's queue
         assert logs[0].snapshots >= 1 and runtime.snapshots_checked == logs[0].snapshots
+
     asyncio.run(scenario())
 
 
@@ -248,8 +297,6 @@ def test_snapshot_policy_is_consulted_under_sustained_load():
     # A flush that ends with more records already queued must still consult the snapshot
     # policy: an "only when idle" policy never would under a steady stream, and the tail (so
     # the load time) would grow without bound. Appends here pass one at a time, by permit.
-    import threading
-
     async def scenario():
         runtime, logs = make()
         await serving(runtime)
@@ -259,21 +306,23 @@ def test_snapshot_policy_is_consulted_under_sustained_load():
         def stepped(records):
             assert permits.acquire(timeout=10)
             return append(records)
+
         log.append = stepped
         first = asyncio.ensure_future(runtime.handle(commit("g", 1)))
-        await asyncio.sleep(0.01)                 # handed to the append, which waits
+        await asyncio.sleep(0.01)  # handed to the append, which waits
         second = asyncio.ensure_future(runtime.handle(commit("h", 1)))
-        await asyncio.sleep(0.01)                 # queued behind it
+        await asyncio.sleep(0.01)  # queued behind it
         assert runtime.info()["queued_records"] == 1 and log.snapshots == 0
-        permits.release()                         # the first append completes...
-        for _ in range(500):                      # ...and the policy is consulted while the
-            if log.snapshots:                     # second one is still waiting
+        permits.release()  # the first append completes...
+        for _ in range(500):  # ...and the policy is consulted while the
+            if log.snapshots:  # second one is still waiting
                 break
             await asyncio.sleep(0.01)
         assert log.snapshots >= 1 and not second.done()
         permits.release()
         await asyncio.gather(first, second)
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -288,15 +337,17 @@ def test_close_while_the_log_is_opening_still_closes_it():
             gate.wait(10)
             opened.append(MemoryLog([]))
             return opened[-1]
+
         runtime = PartitionRuntime(0, 1, CONFIG, open_log)
         runtime.start()
-        await asyncio.sleep(0.02)                     # the I/O thread is inside open_log
+        await asyncio.sleep(0.02)  # the I/O thread is inside open_log
         closing = asyncio.create_task(runtime.close())
         await asyncio.sleep(0.02)
         gate.set()
         await closing
         assert runtime.state == "closed"
         assert len(opened) == 1 and opened[0].closed
+
     asyncio.run(scenario())
 
 
@@ -324,8 +375,15 @@ def failing_loads(errors: list, *, fatal=None, metrics=None):
         logs.append(MemoryLog([], epoch=len(logs) + 1))
         logs[-1].fail_load = errors.pop(0) if errors else None
         return logs[-1]
-    runtime = PartitionRuntime(0, 1, CONFIG, open_log, metrics=metrics,
-                               on_fatal=(fatal.append if fatal is not None else None))
+
+    runtime = PartitionRuntime(
+        0,
+        1,
+        CONFIG,
+        open_log,
+        metrics=metrics,
+        on_fatal=(fatal.append if fatal is not None else None),
+    )
     return runtime, logs
 
 
@@ -348,6 +406,7 @@ def test_a_failed_load_is_retried_on_a_fresh_log_object():
         assert runtime.info()["load_attempts"] == 2
         assert runtime.epoch == 2
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -359,32 +418,38 @@ def test_a_damaged_log_stops_loading_and_says_so():
         damage = CorruptLogError("/logs/partition-0/00000000000000000000.log", 96, 3, "bad crc")
         runtime, logs = failing_loads([damage, None], fatal=fatal, metrics=metrics)
         await settle(runtime, lambda r: r.state != "loading")
-        await asyncio.sleep(0.3)                        # room for a retry, which must not come
+        await asyncio.sleep(0.3)  # room for a retry, which must not come
         info = runtime.info()
         assert info["state"] == "load_failed" and info["load_failure"] == "corrupt"
         assert "bad crc" in info["load_error"] and "\n" not in info["load_error"]
         assert len(logs) == 1 and logs[0].closed and info["load_attempts"] == 1
         assert metrics.load_failures == [(0, "corrupt")]
-        assert fatal == []                              # a new process would find the same damage
+        assert fatal == []  # a new process would find the same damage
         answer = await runtime.handle(commit("g", 1))
         assert answer.partitions[0].error == Errors.COORDINATOR_NOT_AVAILABLE
         await runtime.close()
+
     asyncio.run(scenario())
 
 
 def test_a_held_lock_is_waited_out_and_names_its_holder():
     async def scenario():
         fatal, metrics = [], CountingMetrics()
-        locked = [LogLockedError("/logs/partition-0 is being written by another live process "
-                                 "(pid 4242 on host h1); only one writer may own a partition log")
-                  for _ in range(LOAD_ATTEMPTS_PER_PROCESS + 1)]
+        locked = [
+            LogLockedError(
+                "/logs/partition-0 is being written by another live process "
+                "(pid 4242 on host h1); only one writer may own a partition log"
+            )
+            for _ in range(LOAD_ATTEMPTS_PER_PROCESS + 1)
+        ]
         opened = []
 
-        def open_log():                                 # raises, like storage's open does
+        def open_log():  # raises, like storage's open does
             opened.append(1)
             if locked:
                 raise locked.pop(0)
             return MemoryLog([])
+
         runtime = PartitionRuntime(0, 1, CONFIG, open_log, metrics=metrics, on_fatal=fatal.append)
         await settle(runtime, lambda r: r.load_attempts >= 2)
         info = runtime.info()
@@ -396,6 +461,7 @@ def test_a_held_lock_is_waited_out_and_names_its_holder():
         assert fatal == [] and len(opened) == LOAD_ATTEMPTS_PER_PROCESS + 2
         assert set(metrics.load_failures) == {(0, "locked")}
         await runtime.close()
+
     asyncio.run(scenario())
 
 
@@ -411,9 +477,10 @@ def test_an_io_failure_that_persists_hands_over_to_a_fresh_process():
         assert info["state"] == "load_failed" and info["load_failure"] == "io"
         assert info["load_attempts"] == LOAD_ATTEMPTS_PER_PROCESS
         assert len(fatal) == 1 and isinstance(fatal[0], OSError)
-        assert all(log_.closed for log_ in logs)        # no lock left held by this process
+        assert all(log_.closed for log_ in logs)  # no lock left held by this process
         assert len(metrics.load_failures) == LOAD_ATTEMPTS_PER_PROCESS
         answer = await runtime.handle(OffsetFetchRequest("g", None))
         assert answer.error == Errors.COORDINATOR_NOT_AVAILABLE
         await runtime.close()
+
     asyncio.run(scenario())

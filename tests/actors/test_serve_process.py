@@ -40,23 +40,38 @@ class Serve:
     """``groupcoord serve`` in the foreground, as a child process."""
 
     def __init__(self, log_dir) -> None:
-        self.stderr = tempfile.TemporaryFile("w+")    # a file: a full pipe would block serve
+        self.stderr = tempfile.TemporaryFile("w+")  # a file: a full pipe would block serve
         self.process = subprocess.Popen(
-            [*CLI, "serve", "--partitions", "2", "--namespace", NS, "--log-dir", str(log_dir),
-             "--ready-timeout", "120"],
-            stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=cli_env())
+            [
+                *CLI,
+                "serve",
+                "--partitions",
+                "2",
+                "--namespace",
+                NS,
+                "--log-dir",
+                str(log_dir),
+                "--ready-timeout",
+                "120",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=cli_env(),
+        )
         self.lines: list[str] = []
         # A reader thread: select() on the pipe cannot see lines already in Python's buffer.
         lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [*map(lines.put, self.process.stdout), lines.put("")],
-                         daemon=True).start()
-        deadline = time.monotonic() + READY_S       # a bound, in case serve never says it
+        threading.Thread(
+            target=lambda: [*map(lines.put, self.process.stdout), lines.put("")], daemon=True
+        ).start()
+        deadline = time.monotonic() + READY_S  # a bound, in case serve never says it
         while time.monotonic() < deadline:
             try:
                 line = lines.get(timeout=1.0)
             except queue.Empty:
                 continue
-            if not line:                            # serve exited
+            if not line:  # serve exited
                 break
             self.lines.append(line)
             found = re.search(r"clients use --address (\S+) --namespace", line)
@@ -78,12 +93,18 @@ class Serve:
 
 
 def cli(*argv, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *argv, "--namespace", NS], capture_output=True, text=True,
-                          timeout=CLI_S, env=cli_env(**env))
+    return subprocess.run(
+        [*CLI, *argv, "--namespace", NS],
+        capture_output=True,
+        text=True,
+        timeout=CLI_S,
+        env=cli_env(**env),
+    )
 
 
 def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cleanly(
-        ray_session, tmp_path):
+    ray_session, tmp_path
+):
     # Before: SIGTERM hit Ray's own handler (a C++ stack on stderr, exit -15) and nothing was
     # closed; the CLI auto-detected whichever Ray cluster Ray listed first and said nothing.
     first = Serve(tmp_path)
@@ -94,8 +115,13 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
         assert "Ray clusters run on this machine" in guessed.stderr
         assert first.address in guessed.stderr and "--address" in guessed.stderr
 
-        committed = subprocess.run([sys.executable, "-c", COMMIT, NS], capture_output=True,
-                                   text=True, timeout=CLI_S, env=cli_env(RAY_ADDRESS=first.address))
+        committed = subprocess.run(
+            [sys.executable, "-c", COMMIT, NS],
+            capture_output=True,
+            text=True,
+            timeout=CLI_S,
+            env=cli_env(RAY_ADDRESS=first.address),
+        )
         assert committed.returncode == 0, committed.stderr
         described = cli("groups", "describe", "kept-g", "--json", "--address", first.address)
         assert f"Ray at {first.address} (--address), namespace '{NS}'" in described.stderr
@@ -104,13 +130,15 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
         listed = cli("groups", "list", "--json", RAY_ADDRESS=first.address)
         assert listed.returncode == 0, listed.stderr
         assert f"Ray at {first.address} (RAY_ADDRESS)" in listed.stderr
-        assert isinstance(json.loads(listed.stdout)["groups"], list)   # stdout: JSON only
+        assert isinstance(json.loads(listed.stdout)["groups"], list)  # stdout: JSON only
 
-        elsewhere = ray_session.get_runtime_context().gcs_address   # a cluster without it
+        elsewhere = ray_session.get_runtime_context().gcs_address  # a cluster without it
         missing = cli("groups", "list", "--address", elsewhere)
         assert missing.returncode == 2
-        assert f"no groupcoord deployment in namespace '{NS}' on the Ray cluster at " \
-               f"{elsewhere}" in missing.stderr
+        assert (
+            f"no groupcoord deployment in namespace '{NS}' on the Ray cluster at "
+            f"{elsewhere}" in missing.stderr
+        )
     finally:
         code, out, err = first.finish(signal.SIGTERM)
     assert code == 0, err
@@ -118,7 +146,7 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
     for noise in ("Traceback", "SIGTERM received", "logging.cc", "*** "):
         assert noise not in err, err
 
-    second = Serve(tmp_path)                         # the locks were released
+    second = Serve(tmp_path)  # the locks were released
     try:
         described = cli("groups", "describe", "kept-g", "--json", "--address", second.address)
         assert described.returncode == 0, described.stderr

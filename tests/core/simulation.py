@@ -21,19 +21,32 @@ import itertools
 import random
 
 from groupcoord.coordinator import (
-    CoordinatorConfig, Errors, GroupState, HeartbeatRequest, JoinGroupRequest,
-    JoinGroupRequestProtocol, LeaveGroupRequest, MemberIdentity, OffsetCommitRequest,
-    OffsetCommitRequestPartition, SequentialIds, Shard, SyncGroupRequest,
+    CoordinatorConfig,
+    Errors,
+    GroupState,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    LeaveGroupRequest,
+    MemberIdentity,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    SequentialIds,
+    Shard,
+    SyncGroupRequest,
     SyncGroupRequestAssignment,
 )
 from groupcoord.coordinator.records import OffsetCommitKey
 
 from .harness import assert_replay_equivalent, scanned_state_counts
 
-GROUPS = ("groupId", "group-0", "group-2")          # all on partition 0 of 2
+GROUPS = ("groupId", "group-0", "group-2")  # all on partition 0 of 2
 PARTITIONS = 6
-PROTOCOL_CHOICES = ([("range", b"")], [("range", b""), ("roundrobin", b"")],
-                    [("roundrobin", b""), ("range", b"")])
+PROTOCOL_CHOICES = (
+    [("range", b"")],
+    [("range", b""), ("roundrobin", b"")],
+    [("roundrobin", b""), ("range", b"")],
+)
 
 
 class Client:
@@ -50,7 +63,7 @@ class Client:
     def reset(self) -> None:
         self.member_id = ""
         self.generation = -1
-        self.phase = "idle"          # idle | joining | syncing | stable
+        self.phase = "idle"  # idle | joining | syncing | stable
         self.request = None
         self.leader = ""
         self.members: list[str] = []
@@ -71,10 +84,13 @@ class Simulation:
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = CoordinatorConfig(
-            group_min_session_timeout_ms=10, group_max_session_timeout_ms=600_000,
+            group_min_session_timeout_ms=10,
+            group_max_session_timeout_ms=600_000,
             group_max_size=self.rng.choice((3, 5, 100)),
             group_initial_rebalance_delay_ms=self.rng.choice((0, 20, 50)),
-            offsets_retention_ms=3_600_000, offsets_retention_check_interval_ms=60_000)
+            offsets_retention_ms=3_600_000,
+            offsets_retention_check_interval_ms=60_000,
+        )
         self.shard = Shard(0, 2, self.config, ids=SequentialIds(seed))
         self.clients = [Client(i, self.rng) for i in range(clients)]
         self.now = 0
@@ -83,8 +99,8 @@ class Simulation:
         self.replies: dict[int, object] = {}
         self.dropped: set[int] = set()
         self.outstanding: set[int] = set()
-        self.acked: dict[tuple[str, str, int], int] = {}     # (group, topic, partition) -> offset
-        self.commits: dict[int, OffsetCommitRequest] = {}      # in flight, by request id
+        self.acked: dict[tuple[str, str, int], int] = {}  # (group, topic, partition) -> offset
+        self.commits: dict[int, OffsetCommitRequest] = {}  # in flight, by request id
         self.leader_maps: dict[tuple[str, int], dict[str, bytes]] = {}
         self.replay_every = replay_every
         self.steps = 0
@@ -149,7 +165,7 @@ class Simulation:
             assert isinstance(response.error if hasattr(response, "error") else Errors.NONE, Errors)
             self.replies[request_id] = response
             commit = self.commits.pop(request_id, None)
-            if commit is not None:                # acknowledged now, whenever the client looks
+            if commit is not None:  # acknowledged now, whenever the client looks
                 self.on_commit_acked(commit, response)
         for request_id in step.dropped:
             self.outstanding.discard(request_id)
@@ -171,26 +187,43 @@ class Simulation:
         if roll < 0.02:
             c.stalled_until_ms = self.now + self.rng.choice((50, 200, 1_000))
         elif roll < 0.04:
-            c.reset()                                   # crash: a new incarnation
+            c.reset()  # crash: a new incarnation
         elif roll < 0.06 and c.member_id:
             self.send(LeaveGroupRequest(c.group_id, [MemberIdentity(c.member_id, c.instance_id)]))
             c.reset()
         elif c.phase == "idle":
             c.phase = "joining"
-            c.request = self.send(JoinGroupRequest(
-                c.group_id, c.member_id, "consumer",
-                [JoinGroupRequestProtocol(n, m) for n, m in c.protocols], c.session_ms,
-                c.rebalance_ms, group_instance_id=c.instance_id, client_id=f"c{c.index}",
-                require_known_member_id=c.instance_id is None and self.rng.random() < 0.7))
+            c.request = self.send(
+                JoinGroupRequest(
+                    c.group_id,
+                    c.member_id,
+                    "consumer",
+                    [JoinGroupRequestProtocol(n, m) for n, m in c.protocols],
+                    c.session_ms,
+                    c.rebalance_ms,
+                    group_instance_id=c.instance_id,
+                    client_id=f"c{c.index}",
+                    require_known_member_id=c.instance_id is None and self.rng.random() < 0.7,
+                )
+            )
         elif c.phase == "stable" and roll < 0.5:
-            c.request = self.send(HeartbeatRequest(c.group_id, c.generation, c.member_id,
-                                                   c.instance_id))
+            c.request = self.send(
+                HeartbeatRequest(c.group_id, c.generation, c.member_id, c.instance_id)
+            )
         elif c.phase == "stable":
             c.next_offset += self.rng.randint(1, 5)
-            c.request = self.send(OffsetCommitRequest(
-                c.group_id, c.generation, c.member_id,
-                [OffsetCommitRequestPartition("t", p, c.next_offset) for p in sorted(c.assignment)],
-                c.instance_id))
+            c.request = self.send(
+                OffsetCommitRequest(
+                    c.group_id,
+                    c.generation,
+                    c.member_id,
+                    [
+                        OffsetCommitRequestPartition("t", p, c.next_offset)
+                        for p in sorted(c.assignment)
+                    ],
+                    c.instance_id,
+                )
+            )
 
     def on_response(self, c: Client, response) -> None:
         c.request = None
@@ -200,24 +233,38 @@ class Simulation:
             error = response.partitions[0].error if response.partitions else Errors.NONE
         if error == Errors.MEMBER_ID_REQUIRED:
             c.member_id, c.phase = response.member_id, "idle"
-        elif error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_INSTANCE_ID,
-                       Errors.ILLEGAL_GENERATION):
+        elif error in (
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.FENCED_INSTANCE_ID,
+            Errors.ILLEGAL_GENERATION,
+        ):
             c.reset()
-        elif error != Errors.NONE:                      # rebalance, limits: rejoin
+        elif error != Errors.NONE:  # rebalance, limits: rejoin
             c.phase = "idle"
         elif kind == "JoinGroupResponse":
-            c.member_id, c.generation, c.leader = response.member_id, response.generation_id, response.leader
+            c.member_id, c.generation, c.leader = (
+                response.member_id,
+                response.generation_id,
+                response.leader,
+            )
             c.members = [m.member_id for m in response.members]
             c.phase = "syncing"
             assignments = None
             if c.member_id == c.leader and not response.skip_assignment:
-                assignments = {m: encode_assignment(range(i, PARTITIONS, len(c.members)))
-                               for i, m in enumerate(c.members)}
+                assignments = {
+                    m: encode_assignment(range(i, PARTITIONS, len(c.members)))
+                    for i, m in enumerate(c.members)
+                }
                 self.leader_maps.setdefault((c.group_id, c.generation), assignments)
-            c.request = self.send(SyncGroupRequest(
-                c.group_id, c.generation, c.member_id,
-                [SyncGroupRequestAssignment(m, a) for m, a in (assignments or {}).items()],
-                c.instance_id))
+            c.request = self.send(
+                SyncGroupRequest(
+                    c.group_id,
+                    c.generation,
+                    c.member_id,
+                    [SyncGroupRequestAssignment(m, a) for m, a in (assignments or {}).items()],
+                    c.instance_id,
+                )
+            )
         elif kind == "SyncGroupResponse":
             c.assignment = decode_assignment(response.assignment)
             c.phase = "stable"
@@ -229,13 +276,16 @@ class Simulation:
 
     def on_commit_acked(self, commit: OffsetCommitRequest, response) -> None:
         group = self.shard.group(commit.group_id)
-        for sent, result in zip(commit.offsets, response.partitions):
+        for sent, result in zip(commit.offsets, response.partitions, strict=True):
             if result.error != Errors.NONE:
                 continue
-            assert group is not None and (commit.generation_id < 0 or (
-                commit.member_id in group.members
-                and commit.generation_id == group.generation_id)), \
-                self.context("a commit from outside the current generation was accepted")
+            assert group is not None and (
+                commit.generation_id < 0
+                or (
+                    commit.member_id in group.members
+                    and commit.generation_id == group.generation_id
+                )
+            ), self.context("a commit from outside the current generation was accepted")
             self.acked[(commit.group_id, sent.topic, sent.partition)] = sent.committed_offset
 
     def check(self) -> None:
@@ -247,8 +297,11 @@ class Simulation:
             parked += len(awaiting) + len(syncing)
             assert group.num_awaiting_join == len(awaiting), self.context("awaiting count")
             assert not (set(group.pending_members) & set(members)), self.context("pending")
-            assert (group.leader_id in members) if members else group.leader_id in (None,) or \
-                group.state == GroupState.EMPTY, self.context("leader not a member")
+            assert (
+                (group.leader_id in members)
+                if members
+                else group.leader_id in (None,) or group.state == GroupState.EMPTY
+            ), self.context("leader not a member")
             for instance_id, member_id in group.static_members.items():
                 assert members[member_id].group_instance_id == instance_id, self.context("static")
             # Kafka bounds the members *awaiting join* (unjoined static members may be kept
@@ -262,27 +315,34 @@ class Simulation:
                 assert not syncing, self.context("parked sync outside CompletingRebalance")
             self.check_assignments(group)
         assert parked == shard.parked_requests, self.context("parked request count")
-        assert shard.group_state_counts() == scanned_state_counts(shard), \
-            self.context("groups-by-state counts differ from a scan")
+        assert shard.group_state_counts() == scanned_state_counts(shard), self.context(
+            "groups-by-state counts differ from a scan"
+        )
         for (group_id, topic, partition), offset in self.acked.items():
             group = shard.group(group_id)
             held = group.offsets.get((topic, partition)) if group is not None else None
-            assert held is not None and held.offset == offset, \
-                self.context(f"acknowledged commit lost: {group_id} {topic}-{partition}")
+            assert held is not None and held.offset == offset, self.context(
+                f"acknowledged commit lost: {group_id} {topic}-{partition}"
+            )
 
     def check_assignments(self, group) -> None:
         owners: dict[int, str] = {}
         leader_map = self.leader_maps.get((group.group_id, group.generation_id))
         for c in self.clients:
-            if (c.group_id != group.group_id or c.phase != "stable"
-                    or c.member_id not in group.members or c.generation != group.generation_id):
+            if (
+                c.group_id != group.group_id
+                or c.phase != "stable"
+                or c.member_id not in group.members
+                or c.generation != group.generation_id
+            ):
                 continue
             for p in c.assignment:
                 assert p not in owners, self.context(f"partition {p} owned twice")
                 owners[p] = c.member_id
             if leader_map is not None and c.member_id in leader_map:
-                assert c.assignment == decode_assignment(leader_map[c.member_id]), \
-                    self.context("assignment not from this generation's leader")
+                assert c.assignment == decode_assignment(leader_map[c.member_id]), self.context(
+                    "assignment not from this generation's leader"
+                )
 
     def check_replay(self) -> None:
         assert_replay_equivalent(self.shard, self.records)

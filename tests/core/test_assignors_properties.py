@@ -11,36 +11,43 @@ from hypothesis import strategies as st
 
 from groupcoord.coordinator.assignors import get_assignor, revocation_plan
 from groupcoord.coordinator.consumer_protocol import (
-    Subscription, decode_assignment, encode_assignment,
+    Subscription,
+    decode_assignment,
+    encode_assignment,
 )
 
 TOPICS = ("t0", "t1", "t2", "t3")
 EAGER_NAMES = ("range", "roundrobin", "sticky")
 NAMES = EAGER_NAMES + ("cooperative-sticky",)
-MAX_COOPERATIVE_ROUNDS = 5   # observed: 2 with identical subscriptions (proved), at most 3 else
+MAX_COOPERATIVE_ROUNDS = 5  # observed: 2 with identical subscriptions (proved), at most 3 else
 
 
 @st.composite
 def groups(draw, identical=False, claims=True):
     counts = draw(st.dictionaries(st.sampled_from(TOPICS), st.integers(0, 9)))
-    members = draw(st.lists(st.sampled_from([f"m{i}" for i in range(7)]), unique=True,
-                            max_size=7))
+    members = draw(st.lists(st.sampled_from([f"m{i}" for i in range(7)]), unique=True, max_size=7))
     topic_sets = st.lists(st.sampled_from(TOPICS + ("unknown",)), unique=True, max_size=5)
     shared = draw(topic_sets)
-    claim_sets = st.lists(st.tuples(st.sampled_from(TOPICS + ("unknown",)),
-                                    st.integers(0, 10)), unique=True, max_size=12)
+    claim_sets = st.lists(
+        st.tuples(st.sampled_from(TOPICS + ("unknown",)), st.integers(0, 10)),
+        unique=True,
+        max_size=12,
+    )
     subs = {}
     for member in members:
         topics = shared if identical else draw(topic_sets)
         owned = draw(claim_sets) if claims else []
-        subs[member] = Subscription(tuple(topics), None, tuple(owned),
-                                    draw(st.integers(-1, 4)))
+        subs[member] = Subscription(tuple(topics), None, tuple(owned), draw(st.integers(-1, 4)))
     return counts, subs
 
 
 def subscribed_partitions(counts, subs):
-    return {(t, p) for t, n in counts.items() for p in range(n)
-            if any(t in s.topics for s in subs.values())}
+    return {
+        (t, p)
+        for t, n in counts.items()
+        for p in range(n)
+        if any(t in s.topics for s in subs.values())
+    }
 
 
 def holders(result):
@@ -61,12 +68,14 @@ def check_balanced(result, subs):
         for donor, assignment in result.items():
             if count[donor] > count[taker] + 1:
                 assert not any(tp[0] in subs[taker].topics for tp in assignment.partitions), (
-                    f"{taker} ({count[taker]}) could take from {donor} ({count[donor]})")
+                    f"{taker} ({count[taker]}) could take from {donor} ({count[donor]})"
+                )
 
 
 def rejoin(result, subs, generation):
-    return {m: Subscription(s.topics, None, result[m].partitions, generation)
-            for m, s in subs.items()}
+    return {
+        m: Subscription(s.topics, None, result[m].partitions, generation) for m, s in subs.items()
+    }
 
 
 def run_cooperative(counts, subs):
@@ -75,13 +84,16 @@ def run_cooperative(counts, subs):
     for rounds in range(1, MAX_COOPERATIVE_ROUNDS + 1):
         result = coop.assign(counts, subs)
         check_eligible(result, subs)
-        assert max(holders(result).values(), default=1) == 1          # at most once
+        assert max(holders(result).values(), default=1) == 1  # at most once
         for member, assignment in result.items():
-            for tp in assignment.partitions:   # handed over only once nobody else holds it
+            for tp in assignment.partitions:  # handed over only once nobody else holds it
                 assert tp in subs[member].owned_partitions or not any(
-                    tp in s.owned_partitions for o, s in subs.items() if o != member)
-        plans = {m: revocation_plan(set(subs[m].owned_partitions), set(a.partitions))
-                 for m, a in result.items()}
+                    tp in s.owned_partitions for o, s in subs.items() if o != member
+                )
+        plans = {
+            m: revocation_plan(set(subs[m].owned_partitions), set(a.partitions))
+            for m, a in result.items()
+        }
         if not any(plan.rejoin_needed for plan in plans.values()):
             return result, rounds
         subs = rejoin(result, subs, generation=10 + rounds)
@@ -164,10 +176,9 @@ def test_sticky_member_joining_takes_only_its_share(group):
     joined = rejoin(before, subs, 1)
     joined["newcomer"] = Subscription(next(iter(subs.values())).topics)
     after = sticky.assign(counts, joined)
-    moved = {tp for m in subs
-             for tp in set(before[m].partitions) - set(after[m].partitions)}
-    assert moved == set(after["newcomer"].partitions)          # only moves to the newcomer
-    for m in subs:                                              # and no one else gains
+    moved = {tp for m in subs for tp in set(before[m].partitions) - set(after[m].partitions)}
+    assert moved == set(after["newcomer"].partitions)  # only moves to the newcomer
+    for m in subs:  # and no one else gains
         assert set(after[m].partitions) <= set(before[m].partitions)
     check_balanced(after, joined)
 
@@ -181,8 +192,10 @@ def test_assignments_round_trip_through_the_codec(group, name):
 
 
 @settings(max_examples=100, deadline=None)
-@given(owned=st.sets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5))),
-       assigned=st.sets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5))))
+@given(
+    owned=st.sets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5))),
+    assigned=st.sets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5))),
+)
 def test_revocation_plan_partitions_the_difference(owned, assigned):
     revoked, added = revocation_plan(owned, assigned)
     assert revoked | (owned & assigned) == owned and not revoked & assigned

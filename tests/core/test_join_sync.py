@@ -1,9 +1,18 @@
-"""JoinGroup, SyncGroup and the join phase (spec §2.3, §2.4, §4.2–4.4, §5), in Kafka's test style."""
+"""JoinGroup, SyncGroup and the join phase (spec §2.3, §2.4, §4.2–4.4, §5), in Kafka's test
+style."""
 
 from groupcoord.coordinator import DescribeGroupsRequest, Errors, GroupState, JoinGroupRequest
 
 from .harness import (
-    GROUP, GROUP2, GROUP3, OTHER_GROUP, PROTOCOL_SUPERSET, PROTOCOLS, REBALANCE_MS, SESSION_MS, Harness,
+    GROUP,
+    GROUP2,
+    GROUP3,
+    OTHER_GROUP,
+    PROTOCOL_SUPERSET,
+    PROTOCOLS,
+    REBALANCE_MS,
+    SESSION_MS,
+    Harness,
     protocols_of,
 )
 
@@ -20,8 +29,8 @@ def test_join_invalid_group_id_and_session_bounds():
     assert h.reply(h.join(group_id="")).error == Errors.INVALID_GROUP_ID
     assert h.reply(h.join(session_ms=9)).error == Errors.INVALID_SESSION_TIMEOUT
     assert h.reply(h.join(session_ms=600_001)).error == Errors.INVALID_SESSION_TIMEOUT
-    assert h.shard.group(GROUP) is None            # checked before the group is created
-    ok = h.join(session_ms=10)                    # bounds are inclusive
+    assert h.shard.group(GROUP) is None  # checked before the group is created
+    ok = h.join(session_ms=10)  # bounds are inclusive
     h.advance(50)
     assert h.reply(ok).error == Errors.NONE
 
@@ -37,10 +46,10 @@ def test_join_unknown_member_new_group_is_not_created():
 def test_valid_join_first_member_is_leader_and_gets_member_list():
     h = Harness()
     rid = h.join(protocols=[("range", b"meta")])
-    assert h.reply(rid) is None                    # initial rebalance delay
+    assert h.reply(rid) is None  # initial rebalance delay
     h.advance(49)
     assert h.reply(rid) is None
-    h.advance(1)                                   # fires at now >= deadline
+    h.advance(1)  # fires at now >= deadline
     response = h.reply(rid)
     assert response.error == Errors.NONE
     assert response.generation_id == 1 and response.leader == response.member_id
@@ -64,10 +73,10 @@ def test_pending_member_blocks_join_completion_until_it_expires():
     h = Harness()
     ids, gen = h.join_stable(1)
     pending = h.reply(h.join(require_known=True)).member_id
-    rejoin = h.join(member_id=ids[0])              # leader rejoins: rebalance
+    rejoin = h.join(member_id=ids[0])  # leader rejoins: rebalance
     assert h.state() == GroupState.PREPARING_REBALANCE
-    assert h.reply(rejoin) is None                 # blocked by the pending member
-    h.advance(SESSION_MS)                          # pending member expires
+    assert h.reply(rejoin) is None  # blocked by the pending member
+    h.advance(SESSION_MS)  # pending member expires
     assert h.reply(rejoin).error == Errors.NONE
     assert h.reply(rejoin).generation_id == gen + 1
     assert pending not in h.shard.group(GROUP).pending_members
@@ -87,9 +96,9 @@ def test_pending_member_joins_and_completes_the_phase():
 def test_group_max_size_rejects_fifth_member():
     h = Harness()
     rids = [h.join() for _ in range(5)]
-    assert h.reply(rids[4]).error == Errors.GROUP_MAX_SIZE_REACHED   # rejected at once
+    assert h.reply(rids[4]).error == Errors.GROUP_MAX_SIZE_REACHED  # rejected at once
     h.advance(50)
-    h.advance(50)                                  # the others joined in the first window
+    h.advance(50)  # the others joined in the first window
     errors = [h.reply(r).error for r in rids]
     assert errors.count(Errors.NONE) == 4
     assert errors[4] == Errors.GROUP_MAX_SIZE_REACHED and h.reply(rids[4]).member_id == ""
@@ -102,9 +111,13 @@ def test_inconsistent_protocol_type_and_protocols():
     assert h.reply(rid).error == Errors.INCONSISTENT_GROUP_PROTOCOL
     rid = h.join(protocols=[("sticky", b"")])
     assert h.reply(rid).error == Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.reply(h.join(protocol_type="", group_id=GROUP2)).error == \
-        Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.reply(h.join(protocols=[], group_id=GROUP3)).error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    assert (
+        h.reply(h.join(protocol_type="", group_id=GROUP2)).error
+        == Errors.INCONSISTENT_GROUP_PROTOCOL
+    )
+    assert (
+        h.reply(h.join(protocols=[], group_id=GROUP3)).error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    )
 
 
 def test_protocol_vote():
@@ -131,7 +144,7 @@ def test_sync_errors():
     ids, gen = h.join_stable(1)
     assert h.reply(h.sync("unknown", gen)).error == Errors.UNKNOWN_MEMBER_ID
     assert h.reply(h.sync(ids[0], gen + 1)).error == Errors.ILLEGAL_GENERATION
-    ok = h.reply(h.sync(ids[0], gen))              # Stable: immediate, current assignment
+    ok = h.reply(h.sync(ids[0], gen))  # Stable: immediate, current assignment
     assert ok.error == Errors.NONE and ok.assignment == ids[0].encode()
 
 
@@ -143,8 +156,8 @@ def test_sync_follower_waits_for_leader_and_missing_members_get_empty_assignment
     gen = leader.generation_id
     f = h.sync(follower.member_id, gen)
     assert h.reply(f) is None
-    l = h.sync(leader.member_id, gen, {leader.member_id: b"L"})
-    assert h.reply(l).assignment == b"L"
+    lead = h.sync(leader.member_id, gen, {leader.member_id: b"L"})
+    assert h.reply(lead).assignment == b"L"
     assert h.reply(f).error == Errors.NONE and h.reply(f).assignment == b""
     assert h.reply(f).protocol_name == "range" and h.state() == GroupState.STABLE
 
@@ -152,7 +165,7 @@ def test_sync_follower_waits_for_leader_and_missing_members_get_empty_assignment
 def test_sync_in_preparing_rebalance_and_heartbeat_states():
     h = Harness()
     ids, gen = h.join_stable(2)
-    h.join(member_id=ids[0])                       # leader rejoin -> PreparingRebalance
+    h.join(member_id=ids[0])  # leader rejoin -> PreparingRebalance
     assert h.reply(h.sync(ids[1], gen)).error == Errors.REBALANCE_IN_PROGRESS
     assert h.heartbeat(ids[1], gen) == Errors.REBALANCE_IN_PROGRESS
     assert h.heartbeat(ids[1], gen + 5) == Errors.ILLEGAL_GENERATION
@@ -224,20 +237,20 @@ def test_initial_rebalance_delay_extends_while_members_arrive():
     first = h.join(rebalance_ms=500)
     h.advance(40)
     second = h.join()
-    h.advance(10)                                  # t=50: someone joined, extend to 100
+    h.advance(10)  # t=50: someone joined, extend to 100
     assert h.reply(first) is None
-    h.advance(50)                                  # t=100: nobody new in the last window
+    h.advance(50)  # t=100: nobody new in the last window
     assert h.reply(first).error == Errors.NONE and h.reply(second).error == Errors.NONE
 
 
 def test_initial_rebalance_delay_is_capped_by_rebalance_timeout():
     h = Harness(group_initial_rebalance_delay_ms=50)
     first = h.join(rebalance_ms=100)
-    for _ in range(2):                             # someone joins in every window
+    for _ in range(2):  # someone joins in every window
         h.advance(25)
         h.join()
         h.advance(25)
-    assert h.now == 100 and h.reply(first).error == Errors.NONE   # capped at the 100 ms RT
+    assert h.now == 100 and h.reply(first).error == Errors.NONE  # capped at the 100 ms RT
 
 
 def test_zero_initial_delay_completes_within_the_same_call():
@@ -284,7 +297,7 @@ def test_pending_sync_expiry_evicts_members_that_never_sync():
     gen = leader.generation_id
     h.sync(leader.member_id, gen, {leader.member_id: b"x"})
     assert h.state() == GroupState.STABLE
-    h.advance(REBALANCE_MS)                          # follower never synced
+    h.advance(REBALANCE_MS)  # follower never synced
     group = h.shard.group(GROUP)
     assert follower.member_id not in group.members
     assert group.state == GroupState.PREPARING_REBALANCE
@@ -305,7 +318,7 @@ def test_session_expiry_and_heartbeat_keeps_member():
     ids, gen = h.join_stable(2)
     h.advance(SESSION_MS - 1)
     assert h.heartbeat(ids[0], gen) == Errors.NONE
-    h.advance(1)                                     # ids[1] expires at exactly SESSION_MS
+    h.advance(1)  # ids[1] expires at exactly SESSION_MS
     group = h.shard.group(GROUP)
     assert ids[1] not in group.members and ids[0] in group.members
     assert h.heartbeat(ids[0], gen) == Errors.REBALANCE_IN_PROGRESS
@@ -350,14 +363,21 @@ def test_leave_while_parked_in_join_answers_unknown_member():
 
 def test_join_request_with_bad_values_changes_nothing():
     h = Harness()
-    huge = JoinGroupRequest(GROUP, "", "consumer", protocols_of(PROTOCOLS), SESSION_MS,
-                            REBALANCE_MS, client_id="x" * 40_000)
+    huge = JoinGroupRequest(
+        GROUP,
+        "",
+        "consumer",
+        protocols_of(PROTOCOLS),
+        SESSION_MS,
+        REBALANCE_MS,
+        client_id="x" * 40_000,
+    )
     assert h.call(huge).error == Errors.INVALID_REQUEST
-    surrogate = JoinGroupRequest(GROUP, "", "consumer", protocols_of([("\ud800", b"")]),
-                                 SESSION_MS, REBALANCE_MS)
+    surrogate = JoinGroupRequest(
+        GROUP, "", "consumer", protocols_of([("\ud800", b"")]), SESSION_MS, REBALANCE_MS
+    )
     assert h.call(surrogate).error == Errors.INVALID_REQUEST
-    overflow = JoinGroupRequest(GROUP, "", "consumer", protocols_of(PROTOCOLS), SESSION_MS,
-                                2**40)
+    overflow = JoinGroupRequest(GROUP, "", "consumer", protocols_of(PROTOCOLS), SESSION_MS, 2**40)
     assert h.call(overflow).error == Errors.INVALID_REQUEST
     assert h.shard.group(GROUP) is None
 
@@ -370,12 +390,12 @@ def test_heartbeat_in_completing_rebalance_is_none_and_keeps_the_session():
     h.advance_until_answered([a, b])
     members = [h.reply(a).member_id, h.reply(b).member_id]
     gen = h.reply(a).generation_id
-    for _ in range(3):                          # three sessions' worth of heartbeats
+    for _ in range(3):  # three sessions' worth of heartbeats
         h.advance(SESSION_MS - 10)
         assert [h.heartbeat(m, gen) for m in members] == [Errors.NONE, Errors.NONE]
     group = h.shard.group(GROUP)
     assert group.state == GroupState.COMPLETING_REBALANCE and list(group.members) == members
-    h.advance(SESSION_MS)                       # silence: sessions lapse, the group rebalances
+    h.advance(SESSION_MS)  # silence: sessions lapse, the group rebalances
     assert not group.members and h.state() != GroupState.COMPLETING_REBALANCE
 
 
@@ -386,18 +406,19 @@ def test_changed_protocols_in_completing_rebalance_start_a_new_rebalance():
     gen = h.reply(a).generation_id
     leader = h.reply(a).leader
     follower = next(h.reply(r).member_id for r in (a, b) if h.reply(r).member_id != leader)
-    parked_sync = h.sync(follower, gen)                              # waits for the leader
+    parked_sync = h.sync(follower, gen)  # waits for the leader
     changed = h.join(member_id=follower, protocols=[("range", b"new-subscription")])
     assert h.state() == GroupState.PREPARING_REBALANCE
-    assert h.reply(changed) is None                                  # parked in the new phase
-    assert h.reply(parked_sync) is None or h.reply(parked_sync).error == \
-        Errors.REBALANCE_IN_PROGRESS
+    assert h.reply(changed) is None  # parked in the new phase
+    assert (
+        h.reply(parked_sync) is None or h.reply(parked_sync).error == Errors.REBALANCE_IN_PROGRESS
+    )
 
 
 def test_describe_fills_generation_and_leader_in_every_state():
     h = Harness()
     ids, gen = h.join_stable(2)
-    h.join(member_id=ids[0])                                          # PreparingRebalance
+    h.join(member_id=ids[0])  # PreparingRebalance
     described = h.call(DescribeGroupsRequest([GROUP])).groups[0]
     assert described.group_state == "PreparingRebalance"
     assert (described.generation_id, described.leader) == (gen, ids[0])

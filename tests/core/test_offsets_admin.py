@@ -3,12 +3,25 @@
 import struct
 
 from groupcoord.coordinator import (
-    DeleteGroupsRequest, DescribeGroupsRequest, Errors, GroupState, ListGroupsRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, TopicPartition,
+    CoordinatorConfig,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    Errors,
+    GroupState,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    Shard,
+    SyncGroupRequest,
+    TopicPartition,
 )
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
 
-from .harness import GROUP, GROUP2, OTHER_GROUP, Harness
+from .harness import GROUP, GROUP2, OTHER_GROUP, Harness, replayed_shard
 
 DAY_MS = 24 * 3600 * 1000
 TP = ("topic", 0)
@@ -29,8 +42,10 @@ def test_simple_commit_creates_group_and_fetches():
     assert group.state == GroupState.EMPTY and group.protocol_type is None
     assert h.committed() == {TP: 10}
     response = h.fetch([TP, ("topic", 1)])
-    assert [(p.committed_offset, p.metadata, p.error) for p in response.partitions] == \
-        [(10, "", Errors.NONE), (-1, "", Errors.NONE)]
+    assert [(p.committed_offset, p.metadata, p.error) for p in response.partitions] == [
+        (10, "", Errors.NONE),
+        (-1, "", Errors.NONE),
+    ]
 
 
 def test_commit_errors():
@@ -39,7 +54,7 @@ def test_commit_errors():
     assert h.commit({TP: 1}, member_id="m", generation=1) == {TP: Errors.ILLEGAL_GENERATION}
     assert h.shard.group(GROUP) is None
     ids, gen = h.join_stable(1)
-    assert h.commit({TP: 1}) == {TP: Errors.UNKNOWN_MEMBER_ID}            # anonymous
+    assert h.commit({TP: 1}) == {TP: Errors.UNKNOWN_MEMBER_ID}  # anonymous
     assert h.commit({TP: 1}, ids[0], gen + 1) == {TP: Errors.ILLEGAL_GENERATION}
     assert h.commit({TP: 1}, "stranger", gen) == {TP: Errors.UNKNOWN_MEMBER_ID}
     assert h.commit({TP: 1}, ids[0], gen) == {TP: Errors.NONE}
@@ -63,7 +78,7 @@ def test_commit_in_completing_rebalance_is_rejected_and_stores_nothing():
 def test_commit_in_preparing_rebalance_is_allowed_and_keeps_session():
     h = Harness()
     ids, gen = h.join_stable(2)
-    h.join(member_id=ids[0])                        # PreparingRebalance
+    h.join(member_id=ids[0])  # PreparingRebalance
     assert h.commit({TP: 7}, ids[1], gen) == {TP: Errors.NONE}
     assert h.committed() == {TP: 7}
 
@@ -79,10 +94,20 @@ def test_commit_maintains_session():
 
 def test_metadata_limit_counts_utf16_units_and_rejects_only_that_partition():
     h = Harness(offset_metadata_max_bytes=4)
-    result = h.commit({("a", 0): (1, -1, "abcd"), ("b", 0): (2, -1, "abcde"),
-                       ("c", 0): (3, -1, "😀😀"), ("d", 0): (4, -1, "😀😀😀")})
-    assert result == {("a", 0): Errors.NONE, ("b", 0): Errors.OFFSET_METADATA_TOO_LARGE,
-                      ("c", 0): Errors.NONE, ("d", 0): Errors.OFFSET_METADATA_TOO_LARGE}
+    result = h.commit(
+        {
+            ("a", 0): (1, -1, "abcd"),
+            ("b", 0): (2, -1, "abcde"),
+            ("c", 0): (3, -1, "😀😀"),
+            ("d", 0): (4, -1, "😀😀😀"),
+        }
+    )
+    assert result == {
+        ("a", 0): Errors.NONE,
+        ("b", 0): Errors.OFFSET_METADATA_TOO_LARGE,
+        ("c", 0): Errors.NONE,
+        ("d", 0): Errors.OFFSET_METADATA_TOO_LARGE,
+    }
     assert h.committed() == {("a", 0): 1, ("c", 0): 3}
 
 
@@ -109,7 +134,7 @@ def test_explicit_retention_sets_expire_timestamp():
     h.advance(4_000)
     assert h.committed() == {TP: 1}
     h.advance(1_000)
-    assert h.shard.group(GROUP) is None              # expired, then the empty group died
+    assert h.shard.group(GROUP) is None  # expired, then the empty group died
 
 
 def test_simple_group_offsets_expire_by_commit_time_without_group_tombstone():
@@ -127,10 +152,10 @@ def test_empty_consumer_group_offsets_expire_from_when_it_emptied():
     h = Harness(offsets_retention_ms=10_000, offsets_retention_check_interval_ms=1_000)
     ids, gen = h.join_stable(1)
     h.commit({TP: 3}, ids[0], gen)
-    h.advance(20_000 - h.now)                        # long after the commit, still Stable
+    h.advance(20_000 - h.now)  # long after the commit, still Stable
     h.heartbeat(ids[0], gen)
-    assert h.committed() == {TP: 3}                  # subscription unknown: nothing expires
-    h.leave(ids[0])                                  # Empty at t=20000
+    assert h.committed() == {TP: 3}  # subscription unknown: nothing expires
+    h.leave(ids[0])  # Empty at t=20000
     h.advance(9_000)
     assert h.committed() == {TP: 3}
     h.advance(1_000)
@@ -142,7 +167,7 @@ def test_stable_consumer_group_expires_only_unsubscribed_topics():
     h = Harness(offsets_retention_ms=10_000, offsets_retention_check_interval_ms=1_000)
     ids, gen = h.join_stable(1, protocols=[("range", subscription("topic"))])
     h.commit({TP: 1, ("gone", 0): 2}, ids[0], gen)
-    for _ in range(28):                              # 11.2 s of 400 ms heartbeats
+    for _ in range(28):  # 11.2 s of 400 ms heartbeats
         h.advance(400)
         assert h.heartbeat(ids[0], gen) == Errors.NONE
     assert h.committed() == {TP: 1}
@@ -150,12 +175,15 @@ def test_stable_consumer_group_expires_only_unsubscribed_topics():
 
 def test_offset_delete():
     h = Harness()
-    assert h.call(OffsetDeleteRequest(GROUP2, [TopicPartition("t", 0)])).error == \
-        Errors.GROUP_ID_NOT_FOUND
+    assert (
+        h.call(OffsetDeleteRequest(GROUP2, [TopicPartition("t", 0)])).error
+        == Errors.GROUP_ID_NOT_FOUND
+    )
     ids, gen = h.join_stable(1, protocols=[("range", subscription("topic"))])
     h.commit({TP: 1, ("other", 0): 2}, ids[0], gen)
-    response = h.call(OffsetDeleteRequest(GROUP, [TopicPartition("topic", 0),
-                                                  TopicPartition("other", 0)]))
+    response = h.call(
+        OffsetDeleteRequest(GROUP, [TopicPartition("topic", 0), TopicPartition("other", 0)])
+    )
     assert response.error == Errors.NONE
     assert [p.error for p in response.partitions] == [Errors.GROUP_SUBSCRIBED_TO_TOPIC, Errors.NONE]
     assert h.committed() == {TP: 1}
@@ -176,12 +204,14 @@ def test_offset_delete_non_consumer_group_and_empty_group():
     member = h.reply(rid)
     h.sync(member.member_id, member.generation_id, {member.member_id: b""})
     h.commit({TP: 1}, member.member_id, member.generation_id)
-    assert h.call(OffsetDeleteRequest(GROUP, [TopicPartition("topic", 0)])).error == \
-        Errors.NON_EMPTY_GROUP
+    assert (
+        h.call(OffsetDeleteRequest(GROUP, [TopicPartition("topic", 0)])).error
+        == Errors.NON_EMPTY_GROUP
+    )
     h.leave(member.member_id)
     response = h.call(OffsetDeleteRequest(GROUP, [TopicPartition("topic", 0)]))
     assert response.error == Errors.NONE and response.partitions[0].error == Errors.NONE
-    assert h.shard.group(GROUP) is None              # last offset gone: the group died
+    assert h.shard.group(GROUP) is None  # last offset gone: the group died
 
 
 def test_describe_groups():
@@ -196,7 +226,7 @@ def test_describe_groups():
     assert stable.members[0].client_host == "/127.0.0.1"
     assert (dead.error, dead.group_state, dead.members) == (Errors.NONE, "Dead", [])
     assert wrong.error == Errors.NOT_COORDINATOR
-    h.join(member_id=ids[0], protocols=[("range", b"meta2")])   # alone: straight to Completing
+    h.join(member_id=ids[0], protocols=[("range", b"meta2")])  # alone: straight to Completing
     rebalancing = h.call(DescribeGroupsRequest([GROUP])).groups[0]
     assert rebalancing.group_state == "CompletingRebalance" and rebalancing.protocol_data == ""
     assert rebalancing.members[0].member_metadata == b""
@@ -208,7 +238,9 @@ def test_list_groups_with_state_filter():
     h.commit({TP: 1}, group_id=GROUP2)
     listed = h.call(ListGroupsRequest())
     assert {(g.group_id, g.group_state, g.protocol_type) for g in listed.groups} == {
-        (GROUP, "Stable", "consumer"), (GROUP2, "Empty", "")}
+        (GROUP, "Stable", "consumer"),
+        (GROUP2, "Empty", ""),
+    }
     assert [g.group_id for g in h.call(ListGroupsRequest(["Empty"])).groups] == [GROUP2]
 
 
@@ -218,28 +250,30 @@ def test_delete_groups():
     h.commit({TP: 1}, ids[0], gen)
     h.commit({TP: 1}, group_id=GROUP2)
     results = h.call(DeleteGroupsRequest([GROUP, GROUP2, "group-4", OTHER_GROUP, ""])).results
-    assert [r.error for r in results] == [Errors.NON_EMPTY_GROUP, Errors.NONE,
-                                           Errors.GROUP_ID_NOT_FOUND, Errors.NOT_COORDINATOR,
-                                           Errors.GROUP_ID_NOT_FOUND]
+    assert [r.error for r in results] == [
+        Errors.NON_EMPTY_GROUP,
+        Errors.NONE,
+        Errors.GROUP_ID_NOT_FOUND,
+        Errors.NOT_COORDINATOR,
+        Errors.GROUP_ID_NOT_FOUND,
+    ]
     assert h.fetch(group_id=GROUP2).partitions == []
     h.leave(ids[0])
     assert h.call(DeleteGroupsRequest([GROUP])).results[0].error == Errors.NONE
-    assert h.records[-1] .key == GroupMetadataKey(GROUP) and h.records[-1].value is None
+    assert h.records[-1].key == GroupMetadataKey(GROUP) and h.records[-1].value is None
     assert h.shard.group(GROUP) is None
 
 
 def test_requests_while_loading_and_after_unloading():
-    from groupcoord.coordinator import (
-        CoordinatorConfig, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
-        OffsetCommitRequestPartition, Shard, SyncGroupRequest,
-    )
     shard = Shard(0, 2, CoordinatorConfig())
 
     def answer(request):
         return shard.handle(0, 1, request).replies[0][1]
 
-    assert answer(JoinGroupRequest(GROUP, "", "consumer", [], 10_000, 10_000)).error == \
-        Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert (
+        answer(JoinGroupRequest(GROUP, "", "consumer", [], 10_000, 10_000)).error
+        == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    )
     assert answer(SyncGroupRequest(GROUP, 1, "m", [])).error == Errors.REBALANCE_IN_PROGRESS
     assert answer(HeartbeatRequest(GROUP, 1, "m")).error == Errors.NONE
     commit = answer(OffsetCommitRequest(GROUP, -1, "", [OffsetCommitRequestPartition("t", 0, 1)]))
@@ -262,7 +296,6 @@ def test_unload_answers_parked_requests_not_coordinator():
 
 
 def test_load_rearms_sessions_and_over_capacity_group_rebalances():
-    from .harness import replayed_shard
     h = Harness(group_max_size=4)
     ids, gen = h.join_stable(3)
     h.commit({TP: 9}, ids[0], gen)
@@ -271,9 +304,9 @@ def test_load_rearms_sessions_and_over_capacity_group_rebalances():
     shard.config = smaller
     shard.on_loaded(1_000)
     group = shard.group(GROUP)
-    assert group.state == GroupState.PREPARING_REBALANCE     # over the new max size
+    assert group.state == GroupState.PREPARING_REBALANCE  # over the new max size
     assert shard.group(GROUP).offsets[TP].offset == 9
     same = replayed_shard(h.shard, h.records)
     same.on_loaded(1_000)
     assert same.group(GROUP).state == GroupState.STABLE
-    assert same.next_deadline_ms() == 1_000 + 500            # every member: now + session
+    assert same.next_deadline_ms() == 1_000 + 500  # every member: now + session

@@ -33,11 +33,15 @@ def test_record_bytes_counts_the_whole_envelope_not_just_the_value():
 
 
 def test_largest_record_bytes_is_at_least_the_group_limit_and_the_widest_offset_record():
-    config = CoordinatorConfig(string_max_chars=100, offset_metadata_max_bytes=150,
-                               group_metadata_max_bytes=1_000)
-    widest = Record(OffsetCommitKey("\U0010ffff" * 100, "\U0010ffff" * 100, 2**31 - 1),
-                    OffsetCommitValue(2**63 - 1, 2**31 - 1, "\U0010ffff" * 50 + "\uffff" * 50,
-                                      2**63 - 1, 2**63 - 1))
+    config = CoordinatorConfig(
+        string_max_chars=100, offset_metadata_max_bytes=150, group_metadata_max_bytes=1_000
+    )
+    widest = Record(
+        OffsetCommitKey("\U0010ffff" * 100, "\U0010ffff" * 100, 2**31 - 1),
+        OffsetCommitValue(
+            2**63 - 1, 2**31 - 1, "\U0010ffff" * 50 + "\uffff" * 50, 2**63 - 1, 2**63 - 1
+        ),
+    )
     # 4-byte characters where they fit in 150 UTF-16 units and 100 characters: 50 of them,
     # and 50 3-byte ones; neither all-3-byte (300 bytes) nor all-4-byte (75 chars) is wider.
     assert largest_record_bytes(config) == record_bytes(widest) > 1_000
@@ -48,8 +52,12 @@ def _stable_static(h: Harness):
     rid = h.join(instance_id="instance", protocols=PROTOCOLS)
     h.advance_until_answered([rid])
     response = h.reply(rid)
-    h.sync(response.member_id, response.generation_id, {response.member_id: b"a"},
-           instance_id="instance")
+    h.sync(
+        response.member_id,
+        response.generation_id,
+        {response.member_id: b"a"},
+        instance_id="instance",
+    )
     assert h.state() == GroupState.STABLE
     return response.member_id
 
@@ -62,14 +70,18 @@ def test_static_rejoin_whose_group_record_would_be_too_large_rebalances_and_writ
     # that record would be over the limit, so the Shard rebalances instead of writing it.
     generation = h.shard.group(GROUP).generation_id
     rid = h.join(instance_id="instance", protocols=[("range", b"x" * 5_000)])
-    h.advance_until_answered([rid])                 # a new join phase (its only member joined)
+    h.advance_until_answered([rid])  # a new join phase (its only member joined)
     response = h.reply(rid)
     assert response.error == Errors.NONE and response.generation_id == generation + 1
     assert h.state() == GroupState.COMPLETING_REBALANCE
     assert h.records[written:] == [] and h.shard.group(GROUP).persisted is persisted
     # The leader's sync of a record over the limit is refused, as any other.
-    sync = h.sync(response.member_id, response.generation_id, {response.member_id: b""},
-                  instance_id="instance")
+    sync = h.sync(
+        response.member_id,
+        response.generation_id,
+        {response.member_id: b""},
+        instance_id="instance",
+    )
     assert h.reply(sync).error == Errors.UNKNOWN_SERVER_ERROR
     assert all(type(r.key) is not GroupMetadataKey for r in h.records[written:])
 
@@ -84,8 +96,12 @@ def test_static_rejoin_within_the_limit_is_still_stored_at_once():
 
 
 def _offset_records_bytes(h: Harness, partitions) -> int:
-    return sum(record_bytes(Record(OffsetCommitKey(GROUP, t, p), OffsetCommitValue(
-        7, -1, metadata, h.now, None))) for t, p, metadata in partitions)
+    return sum(
+        record_bytes(
+            Record(OffsetCommitKey(GROUP, t, p), OffsetCommitValue(7, -1, metadata, h.now, None))
+        )
+        for t, p, metadata in partitions
+    )
 
 
 @pytest.mark.parametrize("extra_bytes", [0, 1])
@@ -108,11 +124,17 @@ def test_the_cheap_offset_record_bound_is_never_below_the_size():
     rng = random.Random(5)
     alphabet = ["a", "\u00e9", "\u20ac", "\U0001f600"]
     for _ in range(500):
-        strings = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(300)))
-                   for _ in range(3)]
-        record = Record(OffsetCommitKey(strings[0], strings[1], rng.choice([0, 2**31 - 1, -1])),
-                        OffsetCommitValue(rng.choice([0, 2**63 - 1, -(2**63)]),
-                                          rng.choice([-1, 2**31 - 1]), strings[2],
-                                          rng.choice([0, 2**63 - 1]),
-                                          rng.choice([None, 2**64 - 1])))
+        strings = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randrange(300))) for _ in range(3)
+        ]
+        record = Record(
+            OffsetCommitKey(strings[0], strings[1], rng.choice([0, 2**31 - 1, -1])),
+            OffsetCommitValue(
+                rng.choice([0, 2**63 - 1, -(2**63)]),
+                rng.choice([-1, 2**31 - 1]),
+                strings[2],
+                rng.choice([0, 2**63 - 1]),
+                rng.choice([None, 2**64 - 1]),
+            ),
+        )
         assert offset_record_bytes_at_most(*strings) >= record_bytes(record)

@@ -29,8 +29,11 @@ DEFAULT_BOUND = 10_000
 
 
 def _commit(h: Harness, partitions, group_id=GROUP):
-    return h.call(OffsetCommitRequest(group_id, -1, "", [
-        OffsetCommitRequestPartition(topic, p, 7) for topic, p in partitions]))
+    return h.call(
+        OffsetCommitRequest(
+            group_id, -1, "", [OffsetCommitRequestPartition(topic, p, 7) for topic, p in partitions]
+        )
+    )
 
 
 @pytest.mark.parametrize("extra", [0, 1])
@@ -88,7 +91,7 @@ def test_distinct_topics_are_bounded(extra):
     else:
         assert {p.error for p in commit.partitions} == {Errors.NONE}
         assert fetch.error == delete.error == Errors.NONE
-        assert h.shard.group(GROUP) is None                # all deleted: the group went with them
+        assert h.shard.group(GROUP) is None  # all deleted: the group went with them
 
 
 @pytest.mark.parametrize("extra", [0, 1])
@@ -128,11 +131,15 @@ def test_describe_and_delete_groups_are_bounded(extra):
 def test_leave_members_and_sync_assignments_are_bounded(extra):
     h = Harness(max_members_per_request=2)
     (member,), generation = h.join_stable(1)
-    assignments = [SyncGroupRequestAssignment(member, b"a")] + \
-        [SyncGroupRequestAssignment(f"other-{i}", b"") for i in range(1 + extra)]
+    assignments = [SyncGroupRequestAssignment(member, b"a")] + [
+        SyncGroupRequestAssignment(f"other-{i}", b"") for i in range(1 + extra)
+    ]
     sync = h.call(SyncGroupRequest(GROUP, generation, member, assignments))
-    leave = h.call(LeaveGroupRequest(GROUP, [MemberIdentity(member)] +
-                                     [MemberIdentity("unknown")] * (1 + extra)))
+    leave = h.call(
+        LeaveGroupRequest(
+            GROUP, [MemberIdentity(member)] + [MemberIdentity("unknown")] * (1 + extra)
+        )
+    )
     if extra:
         assert sync.error == leave.error == Errors.INVALID_REQUEST and leave.members == []
         assert member in h.shard.group(GROUP).members
@@ -141,9 +148,16 @@ def test_leave_members_and_sync_assignments_are_bounded(extra):
         assert member not in h.shard.group(GROUP).members
 
 
-@pytest.mark.parametrize("name", ["max_groups_per_request", "max_members_per_request",
-                                  "max_topics_per_request", "max_partitions_per_request",
-                                  "offsets_cleanup_max_offsets_per_turn"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "max_groups_per_request",
+        "max_members_per_request",
+        "max_topics_per_request",
+        "max_partitions_per_request",
+        "offsets_cleanup_max_offsets_per_turn",
+    ],
+)
 def test_bounds_are_validated(name):
     with pytest.raises(ValueError, match=name):
         CoordinatorConfig(**{name: 0})

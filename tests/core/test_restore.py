@@ -1,9 +1,14 @@
-"""``Shard.restore`` (the snapshot fast path) gives exactly the state that replaying records gives."""
+"""``Shard.restore`` (the snapshot fast path) gives exactly the state that replaying records
+gives."""
 
 import pytest
 
 from groupcoord.coordinator import (
-    GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record, Shard,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    Shard,
 )
 
 from .harness import GROUP, Harness, replayed_shard
@@ -28,7 +33,7 @@ def _scenario() -> Harness:
     h = Harness()
     ids, gen = h.join_stable(2)
     h.commit({("t", 0): 5, ("t", 1): 7}, member_id=ids[0], generation=gen)
-    h.commit({("u", 0): 1}, group_id="group-0")          # a simple group
+    h.commit({("u", 0): 1}, group_id="group-0")  # a simple group
     h.leave(ids[1])
     h.commit({("t", 0): 9}, member_id=ids[0], generation=gen)
     return h
@@ -43,8 +48,12 @@ def test_restore_equals_replay():
     assert restored.durable_state() == replayed.durable_state() == h.shard.durable_state()
     for group in restored.groups():
         twin = replayed.group(group.group_id)
-        assert (group.state, group.generation_id, group.leader_id, list(group.members)) == \
-            (twin.state, twin.generation_id, twin.leader_id, list(twin.members))
+        assert (group.state, group.generation_id, group.leader_id, list(group.members)) == (
+            twin.state,
+            twin.generation_id,
+            twin.leader_id,
+            list(twin.members),
+        )
 
 
 def test_restore_then_replay_tail_keeps_later_records():

@@ -5,9 +5,13 @@ import pytest
 from groupcoord.coordinator import CoordinatorConfig, Shard, java_string_hashcode, partition_for
 
 VECTORS = [  # group, String.hashCode, partition of 2, partition of 50
-    ("groupId", 293428218, 0, 18), ("otherGroup", -204443313, 1, 13), ("foo", 101574, 0, 24),
-    ("", 0, 0, 0), ("my-group", -1906497762, None, 12),
-    ("polygenelubricants", -2147483648, 0, 0), ("é-grp", 216623617, None, 17),
+    ("groupId", 293428218, 0, 18),
+    ("otherGroup", -204443313, 1, 13),
+    ("foo", 101574, 0, 24),
+    ("", 0, 0, 0),
+    ("my-group", -1906497762, None, 12),
+    ("polygenelubricants", -2147483648, 0, 0),
+    ("é-grp", 216623617, None, 17),
     ("😀", 1772899, None, 49),
 ]
 
@@ -33,11 +37,18 @@ def test_retention_minutes_do_not_overflow():
     assert c.offsets_retention_ms == (2**31 - 1) * 60 * 1000
 
 
-@pytest.mark.parametrize("field,value", [
-    ("group_max_size", 0), ("offsets_retention_ms", 0), ("offsets_retention_check_interval_ms", 0),
-    ("group_max_size", "4"), ("max_parked_requests", -1), ("group_initial_rebalance_delay_ms", -1),
-    ("offset_metadata_max_bytes", 1.5),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("group_max_size", 0),
+        ("offsets_retention_ms", 0),
+        ("offsets_retention_check_interval_ms", 0),
+        ("group_max_size", "4"),
+        ("max_parked_requests", -1),
+        ("group_initial_rebalance_delay_ms", -1),
+        ("offset_metadata_max_bytes", 1.5),
+    ],
+)
 def test_invalid_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         CoordinatorConfig(**{field: value})

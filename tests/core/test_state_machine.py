@@ -9,20 +9,23 @@ from groupcoord.coordinator.group import VALID_PREVIOUS_STATES, Group
 
 S = GroupState
 LEGAL = {
-    (S.STABLE, S.PREPARING_REBALANCE), (S.COMPLETING_REBALANCE, S.PREPARING_REBALANCE),
-    (S.EMPTY, S.PREPARING_REBALANCE), (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE),
-    (S.COMPLETING_REBALANCE, S.STABLE), (S.PREPARING_REBALANCE, S.EMPTY),
+    (S.STABLE, S.PREPARING_REBALANCE),
+    (S.COMPLETING_REBALANCE, S.PREPARING_REBALANCE),
+    (S.EMPTY, S.PREPARING_REBALANCE),
+    (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE),
+    (S.COMPLETING_REBALANCE, S.STABLE),
+    (S.PREPARING_REBALANCE, S.EMPTY),
 } | {(source, S.DEAD) for source in S}
 
 
 def test_table_matches_the_spec():
-    table = {(source, target) for target, sources in VALID_PREVIOUS_STATES.items()
-             for source in sources}
+    table = {
+        (source, target) for target, sources in VALID_PREVIOUS_STATES.items() for source in sources
+    }
     assert table == LEGAL
 
 
-@pytest.mark.parametrize("source,target", list(itertools.product(S, S)),
-                         ids=lambda s: s.value)
+@pytest.mark.parametrize("source,target", list(itertools.product(S, S)), ids=lambda s: s.value)
 def test_every_move(source, target):
     group = Group("g", now_ms=0, state=source)
     if (source, target) in LEGAL:
@@ -35,6 +38,11 @@ def test_every_move(source, target):
 
 
 def test_state_strings_are_kafkas():
-    assert [s.value for s in S] == ["Empty", "PreparingRebalance", "CompletingRebalance",
-                                    "Stable", "Dead"]
+    assert [s.value for s in S] == [
+        "Empty",
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "Stable",
+        "Dead",
+    ]
     assert S.STABLE == "Stable"

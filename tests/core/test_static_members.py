@@ -9,15 +9,16 @@ LEADER, FOLLOWER = "leader-instance", "follower-instance"
 
 def stable_static_group(h: Harness, protocols=PROTOCOL_SUPERSET, session_ms=800):
     # Sessions outlast the 500 ms rebalance timeout, so the two deadlines never coincide.
-    ids, gen = h.join_stable(2, protocols=protocols, instance_ids=[LEADER, FOLLOWER],
-                             session_ms=session_ms)
+    ids, gen = h.join_stable(
+        2, protocols=protocols, instance_ids=[LEADER, FOLLOWER], session_ms=session_ms
+    )
     return ids[0], ids[1], gen
 
 
 def test_static_member_gets_instance_prefixed_id_and_never_member_id_required():
     h = Harness()
     rid = h.join(instance_id=LEADER, require_known=True)
-    assert h.reply(rid) is None                    # parked, not MEMBER_ID_REQUIRED
+    assert h.reply(rid) is None  # parked, not MEMBER_ID_REQUIRED
     h.advance(50)
     assert h.reply(rid).member_id.startswith(LEADER + "-")
 
@@ -31,7 +32,7 @@ def test_static_follower_rejoin_with_unknown_id_in_stable_keeps_generation():
     assert response.skip_assignment is False and response.members == []
     group = h.shard.group(GROUP)
     assert group.state == GroupState.STABLE and response.member_id in group.members
-    assert group.persisted.members[1].member_id == response.member_id   # persisted at once
+    assert group.persisted.members[1].member_id == response.member_id  # persisted at once
     # The old id is fenced now.
     assert h.heartbeat(follower, gen, instance_id=FOLLOWER) == Errors.FENCED_INSTANCE_ID
     assert h.heartbeat(follower, gen) == Errors.UNKNOWN_MEMBER_ID
@@ -58,7 +59,7 @@ def test_static_replacement_fences_parked_join():
     h = Harness()
     leader, follower, gen = stable_static_group(h)
     parked = h.join(member_id=follower, instance_id=FOLLOWER, protocols=[("range", b"v2")])
-    assert h.reply(parked) is None                 # rebalance started, parked
+    assert h.reply(parked) is None  # rebalance started, parked
     h.join(instance_id=FOLLOWER, protocols=[("range", b"v2")])
     assert h.reply(parked).error == Errors.FENCED_INSTANCE_ID
     assert h.reply(parked).member_id == follower
@@ -81,7 +82,7 @@ def test_static_members_that_do_not_rejoin_are_kept_until_session_expiry():
     h = Harness()
     leader, follower, gen = stable_static_group(h)
     rejoin = h.join(member_id=leader, instance_id=LEADER, protocols=PROTOCOL_SUPERSET)
-    h.advance(500)                                   # rebalance timeout: follower kept
+    h.advance(500)  # rebalance timeout: follower kept
     response = h.reply(rejoin)
     assert response.generation_id == gen + 1
     assert {m.member_id for m in response.members} == {leader, follower}
@@ -90,11 +91,11 @@ def test_static_members_that_do_not_rejoin_are_kept_until_session_expiry():
 def test_join_phase_waits_when_only_unjoined_static_members_remain():
     h = Harness()
     leader, follower, gen = stable_static_group(h)
-    h.leave((leader, LEADER))                         # leave -> PreparingRebalance
+    h.leave((leader, LEADER))  # leave -> PreparingRebalance
     group = h.shard.group(GROUP)
-    h.advance(500)                                    # nobody rejoined: wait again
+    h.advance(500)  # nobody rejoined: wait again
     assert group.state == GroupState.PREPARING_REBALANCE and follower in group.members
-    h.advance(300)                                    # session expiry removes the follower
+    h.advance(300)  # session expiry removes the follower
     assert group.state == GroupState.EMPTY
 
 

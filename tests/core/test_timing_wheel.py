@@ -37,16 +37,24 @@ def drain(wheel, now_ms):
 
 
 keys = st.integers(0, 30)
-deltas = st.one_of(st.integers(-5, 70), st.integers(-100, 5_000),
-                   st.sampled_from([LEVEL_SPAN_MS[i] + j for i in range(4) for j in (-1, 0, 1)]),
-                   st.integers(0, 10**12))
-ops = st.lists(st.one_of(
-    st.tuples(st.just("schedule"), keys, deltas, st.one_of(st.none(), st.integers())),
-    st.tuples(st.just("cancel"), keys),
-    st.tuples(st.just("advance"), st.one_of(st.integers(0, 100), st.integers(0, 10**6),
-                                             st.integers(0, 10**13))),
-    st.tuples(st.just("peek")),
-), max_size=80)
+deltas = st.one_of(
+    st.integers(-5, 70),
+    st.integers(-100, 5_000),
+    st.sampled_from([LEVEL_SPAN_MS[i] + j for i in range(4) for j in (-1, 0, 1)]),
+    st.integers(0, 10**12),
+)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("schedule"), keys, deltas, st.one_of(st.none(), st.integers())),
+        st.tuples(st.just("cancel"), keys),
+        st.tuples(
+            st.just("advance"),
+            st.one_of(st.integers(0, 100), st.integers(0, 10**6), st.integers(0, 10**13)),
+        ),
+        st.tuples(st.just("peek")),
+    ),
+    max_size=80,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -99,8 +107,8 @@ def test_timers_armed_while_draining_are_seen_in_the_same_drain():
     wheel.schedule("a", 5)
     wheel.schedule("b", 5)
     first = wheel.pop_due(5)
-    wheel.schedule("c", 3)                  # armed "in the past" by an action: fires next
-    wheel.cancel("b" if first[0] == "a" else "a")   # an action cancels its sibling
+    wheel.schedule("c", 3)  # armed "in the past" by an action: fires next
+    wheel.cancel("b" if first[0] == "a" else "a")  # an action cancels its sibling
     assert wheel.pop_due(5) == ("c", 3, None)
     assert wheel.pop_due(5) is None
 

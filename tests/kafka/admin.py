@@ -29,7 +29,9 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     admin = admin_client(bootstrap)
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=ADMIN_TIMEOUT_S, request_timeout=ADMIN_TIMEOUT_S)
+        operation_timeout=ADMIN_TIMEOUT_S,
+        request_timeout=ADMIN_TIMEOUT_S,
+    )
     futures[name].result(timeout=ADMIN_TIMEOUT_S)
     return name
 
@@ -46,8 +48,7 @@ def produce(bootstrap: str, topic: str, values_by_partition: dict[int, list[str]
 
 def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
     admin = admin_client(bootstrap)
-    futures = admin.describe_consumer_groups(
-        [group], request_timeout=ADMIN_TIMEOUT_S)
+    futures = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)
     return futures[group].result(timeout=ADMIN_TIMEOUT_S)
 
 
@@ -55,8 +56,11 @@ def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset of each partition of `topic` that has one."""
     admin = admin_client(bootstrap)
     futures = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=ADMIN_TIMEOUT_S)
+        [ConsumerGroupTopicPartitions(group)], request_timeout=ADMIN_TIMEOUT_S
+    )
     result = futures[group].result(timeout=ADMIN_TIMEOUT_S)
-    return {tp.partition: tp.offset for tp in result.topic_partitions
-            if tp.topic == topic and tp.offset >= 0}
-
+    return {
+        tp.partition: tp.offset
+        for tp in result.topic_partitions
+        if tp.topic == topic and tp.offset >= 0
+    }

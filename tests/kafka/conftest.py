@@ -46,9 +46,13 @@ class GroupcoordListeners:
     """A groupcoord deployment with Kafka listeners, as the tests here see a coordinator."""
 
     def __init__(self, log_dir: str) -> None:
-        self.deployment = start(2, log_dir, namespace="gc-kafka-compat",
-                                config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
-                                wire=WireConfig(bootstrap_port=0))
+        self.deployment = start(
+            2,
+            log_dir,
+            namespace="gc-kafka-compat",
+            config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+            wire=WireConfig(bootstrap_port=0),
+        )
         self.deployment.wait_ready(120)
         self.bootstrap = self.deployment.kafka
 
@@ -76,8 +80,10 @@ def broker_bootstrap(kafka_broker) -> str:
 def consumer_groups(bootstrap):
     """Runs Kafka's `kafka-consumer-groups` against the coordinator under test:
     `consumer_groups("--describe", "--group", "g")` -> ToolResult (exit code, stdout, stderr)."""
+
     def run(*args: str, timeout_s: float = TOOL_TIMEOUT_S) -> ToolResult:
         return run_tool(CONSUMER_GROUPS_MAIN, ["--bootstrap-server", bootstrap, *args], timeout_s)
+
     return run
 
 
@@ -90,15 +96,29 @@ def java_console_consumer(bootstrap, tmp_path):
     started: list[JavaProcess] = []
 
     def start(topic: str, group: str, *, max_messages: int, timeout_ms: int) -> JavaProcess:
-        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
-                "--from-beginning", "--max-messages", str(max_messages),
-                "--timeout-ms", str(timeout_ms),
-                # --consumer-property is deprecated in Kafka 4.3; this is its new name.
-                "--command-property", "group.protocol=classic",
-                "--command-property", "session.timeout.ms=6000",
-                "--command-property", "heartbeat.interval.ms=500"]
-        process = JavaProcess(CONSOLE_CONSUMER_MAIN, args,
-                              tmp_path / f"console-consumer-{len(started)}")
+        args = [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+            "--max-messages",
+            str(max_messages),
+            "--timeout-ms",
+            str(timeout_ms),
+            # --consumer-property is deprecated in Kafka 4.3; this is its new name.
+            "--command-property",
+            "group.protocol=classic",
+            "--command-property",
+            "session.timeout.ms=6000",
+            "--command-property",
+            "heartbeat.interval.ms=500",
+        ]
+        process = JavaProcess(
+            CONSOLE_CONSUMER_MAIN, args, tmp_path / f"console-consumer-{len(started)}"
+        )
         started.append(process)
         return process
 

@@ -59,18 +59,35 @@ def libs_classpath() -> str:
     return str(LIBS_DIR / "*")
 
 
-def java_command(main_class: str, args: list[str], *, heap: list[str],
-                 log4j_config: str = "log4j2-tools.xml") -> list[str]:
+def java_command(
+    main_class: str, args: list[str], *, heap: list[str], log4j_config: str = "log4j2-tools.xml"
+) -> list[str]:
     """The command line running `main_class` from the Kafka jars, tied to its parent's life."""
-    return ["setpriv", "--pdeathsig", "KILL", "java", *heap, *JVM_FLAGS,
-            f"-Dlog4j2.configurationFile={LOG4J_DIR / log4j_config}",
-            "-cp", libs_classpath(), main_class, *args]
+    return [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "java",
+        *heap,
+        *JVM_FLAGS,
+        f"-Dlog4j2.configurationFile={LOG4J_DIR / log4j_config}",
+        "-cp",
+        libs_classpath(),
+        main_class,
+        *args,
+    ]
 
 
 def run_tool(main_class: str, args: list[str], timeout_s: float) -> ToolResult:
     """Run a Kafka tool to completion; on timeout it is killed and TimeoutExpired raised."""
-    done = subprocess.run(java_command(main_class, args, heap=TOOL_HEAP), capture_output=True,
-                          text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        java_command(main_class, args, heap=TOOL_HEAP),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     return ToolResult(done.returncode, done.stdout, done.stderr)
 
 
@@ -94,8 +111,12 @@ class JavaProcess:
         self.stdout_path = work_dir / "stdout"
         self.stderr_path = work_dir / "stderr"
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(java_command(main_class, args, heap=TOOL_HEAP),
-                                         stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                java_command(main_class, args, heap=TOOL_HEAP),
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+            )
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(errors="replace")
@@ -122,8 +143,9 @@ def free_ports(count: int) -> list[int]:
         return ports
 
 
-def broker_properties(node_id: int, broker_port: int, controller_port: int,
-                      log_dir: Path) -> dict[str, str]:
+def broker_properties(
+    node_id: int, broker_port: int, controller_port: int, log_dir: Path
+) -> dict[str, str]:
     """A single combined-mode node for tests: loopback only, replication factor 1 everywhere and
     no initial rebalance delay. Kafka 4.3 enables both group protocols, classic and KIP-848's
     consumer, by default; `group.coordinator.rebalance.protocols` is deprecated there (setting it
@@ -180,21 +202,33 @@ class KafkaBroker:
     def start(self) -> None:
         """Format the storage, start the JVM and return once it answers Metadata listing
         itself; raises (with the log's tail) if it exits or is not ready in time."""
-        props = broker_properties(self.node_id, self.broker_port, self.controller_port,
-                                  self.work_dir / "data")
+        props = broker_properties(
+            self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
+        )
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        formatted = run_tool(STORAGE_TOOL_MAIN, ["format", "--cluster-id", kafka_uuid(),
-                                                 "--config", str(self.config_path)],
-                             FORMAT_TIMEOUT_S)
+        formatted = run_tool(
+            STORAGE_TOOL_MAIN,
+            ["format", "--cluster-id", kafka_uuid(), "--config", str(self.config_path)],
+            FORMAT_TIMEOUT_S,
+        )
         if formatted.returncode != 0:
-            raise RuntimeError(f"kafka-storage format failed ({formatted.returncode}):\n"
-                               f"{formatted.stdout}{formatted.stderr}")
+            raise RuntimeError(
+                f"kafka-storage format failed ({formatted.returncode}):\n"
+                f"{formatted.stdout}{formatted.stderr}"
+            )
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                java_command(BROKER_MAIN, [str(self.config_path)], heap=BROKER_HEAP,
-                             log4j_config="log4j2-broker.xml"),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.work_dir)
+                java_command(
+                    BROKER_MAIN,
+                    [str(self.config_path)],
+                    heap=BROKER_HEAP,
+                    log4j_config="log4j2-broker.xml",
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.work_dir,
+            )
         try:
             self._wait_ready(BROKER_READY_TIMEOUT_S)
         except BaseException:
@@ -206,8 +240,9 @@ class KafkaBroker:
         admin = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka broker exited with {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"Kafka broker exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
             if admin is None and _accepts(self.broker_port):
                 # librdkafka logs at level 3 for every refused connection: keep it quiet here.
                 admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
@@ -232,4 +267,3 @@ def _accepts(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1.0)
         return sock.connect_ex(("127.0.0.1", port)) == 0
-

@@ -36,9 +36,11 @@ POLL_TIMEOUT_MS = 100
 CALL_TIMEOUT_S = 30.0
 
 # The assignors each client has, by the protocol name it sends in JoinGroup.
-KAFKA_PYTHON_ASSIGNORS = {"range": RangePartitionAssignor,
-                          "roundrobin": RoundRobinPartitionAssignor,
-                          "cooperative-sticky": CooperativeStickyAssignor}
+KAFKA_PYTHON_ASSIGNORS = {
+    "range": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+}
 AIOKAFKA_ASSIGNORS = {"range": AioRange, "roundrobin": AioRoundRobin}
 
 
@@ -47,11 +49,17 @@ class ConfluentMember:
 
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
         self.topic = topic
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group,
-            "partition.assignment.strategy": assignor, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "partition.assignment.strategy": assignor,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+            }
+        )
         self.consumer.subscribe([topic])
 
     def poll(self) -> None:
@@ -60,19 +68,22 @@ class ConfluentMember:
             raise KafkaException(message.error())
 
     def assignment(self) -> frozenset[int]:
-        return frozenset(tp.partition for tp in self.consumer.assignment()
-                         if tp.topic == self.topic)
+        return frozenset(
+            tp.partition for tp in self.consumer.assignment() if tp.topic == self.topic
+        )
 
     def commit(self, offsets: dict[int, int]) -> None:
         results = self.consumer.commit(
             offsets=[ConfluentTopicPartition(self.topic, p, o) for p, o in offsets.items()],
-            asynchronous=False)
+            asynchronous=False,
+        )
         errors = [tp.error for tp in results if tp.error is not None]
         assert not errors, errors
 
     def committed(self, partitions: set[int]) -> dict[int, int]:
         found = self.consumer.committed(
-            [ConfluentTopicPartition(self.topic, p) for p in partitions], timeout=CALL_TIMEOUT_S)
+            [ConfluentTopicPartition(self.topic, p) for p in partitions], timeout=CALL_TIMEOUT_S
+        )
         return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
 
     def close(self) -> None:
@@ -85,27 +96,36 @@ class KafkaPythonMember:
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
         self.topic = topic
         self.consumer = kafka.KafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-            partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[assignor]])
+            partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[assignor]],
+        )
         self.consumer.subscribe([topic])
 
     def poll(self) -> None:
         self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
 
     def assignment(self) -> frozenset[int]:
-        return frozenset(tp.partition for tp in self.consumer.assignment()
-                         if tp.topic == self.topic)
+        return frozenset(
+            tp.partition for tp in self.consumer.assignment() if tp.topic == self.topic
+        )
 
     def commit(self, offsets: dict[int, int]) -> None:
-        self.consumer.commit({
-            kafka.TopicPartition(self.topic, p): kafka.OffsetAndMetadata(o, "", -1)
-            for p, o in offsets.items()})
+        self.consumer.commit(
+            {
+                kafka.TopicPartition(self.topic, p): kafka.OffsetAndMetadata(o, "", -1)
+                for p, o in offsets.items()
+            }
+        )
 
     def committed(self, partitions: set[int]) -> dict[int, int]:
-        found = {p: self.consumer.committed(kafka.TopicPartition(self.topic, p))
-                 for p in partitions}
+        found = {
+            p: self.consumer.committed(kafka.TopicPartition(self.topic, p)) for p in partitions
+        }
         return {p: o for p, o in found.items() if o is not None}
 
     def close(self) -> None:
@@ -118,10 +138,15 @@ class AioKafkaMember:
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
         self.topic = topic
         self.consumer = aiokafka.AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-            partition_assignment_strategy=(AIOKAFKA_ASSIGNORS[assignor],))
+            partition_assignment_strategy=(AIOKAFKA_ASSIGNORS[assignor],),
+        )
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -130,24 +155,31 @@ class AioKafkaMember:
         await self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
 
     def assignment(self) -> frozenset[int]:
-        return frozenset(tp.partition for tp in self.consumer.assignment()
-                         if tp.topic == self.topic)
+        return frozenset(
+            tp.partition for tp in self.consumer.assignment() if tp.topic == self.topic
+        )
 
     async def commit(self, offsets: dict[int, int]) -> None:
-        await self.consumer.commit({aiokafka.TopicPartition(self.topic, p): o
-                                    for p, o in offsets.items()})
+        await self.consumer.commit(
+            {aiokafka.TopicPartition(self.topic, p): o for p, o in offsets.items()}
+        )
 
     async def committed(self, partitions: set[int]) -> dict[int, int]:
-        found = {p: await self.consumer.committed(aiokafka.TopicPartition(self.topic, p))
-                 for p in partitions}
+        found = {
+            p: await self.consumer.committed(aiokafka.TopicPartition(self.topic, p))
+            for p in partitions
+        }
         return {p: o for p, o in found.items() if o is not None}
 
     async def close(self) -> None:
         await self.consumer.stop()
 
 
-CLIENTS = {"confluent-kafka": ConfluentMember, "kafka-python": KafkaPythonMember,
-           "aiokafka": AioKafkaMember}
+CLIENTS = {
+    "confluent-kafka": ConfluentMember,
+    "kafka-python": KafkaPythonMember,
+    "aiokafka": AioKafkaMember,
+}
 
 
 class Member:
@@ -240,16 +272,22 @@ def open_member(client: str, bootstrap: str, group: str, topic: str, assignor: s
     """Start one consumer of `client` subscribed to `topic` in `group`, polling already."""
     adapter = CLIENTS[client]
     if hasattr(adapter, "start"):
+
         async def open_async():
             consumer = adapter(bootstrap, group, topic, assignor)
             await consumer.start()
             return consumer
+
         return Member(open_async)
     return Member(lambda: adapter(bootstrap, group, topic, assignor))
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
-               status: Callable[[], object] = lambda: None) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    status: Callable[[], object] = lambda: None,
+) -> None:
     """Poll `condition` until true; fail naming `what` and the last `status` after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while not condition():

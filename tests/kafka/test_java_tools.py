@@ -13,8 +13,10 @@ import pytest
 from tests.kafka.admin import committed_offsets, create_topic, produce, unique_name
 from tests.kafka.members import wait_until
 
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.parametrize("bootstrap", ["kafka"], indirect=True)]
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.parametrize("bootstrap", ["kafka"], indirect=True),
+]
 
 MESSAGES = {0: ["a", "b", "c", "d", "e"], 1: ["f", "g", "h", "i", "j"]}
 CONSUME_TIMEOUT_S = 60.0
@@ -30,15 +32,18 @@ def offsets_table(stdout: str, group: str, topic: str, column: int) -> dict[int,
     return {int(row[2]): int(row[column]) for row in rows(stdout, group) if row[1] == topic}
 
 
-def test_consumer_groups_lists_describes_resets_and_deletes(bootstrap, members,
-                                                            consumer_groups):
+def test_consumer_groups_lists_describes_resets_and_deletes(bootstrap, members, consumer_groups):
     topic = create_topic(bootstrap, len(MESSAGES))
     produce(bootstrap, topic, MESSAGES)
     group = unique_name("tool")
     # A consumer group (protocol type "consumer") with committed offsets and no members left.
     member = members("confluent-kafka", group, topic, "range")
-    wait_until(lambda: member.assignment() == set(MESSAGES), CONSUME_TIMEOUT_S,
-               "member owns both partitions", lambda: member.assignments)
+    wait_until(
+        lambda: member.assignment() == set(MESSAGES),
+        CONSUME_TIMEOUT_S,
+        "member owns both partitions",
+        lambda: member.assignments,
+    )
     member.commit({0: 3, 1: 4})
     member.close()
 
@@ -71,17 +76,23 @@ def test_consumer_groups_lists_describes_resets_and_deletes(bootstrap, members,
     assert committed_offsets(bootstrap, group, topic) == {}
 
 
-def test_java_console_consumer_joins_a_classic_group(bootstrap, java_console_consumer,
-                                                     consumer_groups):
+def test_java_console_consumer_joins_a_classic_group(
+    bootstrap, java_console_consumer, consumer_groups
+):
     topic = create_topic(bootstrap, len(MESSAGES))
     produce(bootstrap, topic, MESSAGES)
     group = unique_name("console")
     values = sorted(v for vs in MESSAGES.values() for v in vs)
     # One message more than there are: it stays in the group, waiting, until stopped.
-    consumer = java_console_consumer(topic, group, max_messages=len(values) + 1,
-                                     timeout_ms=int(CONSUME_TIMEOUT_S * 1000))
-    wait_until(lambda: sorted(consumer.stdout().split()) == values, CONSUME_TIMEOUT_S,
-               "console consumer printed every message", consumer.stderr)
+    consumer = java_console_consumer(
+        topic, group, max_messages=len(values) + 1, timeout_ms=int(CONSUME_TIMEOUT_S * 1000)
+    )
+    wait_until(
+        lambda: sorted(consumer.stdout().split()) == values,
+        CONSUME_TIMEOUT_S,
+        "console consumer printed every message",
+        consumer.stderr,
+    )
 
     state = consumer_groups("--describe", "--group", group, "--state")
     assert state.returncode == 0, state.stderr

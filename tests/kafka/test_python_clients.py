@@ -41,8 +41,13 @@ def wait_for_group(bootstrap: str, group: str, state: ConsumerGroupState, member
     def reached() -> bool:
         description = describe_group(bootstrap, group)
         return description.state == state and len(description.members) == members
-    wait_until(reached, REBALANCE_TIMEOUT_S, f"group {group} {state.name} with {members}",
-               lambda: describe_group(bootstrap, group))
+
+    wait_until(
+        reached,
+        REBALANCE_TIMEOUT_S,
+        f"group {group} {state.name} with {members}",
+        lambda: describe_group(bootstrap, group),
+    )
 
 
 @pytest.mark.parametrize(("client", "assignor"), CASES, ids=[f"{c}-{a}" for c, a in CASES])
@@ -51,8 +56,12 @@ def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assi
     group = unique_name(f"{client}-{assignor}")
 
     first = members(client, group, topic, assignor)
-    wait_until(lambda: first.assignment() == ALL, REBALANCE_TIMEOUT_S, "first member owns all",
-               lambda: first.assignments)
+    wait_until(
+        lambda: first.assignment() == ALL,
+        REBALANCE_TIMEOUT_S,
+        "first member owns all",
+        lambda: first.assignments,
+    )
     wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 1)
     assert describe_group(bootstrap, group).partition_assignor == assignor
 
@@ -61,12 +70,17 @@ def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assi
     def split_in_halves() -> bool:
         mine, theirs = first.assignment(), second.assignment()
         return mine | theirs == ALL and len(mine) == len(theirs) == PARTITIONS // 2
-    wait_until(split_in_halves, REBALANCE_TIMEOUT_S, "two disjoint halves",
-               lambda: (first.assignments, second.assignments))
+
+    wait_until(
+        split_in_halves,
+        REBALANCE_TIMEOUT_S,
+        "two disjoint halves",
+        lambda: (first.assignments, second.assignments),
+    )
     wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 2)
     if assignor == "cooperative-sticky":
         # Incremental rebalancing (KIP-429): the first member keeps partitions throughout.
-        owned = first.assignments[first.assignments.index(ALL):]
+        owned = first.assignments[first.assignments.index(ALL) :]
         assert all(owned), first.assignments
 
     expected = {p: 100 + p for p in ALL}
@@ -75,8 +89,12 @@ def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assi
     assert first.committed(set(ALL)) == expected
 
     second.close()
-    wait_until(lambda: first.assignment() == ALL, REBALANCE_TIMEOUT_S,
-               "first member owns all again", lambda: first.assignments)
+    wait_until(
+        lambda: first.assignment() == ALL,
+        REBALANCE_TIMEOUT_S,
+        "first member owns all again",
+        lambda: first.assignments,
+    )
     wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 1)
 
     first.close()

@@ -12,29 +12,38 @@ import os
 import sys
 
 import pytest
+from pyspark.sql import SparkSession
 
 from groupcoord.coordinator import (
-    DeleteGroupsRequest, Errors, OffsetDeleteRequest, Shard, TopicPartition,
+    DeleteGroupsRequest,
+    Errors,
+    OffsetDeleteRequest,
+    Shard,
+    TopicPartition,
 )
+from groupcoord.storage import LogConfig, open_partition_log
 from tests.core.harness import GROUP, GROUP2, GROUP3, Harness
 
 SEGMENT_BYTES = 4096
 TOPIC = "orders"
-START_MS = 1_700_000_000_000     # 2023-11-14T22:13:20Z, so commits span more than one UTC day
+START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z, so commits span more than one UTC day
 
 
 @pytest.fixture(scope="session")
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[2]").appName("groupcoord-tests")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-               .getOrCreate())
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("groupcoord-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -44,31 +53,36 @@ class CoordinatorRun:
     """A harness whose records go to a partition log as they are produced."""
 
     def __init__(self, log_dir: str, **log_config) -> None:
-        from groupcoord.storage import LogConfig, open_partition_log
         self.dir = os.path.join(log_dir, "partition-0")
         # fsync "always" (the default): the exporter reads up to the published durable end,
         # which that policy moves with every append.
-        self.log = open_partition_log(self.dir, LogConfig(
-            **{"segment_bytes": SEGMENT_BYTES, **log_config}))
+        self.log = open_partition_log(
+            self.dir, LogConfig(**{"segment_bytes": SEGMENT_BYTES, **log_config})
+        )
         self.h = Harness(check_replay=False, group_max_size=10)
         # The writer snapshots (and so compacts) only with the state loaded, as in a partition.
         self.log.load_into(Shard(partition=0, num_partitions=2, config=self.h.config))
         self.h.now = START_MS
-        self.acked: list[tuple[str, str, int, int]] = []   # (group, topic, partition, offset)
+        self.acked: list[tuple[str, str, int, int]] = []  # (group, topic, partition, offset)
         self.flushed = 0
 
     def flush(self) -> None:
-        new = self.h.records[self.flushed:]
+        new = self.h.records[self.flushed :]
         if new:
             self.log.append(new)
             self.log.maybe_snapshot()
         self.flushed = len(self.h.records)
 
     def commit(self, group: str, offsets: dict, member: str = "", generation: int = -1) -> None:
-        errors = self.h.commit({(TOPIC, p): o for p, o in offsets.items()}, member_id=member,
-                               generation=generation, group_id=group)
-        self.acked += [(group, TOPIC, p, offsets[p]) for (_, p), e in errors.items()
-                       if e == Errors.NONE]
+        errors = self.h.commit(
+            {(TOPIC, p): o for p, o in offsets.items()},
+            member_id=member,
+            generation=generation,
+            group_id=group,
+        )
+        self.acked += [
+            (group, TOPIC, p, offsets[p]) for (_, p), e in errors.items() if e == Errors.NONE
+        ]
         self.flush()
 
     def play(self, rounds: int, step_ms: int = 300_000) -> None:

@@ -17,10 +17,12 @@ T0 = 1_700_000_000_000
 MIN = 60_000
 NOW = T0 + 9 * MIN + 30_000
 
-COMMIT_COLUMNS = ("cluster string, log_partition int, log_offset bigint, group_id string, "
-                  "topic string, partition int, committed_offset bigint, leader_epoch int, "
-                  "metadata string, commit_timestamp_ms bigint, expire_timestamp_ms bigint, "
-                  "is_tombstone boolean")
+COMMIT_COLUMNS = (
+    "cluster string, log_partition int, log_offset bigint, group_id string, "
+    "topic string, partition int, committed_offset bigint, leader_epoch int, "
+    "metadata string, commit_timestamp_ms bigint, expire_timestamp_ms bigint, "
+    "is_tombstone boolean"
+)
 
 
 def _scenario():
@@ -39,11 +41,14 @@ def _scenario():
     partition("lagging", "slow", every, lambda i: 50 * i, lambda i: int(100 * i + 100))
     partition("lagging", "fine", every, lambda i: 100 * i, lambda i: int(100 * i))
     partition("stalled", "s", every, lambda i: 500, lambda i: int(1000 + 100 * i))
-    partition("rewinding", "r", every, lambda i: 10 * i if i != 5 else 3,
-              lambda i: int(1000 + 100 * i))
+    partition(
+        "rewinding", "r", every, lambda i: 10 * i if i != 5 else 3, lambda i: int(1000 + 100 * i)
+    )
     partition("stopped", "x", range(4), lambda i: 100 * i, lambda i: int(1000 + 100 * i))
-    rows = [("c", 0, n, g, t, p, o, 0, "", ts, None, False)
-            for n, (g, t, p, o, ts) in enumerate(commits)]
+    rows = [
+        ("c", 0, n, g, t, p, o, 0, "", ts, None, False)
+        for n, (g, t, p, o, ts) in enumerate(commits)
+    ]
     return rows, ends
 
 
@@ -51,25 +56,29 @@ def _scenario():
 def frames(spark):
     rows, ends = _scenario()
     commits = spark.createDataFrame(rows, COMMIT_COLUMNS)
-    log_end = spark.createDataFrame(ends, "topic string, partition int, timestamp_ms bigint, "
-                                          "log_end_offset bigint")
+    log_end = spark.createDataFrame(
+        ends, "topic string, partition int, timestamp_ms bigint, log_end_offset bigint"
+    )
     return commits, log_end
 
 
 def _window(offsets, lags, step_ms=MIN):
-    return [CommitPoint(o, T0 + i * step_ms, lag) for i, (o, lag) in enumerate(zip(offsets, lags))]
+    return [
+        CommitPoint(o, T0 + i * step_ms, lag)
+        for i, (o, lag) in enumerate(zip(offsets, lags, strict=True))
+    ]
 
 
 def test_burrow_rules_in_their_order():
     now = T0 + 10 * MIN
     advancing = [0, 10, 20, 30]
-    assert evaluate_window(_window(advancing, [5, 0, 5, 5]), 5,
-                           T0 + 4 * MIN) == Status.OK                                   # rule 1
-    assert evaluate_window(_window(advancing, [5, 5, 5, 5]), 0, now) == Status.OK      # lag 0 now
-    assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8,
-                           T0 + 4 * MIN) == Status.REWIND
-    assert evaluate_window(_window(advancing, [9, 8, 7, 6]), 6,
-                           T0 + 3 * MIN + 3 * MIN + 1) == Status.STOP
+    assert evaluate_window(_window(advancing, [5, 0, 5, 5]), 5, T0 + 4 * MIN) == Status.OK  # rule 1
+    assert evaluate_window(_window(advancing, [5, 5, 5, 5]), 0, now) == Status.OK  # lag 0 now
+    assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8, T0 + 4 * MIN) == Status.REWIND
+    assert (
+        evaluate_window(_window(advancing, [9, 8, 7, 6]), 6, T0 + 3 * MIN + 3 * MIN + 1)
+        == Status.STOP
+    )
     assert evaluate_window(_window(advancing, [9, 8, 7, 6]), 6, T0 + 6 * MIN) == Status.OK
     assert evaluate_window(_window([7, 7, 7, 7], [1, 2, 3, 4]), 4, now - 7 * MIN) == Status.STALL
     assert evaluate_window(_window(advancing, [5, 5, 6, 6]), 6, T0 + 4 * MIN) == Status.WARN
@@ -83,7 +92,7 @@ def test_stop_is_checked_first_even_after_zero_lag_commits():
     caught_up = _window([0, 10, 20, 30], [5, 0, 0, 0])
     later = T0 + 100 * MIN
     assert evaluate_window(caught_up, 50, later) == Status.STOP
-    assert evaluate_window(caught_up, 0, later) == Status.OK           # nothing new to consume
+    assert evaluate_window(caught_up, 0, later) == Status.OK  # nothing new to consume
     # A recent log end at its last offset: it was caught up moments ago, not stopped (yet).
     assert evaluate_window(caught_up, 50, later, recent_log_ends=[30, 80]) == Status.OK
     assert evaluate_window(caught_up, 50, later, recent_log_ends=[40, 80]) == Status.STOP
@@ -95,8 +104,10 @@ def test_stop_is_checked_first_even_after_zero_lag_commits():
 def test_group_takes_its_worst_partition_capped_at_err():
     def part(topic, status, lag):
         return burrow.PartitionStatus("g", topic, 0, status, lag, 1.0)
-    group = burrow.group_status("g", [part("a", "OK", 3), part("b", "STALL", 7),
-                                      part("c", "WARN", 1)])
+
+    group = burrow.group_status(
+        "g", [part("a", "OK", 3), part("b", "STALL", 7), part("c", "WARN", 1)]
+    )
     assert (group.status, group.total_lag, group.max_lag.topic) == ("ERR", 11, "b")
     assert burrow.group_status("g", [part("a", "OK", 0), part("b", "WARN", 2)]).status == "WARN"
     assert burrow.group_status("g", []).status == "NOTFOUND"
@@ -108,16 +119,28 @@ def test_burrow_status_of_hand_built_groups(frames):
     commits, log_end = frames
     groups = {g.group_id: g for g in analytics.burrow_status(commits, log_end, NOW, window=10)}
     parts = {(p.group_id, p.topic): p.status for g in groups.values() for p in g.partitions}
-    assert parts == {("healthy", "h"): "OK", ("lagging", "slow"): "WARN",
-                     ("lagging", "fine"): "OK", ("stalled", "s"): "STALL",
-                     ("rewinding", "r"): "REWIND", ("stopped", "x"): "STOP"}
+    assert parts == {
+        ("healthy", "h"): "OK",
+        ("lagging", "slow"): "WARN",
+        ("lagging", "fine"): "OK",
+        ("stalled", "s"): "STALL",
+        ("rewinding", "r"): "REWIND",
+        ("stopped", "x"): "STOP",
+    }
     assert {g: s.status for g, s in groups.items()} == {
-        "healthy": "OK", "lagging": "WARN", "stalled": "ERR", "rewinding": "ERR",
-        "stopped": "ERR"}
+        "healthy": "OK",
+        "lagging": "WARN",
+        "stalled": "ERR",
+        "rewinding": "ERR",
+        "stopped": "ERR",
+    }
     lagging = groups["lagging"]
     # Current lags as of NOW: slow = 1050 - 450, fine = 950 - 900.
-    assert (lagging.total_lag, lagging.max_lag.topic, lagging.max_lag.current_lag) == \
-        (650, "slow", 600)
+    assert (lagging.total_lag, lagging.max_lag.topic, lagging.max_lag.current_lag) == (
+        650,
+        "slow",
+        600,
+    )
     assert groups["stopped"].partitions[0].complete == pytest.approx(0.4)
 
 
@@ -126,11 +149,12 @@ def test_commits_in_the_same_millisecond_keep_their_log_order(spark, frames):
     consumer moving forward is not judged to rewind (each commit its own slot), and a slot
     that min-distance collapses keeps the later commit's offset."""
     _, log_end = frames
-    rows = [("c", 0, 1000 + n, "fast", "slow", 0, 10 * n, 0, "", T0 + (n // 2) * MIN, None,
-             False) for n in range(10)]
+    rows = [
+        ("c", 0, 1000 + n, "fast", "slow", 0, 10 * n, 0, "", T0 + (n // 2) * MIN, None, False)
+        for n in range(10)
+    ]
     commits = spark.createDataFrame(rows, COMMIT_COLUMNS)
-    [group] = analytics.burrow_status(commits, log_end, T0 + 5 * MIN, window=10,
-                                      min_distance_ms=0)
+    [group] = analytics.burrow_status(commits, log_end, T0 + 5 * MIN, window=10, min_distance_ms=0)
     assert [p.status for p in group.partitions] == ["OK"]
     assert (group.partitions[0].start.offset, group.partitions[0].end.offset) == (0, 90)
     [group] = analytics.burrow_status(commits, log_end, T0 + 5 * MIN, window=10)
@@ -139,8 +163,9 @@ def test_commits_in_the_same_millisecond_keep_their_log_order(spark, frames):
 
 def test_progress_activity_and_describe_as_of(spark, frames):
     commits, log_end = frames
-    progress = {(r["group_id"], r["topic"]): r
-                for r in analytics.partition_progress(commits, NOW).collect()}
+    progress = {
+        (r["group_id"], r["topic"]): r for r in analytics.partition_progress(commits, NOW).collect()
+    }
     assert progress[("rewinding", "r")]["rewinds"] == 1
     assert progress[("stalled", "s")]["stalled_commits"] == 9
     assert progress[("stopped", "x")]["silence_ms"] == NOW - (T0 + 3 * MIN)
@@ -148,21 +173,29 @@ def test_progress_activity_and_describe_as_of(spark, frames):
     assert progress[("healthy", "h")]["mean_commit_interval_ms"] == MIN
 
     activity = analytics.commit_activity(commits, bucket_ms=5 * MIN).collect()
-    stopped = [(r["commits"], r["offsets_advanced"]) for r in activity if r["group_id"] == "stopped"]
+    stopped = [
+        (r["commits"], r["offsets_advanced"]) for r in activity if r["group_id"] == "stopped"
+    ]
     assert sum(c for c, _ in stopped) == 4 and sum(a for _, a in stopped) == 300
 
     as_of = T0 + 5 * MIN
-    rows = {(r["group_id"], r["topic"]): r for r in analytics.describe(
-        analytics.latest_offsets(commits, as_of), log_end, as_of)}
-    assert (rows[("lagging", "slow")]["current_offset"],
-            rows[("lagging", "slow")]["log_end_offset"], rows[("lagging", "slow")]["lag"]) == \
-        (250, 600, 350)
+    rows = {
+        (r["group_id"], r["topic"]): r
+        for r in analytics.describe(analytics.latest_offsets(commits, as_of), log_end, as_of)
+    }
+    assert (
+        rows[("lagging", "slow")]["current_offset"],
+        rows[("lagging", "slow")]["log_end_offset"],
+        rows[("lagging", "slow")]["lag"],
+    ) == (250, 600, 350)
     assert rows[("stopped", "x")]["current_offset"] == 300
     # Unknown log ends give an unknown lag, never a made-up zero.
-    assert all(r["lag"] is None for r in analytics.describe(
-        analytics.latest_offsets(commits, as_of)))
-    early = spark.createDataFrame([("c", 0, 999, "healthy", "h", 0, 5, 0, "", T0 - MIN, None,
-                                    False)], COMMIT_COLUMNS)
+    assert all(
+        r["lag"] is None for r in analytics.describe(analytics.latest_offsets(commits, as_of))
+    )
+    early = spark.createDataFrame(
+        [("c", 0, 999, "healthy", "h", 0, 5, 0, "", T0 - MIN, None, False)], COMMIT_COLUMNS
+    )
     assert analytics.commit_lags(early, log_end).collect()[0]["lag"] is None
     with pytest.raises(ValueError, match="bucket_ms"):
         analytics.commit_activity(commits, bucket_ms=0)
@@ -174,39 +207,78 @@ def test_report_and_cli_on_an_exported_lake(spark, coordinator_run, tmp_path, ca
     logs, lake_dir = os.path.dirname(run.dir), str(tmp_path / "lake")
     log_end = tmp_path / "log_end.csv"
     end_ms = run.h.now
-    log_end.write_text("topic,partition,timestamp_ms,log_end_offset\n" + "".join(
-        f"orders,{p},{ts},{1000 + ts // 1000 % 1000}\n" for p in range(4)
-        for ts in range(end_ms - 4 * 3_600_000, end_ms + 1, 300_000)))
+    log_end.write_text(
+        "topic,partition,timestamp_ms,log_end_offset\n"
+        + "".join(
+            f"orders,{p},{ts},{1000 + ts // 1000 % 1000}\n"
+            for p in range(4)
+            for ts in range(end_ms - 4 * 3_600_000, end_ms + 1, 300_000)
+        )
+    )
     plots = tmp_path / "plots"
-    text = export_and_report(logs, lake_dir, spark=spark, log_end_path=str(log_end),
-                             plot_dir=str(plots))
-    for section in ("exported cluster 'default'", "committed offsets (now)",
-                    "consumer status (Burrow rules", "partition progress", "commit activity",
-                    "groups (latest generation)", "CURRENT-OFFSET"):
+    text = export_and_report(
+        logs, lake_dir, spark=spark, log_end_path=str(log_end), plot_dir=str(plots)
+    )
+    for section in (
+        "exported cluster 'default'",
+        "committed offsets (now)",
+        "consumer status (Burrow rules",
+        "partition progress",
+        "commit activity",
+        "groups (latest generation)",
+        "CURRENT-OFFSET",
+    ):
         assert section in text
     for name in ("lag.png", "commit_rate.png"):
         with open(plots / name, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     # Times read as ISO-8601 UTC, never as epoch milliseconds.
     assert not re.search(r"[A-Z]-MS\b", text) and not re.search(r"\b1[67]\d{11}\b", text)
-    assert iso_utc(end_ms - 300_000) in text                  # the last commit's time
+    assert iso_utc(end_ms - 300_000) in text  # the last commit's time
     # The commit activity shows its newest rows and says how many earlier ones it left out.
     activity = text.split("commit activity per 5m00s (newest last)\n", 1)[1].split("\n\n")[0]
-    assert re.match(r"BUCKET-START .*\n[- ]+\n\.\.\. \d+ earlier row\(s\) not shown "
-                    r"\(--max-rows 10\)\n", activity)
+    assert re.match(
+        r"BUCKET-START .*\n[- ]+\n\.\.\. \d+ earlier row\(s\) not shown "
+        r"\(--max-rows 10\)\n",
+        activity,
+    )
     assert iso_utc((end_ms - 300_000) // 300_000 * 300_000) in activity.splitlines()[-1]
     run.play(rounds=2)
-    assert cli.export_main(["--logs", logs, "--lake", lake_dir, "--quiet", "--compact",
-                            "--vacuum-retention-hours", "0"]) == 2     # Delta guards retention
+    assert (
+        cli.export_main(
+            [
+                "--logs",
+                logs,
+                "--lake",
+                lake_dir,
+                "--quiet",
+                "--compact",
+                "--vacuum-retention-hours",
+                "0",
+            ]
+        )
+        == 2
+    )  # Delta guards retention
     out = capsys.readouterr()
     assert "retention" in out.err.lower()
     assert cli.export_main(["--logs", logs, "--lake", lake_dir, "--quiet"]) == 0
-    assert "offset_commits +0" in capsys.readouterr().out      # the failed run had committed
+    assert "offset_commits +0" in capsys.readouterr().out  # the failed run had committed
     assert cli.report_main(["--lake", lake_dir, "--max-rows", "3", "--now-ms", str(end_ms)]) == 0
     assert "GROUP" in capsys.readouterr().out
     as_of = end_ms - 3_600_000
-    assert cli.report_main(["--lake", lake_dir, "--as-of", iso_utc(as_of), "--now",
-                            iso_utc(end_ms).replace("Z", "+00:00")]) == 0
+    assert (
+        cli.report_main(
+            [
+                "--lake",
+                lake_dir,
+                "--as-of",
+                iso_utc(as_of),
+                "--now",
+                iso_utc(end_ms).replace("Z", "+00:00"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"committed offsets (as of {iso_utc(as_of)})" in out
     assert f"report time {iso_utc(end_ms)}" in out
@@ -221,6 +293,7 @@ def test_report_and_cli_on_an_exported_lake(spark, coordinator_run, tmp_path, ca
 
 # -- lag over time: the log-end timeline ----------------------------------------------------------
 
+
 def _bucket(ms, width=MIN):
     return ms // width * width
 
@@ -229,13 +302,17 @@ def test_lag_series_of_a_stopped_consumer_grows(frames):
     """The "stopped" group committed for four minutes, then nothing while the log end moved
     on: at every later log-end sample its lag is end minus its last offset (300), growing."""
     commits, log_end = frames
-    rows = [r for r in analytics.lag_series(commits, log_end, bucket_ms=MIN).collect()
-            if r["group_id"] == "stopped"]
+    rows = [
+        r
+        for r in analytics.lag_series(commits, log_end, bucket_ms=MIN).collect()
+        if r["group_id"] == "stopped"
+    ]
     # Samples at T0 + i min - 1 ms carry end 1000 + 100 i; the last commit at or before the
     # sample is minute i - 1's (offset 100 (i - 1), at most 300). NOW's sample (end 1950)
     # is the last one of the last bucket.
-    want = [(_bucket(T0 + i * MIN - 1), 1000 + 100 * i - 100 * min(i - 1, 3))
-            for i in range(1, 9)] + [(_bucket(NOW), 1950 - 300)]
+    want = [
+        (_bucket(T0 + i * MIN - 1), 1000 + 100 * i - 100 * min(i - 1, 3)) for i in range(1, 9)
+    ] + [(_bucket(NOW), 1950 - 300)]
     assert [(r["bucket_start_ms"], r["total_lag"]) for r in rows] == want
     assert all(r["partitions"] == 1 for r in rows)
 
@@ -243,48 +320,65 @@ def test_lag_series_of_a_stopped_consumer_grows(frames):
 def test_a_partition_without_commits_stays_in_the_lag_series(spark):
     """Partition 1 of the group was committed once and never again: it keeps a lag at every
     log-end sample (so the group's total counts it), while partition 0 keeps up."""
-    rows = [("c", 0, n, "half", "t", 0, 100 * n, 0, "", T0 + n * MIN, None, False)
-            for n in range(6)]
+    rows = [
+        ("c", 0, n, "half", "t", 0, 100 * n, 0, "", T0 + n * MIN, None, False) for n in range(6)
+    ]
     rows.append(("c", 0, 99, "half", "t", 1, 0, 0, "", T0, None, False))
     commits = spark.createDataFrame(rows, COMMIT_COLUMNS)
-    ends = [("t", p, T0 + i * MIN + 30_000, end) for i in range(6)
-            for p, end in ((0, 100 * i + 100), (1, 50 * i + 50))]
-    log_end = spark.createDataFrame(ends, "topic string, partition int, timestamp_ms bigint, "
-                                          "log_end_offset bigint")
-    timeline = {(r["partition"], r["timestamp_ms"]): (r["committed_offset"], r["lag"])
-                for r in analytics.lag_timeline(commits, log_end).collect()}
-    assert timeline == {(p, T0 + i * MIN + 30_000): (100 * i if p == 0 else 0,
-                                                     100 if p == 0 else 50 * i + 50)
-                        for i in range(6) for p in (0, 1)}
-    series = [(r["bucket_start_ms"], r["total_lag"], r["partitions"])
-              for r in analytics.lag_series(commits, log_end, bucket_ms=MIN).collect()]
+    ends = [
+        ("t", p, T0 + i * MIN + 30_000, end)
+        for i in range(6)
+        for p, end in ((0, 100 * i + 100), (1, 50 * i + 50))
+    ]
+    log_end = spark.createDataFrame(
+        ends, "topic string, partition int, timestamp_ms bigint, log_end_offset bigint"
+    )
+    timeline = {
+        (r["partition"], r["timestamp_ms"]): (r["committed_offset"], r["lag"])
+        for r in analytics.lag_timeline(commits, log_end).collect()
+    }
+    assert timeline == {
+        (p, T0 + i * MIN + 30_000): (100 * i if p == 0 else 0, 100 if p == 0 else 50 * i + 50)
+        for i in range(6)
+        for p in (0, 1)
+    }
+    series = [
+        (r["bucket_start_ms"], r["total_lag"], r["partitions"])
+        for r in analytics.lag_series(commits, log_end, bucket_ms=MIN).collect()
+    ]
     assert series == [(_bucket(T0 + i * MIN + 30_000), 100 + 50 * i + 50, 2) for i in range(6)]
 
 
 def test_a_commit_in_the_same_millisecond_as_a_sample_counts_for_it(spark):
-    commits = spark.createDataFrame([("c", 0, 1, "g", "t", 0, 40, 0, "", T0, None, False)],
-                                    COMMIT_COLUMNS)
-    log_end = spark.createDataFrame([("t", 0, T0 - 1, 30), ("t", 0, T0, 50)],
-                                    "topic string, partition int, timestamp_ms bigint, "
-                                    "log_end_offset bigint")
+    commits = spark.createDataFrame(
+        [("c", 0, 1, "g", "t", 0, 40, 0, "", T0, None, False)], COMMIT_COLUMNS
+    )
+    log_end = spark.createDataFrame(
+        [("t", 0, T0 - 1, 30), ("t", 0, T0, 50)],
+        "topic string, partition int, timestamp_ms bigint, log_end_offset bigint",
+    )
     # The sample before the first commit has no committed offset: no lag, not a made-up one.
-    assert [(r["timestamp_ms"], r["lag"]) for r in
-            analytics.lag_timeline(commits, log_end).collect()] == [(T0, 10)]
+    assert [
+        (r["timestamp_ms"], r["lag"]) for r in analytics.lag_timeline(commits, log_end).collect()
+    ] == [(T0, 10)]
 
 
 # -- Burrow's min-distance ------------------------------------------------------------------------
+
 
 def _fast_committer(spark, pause_ms):
     """Commits every 200 ms for 10 s (lag alternating 300 and 303, never caught up), then
     ``pause_ms`` of silence while the log end moves on."""
     commits = spark.createDataFrame(
-        [("c", 0, k, "fast", "f", 0, 10 * k, 0, "", T0 + 200 * k, None, False)
-         for k in range(50)], COMMIT_COLUMNS)
+        [("c", 0, k, "fast", "f", 0, 10 * k, 0, "", T0 + 200 * k, None, False) for k in range(50)],
+        COMMIT_COLUMNS,
+    )
     ends = [("f", 0, T0 + 200 * k - 1, 10 * k + 300 + 3 * (k % 2)) for k in range(50)]
     now = T0 + 200 * 49 + pause_ms
     ends.append(("f", 0, now, 900))
-    log_end = spark.createDataFrame(ends, "topic string, partition int, timestamp_ms bigint, "
-                                          "log_end_offset bigint")
+    log_end = spark.createDataFrame(
+        ends, "topic string, partition int, timestamp_ms bigint, log_end_offset bigint"
+    )
     return commits, log_end, now
 
 
@@ -297,8 +391,7 @@ def test_burrow_min_distance_keeps_a_short_pause_of_a_fast_committer_ok(spark):
     [part] = group.partitions
     assert part.status == "OK"
     # One slot per second; each keeps its first commit's time and its last commit's offset.
-    assert (part.start, part.end) == (CommitPoint(40, T0, 300),
-                                      CommitPoint(490, T0 + 9_000, 303))
+    assert (part.start, part.end) == (CommitPoint(40, T0, 300), CommitPoint(490, T0 + 9_000, 303))
     assert part.complete == pytest.approx(10 / 15)
     [every] = analytics.burrow_status(commits, log_end, now, window=10, min_distance_ms=0)
     assert every.partitions[0].status == "STOP"
@@ -324,39 +417,79 @@ def _burrow_ring(commits, window, min_distance_ms):
 def test_burrow_slots_match_a_replay_of_burrows_ring(spark):
     """Bursts, pauses and commits in one millisecond, against the ring replayed in Python
     (the Spark version reads only the newest runs of commits: this checks that is enough)."""
-    gaps = [0, 300, 300, 2_000, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 5_000, 0,
-            999, 1, 1_000, 400, 700, 3_000, 50, 50, 50, 50, 1_500, 200, 200, 900, 100]
+    gaps = [
+        0,
+        300,
+        300,
+        2_000,
+        100,
+        100,
+        100,
+        100,
+        100,
+        100,
+        100,
+        100,
+        100,
+        100,
+        5_000,
+        0,
+        999,
+        1,
+        1_000,
+        400,
+        700,
+        3_000,
+        50,
+        50,
+        50,
+        50,
+        1_500,
+        200,
+        200,
+        900,
+        100,
+    ]
     times, t = [], T0
     for gap in gaps:
         t += gap
         times.append(t)
     commits = spark.createDataFrame(
         [("c", 0, n, "g", "t", 0, 7 * n, 0, "", ts, None, False) for n, ts in enumerate(times)],
-        COMMIT_COLUMNS)
-    log_end = spark.createDataFrame([("t", 0, T0 - 1, 1_000)], "topic string, partition int, "
-                                                               "timestamp_ms bigint, "
-                                                               "log_end_offset bigint")
+        COMMIT_COLUMNS,
+    )
+    log_end = spark.createDataFrame(
+        [("t", 0, T0 - 1, 1_000)],
+        "topic string, partition int, timestamp_ms bigint, log_end_offset bigint",
+    )
     replayed = [(ts, 7 * n, 1_000 - 7 * n) for n, ts in enumerate(times)]
     for window, min_distance_ms in ((3, 1_000), (5, 1_000), (4, 250), (15, 1_000), (6, 0)):
-        [row] = analytics.burrow_slots(commits, log_end, times[-1], window,
-                                       min_distance_ms).collect()
+        [row] = analytics.burrow_slots(
+            commits, log_end, times[-1], window, min_distance_ms
+        ).collect()
         got = [(s["timestamp_ms"], s["offset"], s["lag"]) for s in row["slots"]]
         assert got == _burrow_ring(replayed, window, min_distance_ms), (window, min_distance_ms)
 
 
 # -- the report's presentation --------------------------------------------------------------------
 
+
 def test_times_and_durations_read_as_iso_8601_and_units():
     assert iso_utc(1_795_441_500_000) == "2026-11-23T13:45:00Z"
     assert iso_utc(1_795_441_500_250) == "2026-11-23T13:45:00.250Z"
-    for text in ("2026-11-23T13:45:00Z", "2026-11-23T14:45:00+01:00", "2026-11-23 13:45",
-                 "1795441500000"):
+    for text in (
+        "2026-11-23T13:45:00Z",
+        "2026-11-23T14:45:00+01:00",
+        "2026-11-23 13:45",
+        "1795441500000",
+    ):
         assert parse_time_ms(text) == 1_795_441_500_000, text
     with pytest.raises(ValueError, match="ISO-8601"):
         parse_time_ms("23/11/2026")
-    assert [duration_text(ms) for ms in (850, 2_500, 200_000, 4 * 3_600_000 + 300_000,
-                                         2 * 86_400_000 + 3 * 3_600_000)] == \
-        ["850ms", "2.5s", "3m20s", "4h05m", "2d03h"]
+    assert [
+        duration_text(ms)
+        for ms in (850, 2_500, 200_000, 4 * 3_600_000 + 300_000, 2 * 86_400_000 + 3 * 3_600_000)
+    ] == ["850ms", "2.5s", "3m20s", "4h05m", "2d03h"]
 
 
 def test_every_report_column_is_explained_in_help_and_readme(capsys):
@@ -365,10 +498,18 @@ def test_every_report_column_is_explained_in_help_and_readme(capsys):
     help_text = capsys.readouterr().out
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
         readme = f.read()
-    headers = {h for table in (report.DESCRIBE_HEADERS, report.STATUS_HEADERS,
-                               report.NOT_OK_HEADERS, report.PROGRESS_HEADERS,
-                               report.ACTIVITY_HEADERS, report.GENERATION_HEADERS)
-               for h in table}
+    headers = {
+        h
+        for table in (
+            report.DESCRIBE_HEADERS,
+            report.STATUS_HEADERS,
+            report.NOT_OK_HEADERS,
+            report.PROGRESS_HEADERS,
+            report.ACTIVITY_HEADERS,
+            report.GENERATION_HEADERS,
+        )
+        for h in table
+    }
     for header in sorted(headers) + ["STOP", "STALL", "REWIND", "WARN", "ERR"]:
         assert re.search(rf"(^|[\s,`]){re.escape(header)}([\s,`]|$)", help_text), header
         assert re.search(rf"(^|[\s,`]){re.escape(header)}([\s,`]|$)", readme), header
@@ -377,9 +518,17 @@ def test_every_report_column_is_explained_in_help_and_readme(capsys):
 def test_a_cut_table_says_how_many_rows_it_left_out():
     rows = [[n, f"r{n}"] for n in range(7)]
     assert report.table_text(["N", "NAME"], rows, 3).splitlines()[2:] == [
-        "0  r0  ", "1  r1  ", "2  r2  ", "... 4 more row(s) not shown (--max-rows 3)"]
+        "0  r0  ",
+        "1  r1  ",
+        "2  r2  ",
+        "... 4 more row(s) not shown (--max-rows 3)",
+    ]
     assert report.table_text(["N", "NAME"], rows, 3, keep="last").splitlines()[2:] == [
-        "... 4 earlier row(s) not shown (--max-rows 3)", "4  r4  ", "5  r5  ", "6  r6  "]
+        "... 4 earlier row(s) not shown (--max-rows 3)",
+        "4  r4  ",
+        "5  r5  ",
+        "6  r6  ",
+    ]
     assert report.table_text(["N"], [], 3).splitlines()[2:] == ["(none)"]
 
 
@@ -392,13 +541,14 @@ def test_commit_rate_plot_draws_the_busiest_groups_and_drops_to_zero_when_they_s
     its line falls to 0 in the buckets without commits; the legend says 20 of 25."""
     bucket = 5 * MIN
     t0 = T0 // bucket * bucket
-    rows = [_activity(f"g{n:02d}", t0 + b * bucket, 1 + n % 3) for n in range(24)
-            for b in range(10)]
+    rows = [
+        _activity(f"g{n:02d}", t0 + b * bucket, 1 + n % 3) for n in range(24) for b in range(10)
+    ]
     rows += [_activity("zz-busiest", t0 + b * bucket, 50) for b in range(5)]
     series = report.commit_rate_series(rows, bucket)
     assert series.times_ms == [t0 + b * bucket for b in range(10)]
     assert len(series.lines) == 20 and next(iter(series.lines)) == "zz-busiest"
-    assert series.lines["zz-busiest"] == [10.0] * 5 + [0.0] * 5      # 50 per 5 min, then 0
+    assert series.lines["zz-busiest"] == [10.0] * 5 + [0.0] * 5  # 50 per 5 min, then 0
     # Then by commits (ties by name), in legend order: 8 groups of 30, 8 of 20, 3 of 10.
     totals = sorted((-10 * (1 + n % 3), f"g{n:02d}") for n in range(24))
     assert list(series.lines)[1:] == [g for _, g in totals[:19]]
@@ -411,7 +561,7 @@ def test_commit_rate_plot_draws_the_busiest_groups_and_drops_to_zero_when_they_s
         assert [line.get_label() for line in drawn] == list(series.lines)
         assert [list(line.get_ydata()) for line in drawn] == list(series.lines.values())
         styles = {(tuple(line.get_color()), line.get_linestyle()) for line in drawn}
-        assert len(styles) == len(drawn)                            # no two lines alike
+        assert len(styles) == len(drawn)  # no two lines alike
         assert ax.get_legend().get_title().get_text() == "top 20 of 25 groups by commits"
     finally:
         report.plt.close(fig)
@@ -420,8 +570,11 @@ def test_commit_rate_plot_draws_the_busiest_groups_and_drops_to_zero_when_they_s
 
 
 def test_lag_plot_draws_the_most_lagging_groups_with_gaps_before_their_first_sample():
-    rows = [{"group_id": f"g{n:02d}", "bucket_start_ms": b, "total_lag": n * 10 + b}
-            for n in range(22) for b in range(n % 2, 4)]
+    rows = [
+        {"group_id": f"g{n:02d}", "bucket_start_ms": b, "total_lag": n * 10 + b}
+        for n in range(22)
+        for b in range(n % 2, 4)
+    ]
     series = report.lag_plot_series(rows)
     assert series.times_ms == [0, 1, 2, 3]
     assert list(series.lines)[:2] == ["g21", "g20"] and "g00" not in series.lines

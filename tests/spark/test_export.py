@@ -8,9 +8,12 @@ import subprocess
 import sys
 import threading
 
+import duckdb
+import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+import groupcoord.storage as storage
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
 from groupcoord.spark_export import cli, exporter, lake, session
 from groupcoord.spark_export.exporter import ExportConfig, Gap, export
@@ -20,14 +23,19 @@ from groupcoord.spark_export.schema import (
     OFFSETS_LATEST,
     TABLES,
 )
-from groupcoord.storage import list_segments, read_log
+from groupcoord.storage import list_segments, read_export_watermark, read_log
 from tests.core.harness import GROUP, GROUP2, GROUP3
+from tests.spark.conftest import CoordinatorRun
 
 
 def _lake_state(lake_dir):
-    return {name: (lake.open_table(lake_dir, name).version(),
-                   sorted(map(str, lake.read_arrow(lake_dir, name).to_pylist())))
-            for name in TABLES}
+    return {
+        name: (
+            lake.open_table(lake_dir, name).version(),
+            sorted(map(str, lake.read_arrow(lake_dir, name).to_pylist())),
+        )
+        for name in TABLES
+    }
 
 
 def _log_entries(run):
@@ -45,19 +53,29 @@ def _assert_exactly_once(run, lake_dir):
     for row in commits:
         record = want[row["log_offset"]]
         assert (row["group_id"], row["topic"], row["partition"]) == (
-            record.key.group, record.key.topic, record.key.partition)
+            record.key.group,
+            record.key.topic,
+            record.key.partition,
+        )
         assert row["is_tombstone"] == (record.value is None)
         if record.value is not None:
             assert row["committed_offset"] == record.value.offset
             assert row["commit_timestamp_ms"] == record.value.commit_timestamp_ms
-            assert row["commit_date"].toordinal() == \
-                record.value.commit_timestamp_ms // 86_400_000 + 719_163
-    live = collections.Counter((r["group_id"], r["topic"], r["partition"], r["committed_offset"])
-                               for r in commits if not r["is_tombstone"])
+            assert (
+                row["commit_date"].toordinal()
+                == record.value.commit_timestamp_ms // 86_400_000 + 719_163
+            )
+    live = collections.Counter(
+        (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
+        for r in commits
+        if not r["is_tombstone"]
+    )
     assert live == collections.Counter(run.acked)
 
-    latest = {(r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
-              for r in lake.read_arrow(lake_dir, OFFSETS_LATEST).to_pylist()}
+    latest = {
+        (r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
+        for r in lake.read_arrow(lake_dir, OFFSETS_LATEST).to_pylist()
+    }
     shard = {}
     for group in (GROUP, GROUP2, GROUP3):
         shard.update({(group, t, p): o for (t, p), o in run.h.committed(group).items()})
@@ -75,12 +93,13 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
     run.delete_offset(GROUP3, 3)
     lake_dir = str(tmp_path / "lake")
     logs = os.path.dirname(run.dir)
-    from groupcoord.storage import list_segments
-    assert len(list_segments(run.dir)) > 3          # several splits
+
+    assert len(list_segments(run.dir)) > 3  # several splits
 
     lines = []
-    result = export(spark, logs, lake_dir, ExportConfig(max_segments_per_round=2),
-                    progress=lines.append)
+    result = export(
+        spark, logs, lake_dir, ExportConfig(max_segments_per_round=2), progress=lines.append
+    )
     assert result.rounds > 1 and not result.gaps and result.raced == 0
     assert any(line.startswith("round 1") for line in lines)
     commits = _assert_exactly_once(run, lake_dir)
@@ -89,32 +108,49 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
     assert len({r["commit_date"] for r in commits if r["commit_date"]}) > 1
 
     # The newest generation of the consumer group, with its members' client ids and hosts.
-    groups = [r for r in lake.read_arrow(lake_dir, GROUP_GENERATIONS).to_pylist()
-              if r["group_id"] == GROUP]
+    groups = [
+        r
+        for r in lake.read_arrow(lake_dir, GROUP_GENERATIONS).to_pylist()
+        if r["group_id"] == GROUP
+    ]
     newest = max(groups, key=lambda r: r["log_offset"])
     group = run.h.shard.group(GROUP)
     assert (newest["generation"], newest["leader"], newest["member_count"]) == (
-        group.generation_id, group.leader_id, 2)
+        group.generation_id,
+        group.leader_id,
+        2,
+    )
     assert {m["client_host"] for m in newest["members"]} == {"/127.0.0.1"}
 
     # The watermark beside the log is where every table stands: the log's end.
-    from groupcoord.storage import read_export_watermark
-    assert read_export_watermark(run.dir) == _log_entries(run)[-1].offset + 1 \
-        == result.watermarks[0]
+    assert (
+        read_export_watermark(run.dir) == _log_entries(run)[-1].offset + 1 == result.watermarks[0]
+    )
 
     # The same tables read back in Spark, DuckDB and Polars.
-    import duckdb
-    import polars as pl
-    from deltalake import DeltaTable
     dataset = DeltaTable(lake.table_path(lake_dir, OFFSET_COMMITS)).to_pyarrow_dataset()
     # An explicit connection, closed after use, rather than DuckDB's process-wide default one.
     with duckdb.connect() as con:
-        by_duckdb = con.sql("SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
-                            "GROUP BY group_id ORDER BY group_id").fetchall()
-    by_polars = sorted(pl.read_delta(lake.table_path(lake_dir, OFFSET_COMMITS))
-                       .filter(~pl.col("is_tombstone")).group_by("group_id").len().rows())
-    by_spark = sorted(tuple(r) for r in lake.read_spark(spark, lake_dir, OFFSET_COMMITS)
-                      .filter("NOT is_tombstone").groupBy("group_id").count().collect())
+        con.register("dataset", dataset)
+        by_duckdb = con.sql(
+            "SELECT group_id, count(*) FROM dataset WHERE NOT is_tombstone "
+            "GROUP BY group_id ORDER BY group_id"
+        ).fetchall()
+    by_polars = sorted(
+        pl.read_delta(lake.table_path(lake_dir, OFFSET_COMMITS))
+        .filter(~pl.col("is_tombstone"))
+        .group_by("group_id")
+        .len()
+        .rows()
+    )
+    by_spark = sorted(
+        tuple(r)
+        for r in lake.read_spark(spark, lake_dir, OFFSET_COMMITS)
+        .filter("NOT is_tombstone")
+        .groupBy("group_id")
+        .count()
+        .collect()
+    )
     assert by_duckdb == by_polars == by_spark
     assert sum(n for _, n in by_spark) == len(run.acked)
 
@@ -133,13 +169,14 @@ def test_reruns_change_nothing_and_export_only_new_rows(spark, coordinator_run, 
     run.delete_group(GROUP3)
     more = export(spark, logs, lake_dir)
     assert more.rows[OFFSET_COMMITS] == len(
-        [e for e in _log_entries(run) if isinstance(e.record.key, OffsetCommitKey)]) - \
-        len(before[OFFSET_COMMITS][1])
+        [e for e in _log_entries(run) if isinstance(e.record.key, OffsetCommitKey)]
+    ) - len(before[OFFSET_COMMITS][1])
     _assert_exactly_once(run, lake_dir)
 
 
-def test_export_interleaved_with_another_commits_nothing_twice(spark, coordinator_run, tmp_path,
-                                                              monkeypatch):
+def test_export_interleaved_with_another_commits_nothing_twice(
+    spark, coordinator_run, tmp_path, monkeypatch
+):
     """Another export runs to completion after this one checked its watermarks and just
     before it commits: delta-rs rejects the commit (same app ids) and the round is re-planned."""
     run = coordinator_run
@@ -150,7 +187,7 @@ def test_export_interleaved_with_another_commits_nothing_twice(spark, coordinato
 
     def write_after_rival(*args, **kwargs):
         if not interleaved:
-            interleaved.append(None)             # the rival's own commits pass straight through
+            interleaved.append(None)  # the rival's own commits pass straight through
             interleaved[0] = export(spark, logs, lake_dir)
         return real_write(*args, **kwargs)
 
@@ -165,13 +202,13 @@ def test_concurrent_exports_in_threads(spark, coordinator_run, tmp_path):
     run = coordinator_run
     run.play(rounds=12)
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
-    lake.open_table(lake_dir, OFFSET_COMMITS)           # both start from an existing table
+    lake.open_table(lake_dir, OFFSET_COMMITS)  # both start from an existing table
     results, errors = [], []
 
     def one():
         try:
             results.append(export(spark, logs, lake_dir, ExportConfig(max_segments_per_round=1)))
-        except Exception as exc:                     # surfaced by the assertion below
+        except Exception as exc:  # surfaced by the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=one) for _ in range(2)]
@@ -191,7 +228,7 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
     export(spark, logs, lake_dir)
     run.play(rounds=4)
     before = _lake_state(lake_dir)
-    from groupcoord.storage import read_export_watermark
+
     mark = read_export_watermark(run.dir)
 
     def crash(*args, **kwargs):
@@ -218,9 +255,9 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
 def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator_run, tmp_path):
     run = coordinator_run
     run.play(rounds=20)
-    from groupcoord.storage import list_segments
+
     first, second = list_segments(run.dir)[:2]
-    os.remove(first.path)                  # what retention does without retain_until_exported
+    os.remove(first.path)  # what retention does without retain_until_exported
     lake_dir = str(tmp_path / "lake")
     result = export(spark, os.path.dirname(run.dir), lake_dir)
     assert result.gaps == [Gap(0, 0, second.base_offset)]
@@ -229,27 +266,33 @@ def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator
     assert min(offsets) >= second.base_offset
     history = lake.open_table(lake_dir, OFFSET_COMMITS).history(1)[0]
     assert history["groupcoord.gaps"] == [
-        {"log_partition": 0, "from_offset": 0, "to_offset": second.base_offset}]
+        {"log_partition": 0, "from_offset": 0, "to_offset": second.base_offset}
+    ]
 
 
 def test_retained_log_exports_every_acknowledged_commit(spark, tmp_path):
     """With retain_until_exported, snapshots may compact the log but never past the export."""
-    from groupcoord.storage import list_segments
-    from tests.spark.conftest import CoordinatorRun
-    run = CoordinatorRun(str(tmp_path / "logs"), snapshot_every_records=50, keep_snapshots=1,
-                         retain_until_exported=True)
+    run = CoordinatorRun(
+        str(tmp_path / "logs"),
+        snapshot_every_records=50,
+        keep_snapshots=1,
+        retain_until_exported=True,
+    )
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
     try:
         run.play(rounds=10)
-        assert list_segments(run.dir)[0].base_offset == 0     # nothing exported: all kept
+        assert list_segments(run.dir)[0].base_offset == 0  # nothing exported: all kept
         export(spark, logs, lake_dir)
         run.play(rounds=30)
-        assert list_segments(run.dir)[0].base_offset > 0      # compacted up to the export
+        assert list_segments(run.dir)[0].base_offset > 0  # compacted up to the export
         result = export(spark, logs, lake_dir)
         assert not result.gaps
         rows = lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
-        live = collections.Counter((r["group_id"], r["topic"], r["partition"],
-                                    r["committed_offset"]) for r in rows if not r["is_tombstone"])
+        live = collections.Counter(
+            (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
+            for r in rows
+            if not r["is_tombstone"]
+        )
         assert live == collections.Counter(run.acked)
     finally:
         run.close()
@@ -267,36 +310,46 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
 def test_compaction_of_closed_days_and_vacuum(spark, coordinator_run, tmp_path):
     run = coordinator_run
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
-    for _ in range(3):                       # three exports: three small files per day
+    for _ in range(3):  # three exports: three small files per day
         run.play(rounds=12)
-        run.delete_offset(GROUP3, 3)         # and an undated tombstone row in each
+        run.delete_offset(GROUP3, 3)  # and an undated tombstone row in each
         export(spark, logs, lake_dir)
     table = lake.open_table(lake_dir, OFFSET_COMMITS)
     before_files = len(table.file_uris())
     before_rows = sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()))
-    days = sorted({r["commit_date"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS)
-                   .to_pylist() if r["commit_date"]})
+    days = sorted(
+        {
+            r["commit_date"]
+            for r in lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
+            if r["commit_date"]
+        }
+    )
     assert len(days) >= 2
     undated_before = sum("__HIVE_DEFAULT_PARTITION__" in uri for uri in table.file_uris())
-    assert undated_before > 1                # tombstones of several exports: several files
+    assert undated_before > 1  # tombstones of several exports: several files
     # Only days before "today" are closed: the last day keeps its files.
     removed = lake.compact(lake_dir, today=days[-1])
     assert removed[OFFSET_COMMITS] > 0 and removed[GROUP_GENERATIONS] > 0
     table = lake.open_table(lake_dir, OFFSET_COMMITS)
-    per_day = collections.Counter(uri.split("commit_date=")[1].split("/")[0]
-                                  for uri in table.file_uris())
+    per_day = collections.Counter(
+        uri.split("commit_date=")[1].split("/")[0] for uri in table.file_uris()
+    )
     assert all(per_day[str(d)] == 1 for d in days[:-1]) and per_day[str(days[-1])] > 1
-    assert per_day["__HIVE_DEFAULT_PARTITION__"] == 1        # tombstone rows compacted too
+    assert per_day["__HIVE_DEFAULT_PARTITION__"] == 1  # tombstone rows compacted too
     assert len(table.file_uris()) < before_files
     # The compacted table, not its folder, is the truth: same rows, in Spark too.
     assert sorted(map(str, lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist())) == before_rows
     assert lake.read_spark(spark, lake_dir, OFFSET_COMMITS).count() == len(before_rows)
 
     with pytest.raises(ValueError, match="retention"):
-        lake.vacuum(lake_dir, retention_hours=0)              # below Delta's 168 h guard
+        lake.vacuum(lake_dir, retention_hours=0)  # below Delta's 168 h guard
+
     def parquet_files():
-        return sum(name.endswith(".parquet") for _, _, names in
-                   os.walk(lake.table_path(lake_dir, OFFSET_COMMITS)) for name in names)
+        return sum(
+            name.endswith(".parquet")
+            for _, _, names in os.walk(lake.table_path(lake_dir, OFFSET_COMMITS))
+            for name in names
+        )
 
     on_disk = parquet_files()
     deleted = lake.vacuum(lake_dir, retention_hours=0, enforce_retention=False)
@@ -310,7 +363,7 @@ def test_every_gap_of_an_export_is_reported_not_only_the_first(spark, coordinato
     rounds: the second hole of the same partition is a gap too, recorded in its commit."""
     run = coordinator_run
     run.play(rounds=20)
-    from groupcoord.storage import list_segments
+
     segs = list_segments(run.dir)
     assert len(segs) > 4
     os.remove(segs[0].path)
@@ -318,38 +371,47 @@ def test_every_gap_of_an_export_is_reported_not_only_the_first(spark, coordinato
 
     def retention_between_rounds(line):
         if line.startswith(f"{GROUP_GENERATIONS}: +") and os.path.exists(segs[2].path):
-            os.remove(segs[1].path)         # round 1 read segment 1; segment 2 is unexported
+            os.remove(segs[1].path)  # round 1 read segment 1; segment 2 is unexported
             os.remove(segs[2].path)
 
-    result = export(spark, os.path.dirname(run.dir), lake_dir,
-                    ExportConfig(max_segments_per_round=1), progress=retention_between_rounds)
-    assert result.gaps == [Gap(0, 0, segs[1].base_offset),
-                           Gap(0, segs[2].base_offset, segs[3].base_offset)]
+    result = export(
+        spark,
+        os.path.dirname(run.dir),
+        lake_dir,
+        ExportConfig(max_segments_per_round=1),
+        progress=retention_between_rounds,
+    )
+    assert result.gaps == [
+        Gap(0, 0, segs[1].base_offset),
+        Gap(0, segs[2].base_offset, segs[3].base_offset),
+    ]
     offsets = {r["log_offset"] for r in lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()}
     assert not offsets & set(range(segs[2].base_offset, segs[3].base_offset))
     notes = [h.get("groupcoord.gaps") for h in lake.open_table(lake_dir, OFFSET_COMMITS).history()]
-    assert [{"log_partition": 0, "from_offset": segs[2].base_offset,
-             "to_offset": segs[3].base_offset}] in notes
+    assert [
+        {"log_partition": 0, "from_offset": segs[2].base_offset, "to_offset": segs[3].base_offset}
+    ] in notes
 
 
-def test_retention_racing_the_planner_is_reported_as_a_gap(spark, coordinator_run, tmp_path,
-                                                           monkeypatch):
+def test_retention_racing_the_planner_is_reported_as_a_gap(
+    spark, coordinator_run, tmp_path, monkeypatch
+):
     """Retention deletes the first segment after the exporter read the log start and before
     it listed the segments: the plan starts above the watermark, and that hole is a gap."""
     run = coordinator_run
     run.play(rounds=12)
-    import groupcoord.storage as storage
-    from groupcoord.storage import list_segments
+
     first, second = list_segments(run.dir)[:2]
-    monkeypatch.setattr(storage, "log_start_offset", lambda _pdir: 0)   # read before deletion
+    monkeypatch.setattr(storage, "log_start_offset", lambda _pdir: 0)  # read before deletion
     os.remove(first.path)
     lake_dir = str(tmp_path / "lake")
     result = export(spark, os.path.dirname(run.dir), lake_dir)
     assert result.gaps == [Gap(0, 0, second.base_offset)]
 
 
-def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(spark, coordinator_run,
-                                                                       tmp_path, capsys):
+def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(
+    spark, coordinator_run, tmp_path, capsys
+):
     # Acknowledged data damaged mid-segment: the Spark task that reads it fails. The CLI says
     # what failed in one line (not a JVM-wrapped traceback) and commits nothing.
     run = coordinator_run
@@ -366,9 +428,8 @@ def test_a_damaged_log_is_a_clear_cli_error_and_leaves_the_lake_alone(spark, coo
 
 
 def _damage_first_segment(run):
-    from groupcoord.storage import list_segments
     first = list_segments(run.dir)[0]
-    with open(first.path, "r+b") as f:     # a byte of a batch that later batches follow
+    with open(first.path, "r+b") as f:  # a byte of a batch that later batches follow
         f.seek(first.size_bytes // 2)
         byte = f.read(1)[0]
         f.seek(first.size_bytes // 2)
@@ -383,9 +444,22 @@ def test_export_cli_on_a_damaged_log_prints_one_line_only(coordinator_run, tmp_p
     run.play(rounds=20)
     _damage_first_segment(run)
     lake_dir = str(tmp_path / "lake")
-    done = subprocess.run([sys.executable, "-m", "groupcoord.spark_export", "export", "--logs",
-                           os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "groupcoord.spark_export",
+            "export",
+            "--logs",
+            os.path.dirname(run.dir),
+            "--lake",
+            lake_dir,
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 1
     assert done.stdout == ""
     [line] = done.stderr.splitlines()
@@ -400,8 +474,7 @@ def test_export_cli_on_a_damaged_log_prints_one_line_only(coordinator_run, tmp_p
     assert not any(os.path.exists(lake.table_path(lake_dir, name)) for name in TABLES)
 
 
-def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monkeypatch,
-                                                                  capsys):
+def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monkeypatch, capsys):
     def no_spark(*_args, **_kwargs):
         raise AssertionError("Spark was started")
 
@@ -413,14 +486,26 @@ def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monke
     a_file.write_text("not a directory")
     lake_dir = tmp_path / "lake"
     cases = [
-        (cli.export_main, ["--logs", str(tmp_path / "missing"), "--lake", str(lake_dir)],
-         f"log directory {str(tmp_path / 'missing')!r} does not exist"),
-        (cli.export_main, ["--logs", str(a_file), "--lake", str(lake_dir)],
-         f"log directory {str(a_file)!r} is not a directory"),
-        (cli.export_main, ["--logs", str(logs), "--lake", str(a_file)],
-         f"lake directory {str(a_file)!r} is not a directory"),
-        (cli.export_main, ["--logs", str(logs), "--lake", str(a_file / "lake")],
-         "cannot be created"),
+        (
+            cli.export_main,
+            ["--logs", str(tmp_path / "missing"), "--lake", str(lake_dir)],
+            f"log directory {str(tmp_path / 'missing')!r} does not exist",
+        ),
+        (
+            cli.export_main,
+            ["--logs", str(a_file), "--lake", str(lake_dir)],
+            f"log directory {str(a_file)!r} is not a directory",
+        ),
+        (
+            cli.export_main,
+            ["--logs", str(logs), "--lake", str(a_file)],
+            f"lake directory {str(a_file)!r} is not a directory",
+        ),
+        (
+            cli.export_main,
+            ["--logs", str(logs), "--lake", str(a_file / "lake")],
+            "cannot be created",
+        ),
         (cli.report_main, ["--lake", str(tmp_path / "missing")], "does not exist"),
         (cli.report_main, ["--lake", str(logs)], "export first"),
     ]
@@ -431,8 +516,9 @@ def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monke
     assert not lake_dir.exists()
 
 
-def test_concurrent_first_exports_create_each_table_once_with_rows(spark, coordinator_run,
-                                                                  tmp_path):
+def test_concurrent_first_exports_create_each_table_once_with_rows(
+    spark, coordinator_run, tmp_path
+):
     """Two exports into a lake that does not exist yet: one creates each table (its first
     commit already holds rows and watermarks), the other yields and re-plans."""
     run = coordinator_run
@@ -443,7 +529,7 @@ def test_concurrent_first_exports_create_each_table_once_with_rows(spark, coordi
     def one():
         try:
             results.append(export(spark, logs, lake_dir))
-        except Exception as exc:                     # surfaced by the assertion below
+        except Exception as exc:  # surfaced by the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=one) for _ in range(2)]
@@ -459,8 +545,9 @@ def test_concurrent_first_exports_create_each_table_once_with_rows(spark, coordi
         assert first.to_pyarrow_table().num_rows > 0, name
 
 
-def test_a_creator_that_crashed_before_its_first_commit_leaves_no_table(spark, coordinator_run,
-                                                                      tmp_path):
+def test_a_creator_that_crashed_before_its_first_commit_leaves_no_table(
+    spark, coordinator_run, tmp_path
+):
     """An empty ``_delta_log`` folder (a creator died before committing version 0) is no
     table: the next export creates it rather than yielding to a creator that never comes."""
     run = coordinator_run
@@ -472,8 +559,9 @@ def test_a_creator_that_crashed_before_its_first_commit_leaves_no_table(spark, c
     _assert_exactly_once(run, lake_dir)
 
 
-def test_a_missing_segment_fails_the_export_instead_of_vanishing(spark, coordinator_run, tmp_path,
-                                                                 capsys):
+def test_a_missing_segment_fails_the_export_instead_of_vanishing(
+    spark, coordinator_run, tmp_path, capsys
+):
     # The source plans one split per segment, so a segment missing in the middle used to
     # vanish from the lake without a word. Its neighbour's split now refuses the hole.
     run = coordinator_run
@@ -484,6 +572,8 @@ def test_a_missing_segment_fails_the_export_instead_of_vanishing(spark, coordina
     code = cli.export_main(["--logs", os.path.dirname(run.dir), "--lake", lake_dir, "--quiet"])
     err = capsys.readouterr().err
     assert code == 1
-    assert "CorruptLogError" in err and (
-        f"offsets {segments[2].base_offset}..{segments[3].base_offset - 1} are missing") in err
+    assert (
+        "CorruptLogError" in err
+        and (f"offsets {segments[2].base_offset}..{segments[3].base_offset - 1} are missing") in err
+    )
     assert not any(os.path.exists(lake.table_path(lake_dir, name)) for name in TABLES)

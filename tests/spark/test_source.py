@@ -18,8 +18,13 @@ from groupcoord.storage import (
 )
 from tests.storage.helpers import records_between
 
-SMALL = dict(segment_bytes=4096, max_record_bytes=1024, max_batch_bytes=2048,
-             snapshot_every_records=0, snapshot_every_bytes=0)
+SMALL = dict(
+    segment_bytes=4096,
+    max_record_bytes=1024,
+    max_batch_bytes=2048,
+    snapshot_every_records=0,
+    snapshot_every_bytes=0,
+)
 
 
 def _exported_offsets(partition_dir: str, start: int = 0) -> list[int]:
@@ -44,7 +49,7 @@ def test_the_source_exports_only_what_the_writer_synced(tmp_path):
         sealed = list_segments(path)[-1].base_offset
         assert _exported_offsets(path) == list(range(sealed))
         end = log.end_offset
-    assert _exported_offsets(path) == list(range(end))          # closing synced the rest
+    assert _exported_offsets(path) == list(range(end))  # closing synced the rest
 
 
 def test_the_source_refuses_a_missing_segment_in_the_middle(tmp_path):
@@ -57,9 +62,9 @@ def test_the_source_refuses_a_missing_segment_in_the_middle(tmp_path):
     segments = list_segments(path)
     os.remove(segments[1].path)
     hole = rf"offsets {segments[1].base_offset}\.\.{segments[2].base_offset - 1} are missing"
-    with pytest.raises(CorruptLogError, match=hole):   # the split before the hole says so
+    with pytest.raises(CorruptLogError, match=hole):  # the split before the hole says so
         _exported_offsets(path)
-    above = _exported_offsets(path, segments[2].base_offset)    # nothing missing up there
+    above = _exported_offsets(path, segments[2].base_offset)  # nothing missing up there
     assert above == list(range(segments[2].base_offset, end))
 
 
@@ -74,4 +79,3 @@ def test_the_source_reads_across_a_recorded_skip(tmp_path):
         log.load_into(Shard(0, 1))
         log.append(records_between(35, 50))
     assert _exported_offsets(path, 20) == list(range(20, 30)) + list(range(35, 50))
-

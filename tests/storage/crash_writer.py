@@ -14,8 +14,13 @@ from groupcoord.storage import LogConfig, open_partition_log
 
 from .helpers import records_between
 
-CONFIG = LogConfig(segment_bytes=32 * 1024, max_record_bytes=1024, max_batch_bytes=4096,
-                   snapshot_every_records=2_000, keep_snapshots=2)
+CONFIG = LogConfig(
+    segment_bytes=32 * 1024,
+    max_record_bytes=1024,
+    max_batch_bytes=4096,
+    snapshot_every_records=2_000,
+    keep_snapshots=2,
+)
 
 
 def main(path: str, seed: int) -> None:

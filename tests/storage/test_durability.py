@@ -54,8 +54,12 @@ class NameLog:
             if stat.S_ISDIR(st.st_mode):
                 self.events.append(("fsync", (st.st_dev, st.st_ino), ""))
 
-        for name, hook in (("mkdir", mkdir), ("open", open_), ("replace", replace),
-                           ("fsync", fsync)):
+        for name, hook in (
+            ("mkdir", mkdir),
+            ("open", open_),
+            ("replace", replace),
+            ("fsync", fsync),
+        ):
             monkeypatch.setattr(os, name, hook)
 
     def names(self) -> set[str]:
@@ -63,21 +67,29 @@ class NameLog:
 
     def unsynced(self) -> list[str]:
         """Names no later fsync of their directory made durable."""
-        return [path for i, (kind, directory, path) in enumerate(self.events) if kind == "name"
-                and ("fsync", directory, "") not in self.events[i + 1:]]
+        return [
+            path
+            for i, (kind, directory, path) in enumerate(self.events)
+            if kind == "name" and ("fsync", directory, "") not in self.events[i + 1 :]
+        ]
 
 
 def test_every_created_or_renamed_name_is_made_durable(tmp_path, monkeypatch):
     path = str(tmp_path / "cluster" / "partition-3")
-    config = LogConfig(segment_bytes=4096, max_record_bytes=1024, max_batch_bytes=2048,
-                       snapshot_every_records=0, snapshot_every_bytes=0)
+    config = LogConfig(
+        segment_bytes=4096,
+        max_record_bytes=1024,
+        max_batch_bytes=2048,
+        snapshot_every_records=0,
+        snapshot_every_bytes=0,
+    )
     names = NameLog(monkeypatch)
-    log = open_partition_log(path, config)              # two directories, epoch, segment, ...
+    log = open_partition_log(path, config)  # two directories, epoch, segment, ...
     assert {"cluster", "partition-3", "epoch.json", f"{0:020d}.log"} <= names.names()
     assert names.unsynced() == []
     names.events.clear()
     log.load_into(Shard(0, 1))
-    for start in range(0, 300, 30):                      # rolls, snapshots
+    for start in range(0, 300, 30):  # rolls, snapshots
         log.append(records_between(start, start + 30))
         if start in (120, 270):
             log.snapshot()
@@ -92,7 +104,7 @@ def test_every_created_or_renamed_name_is_made_durable(tmp_path, monkeypatch):
         assert any(name.endswith(".damaged") for name in names.names())
         assert names.unsynced() == []
     names.events.clear()
-    write_export_watermark(path, 310)                    # and a skip past it
+    write_export_watermark(path, 310)  # and a skip past it
     with open_partition_log(path, config) as log:
         loaded_state(log)
         assert log.end_offset == 310
@@ -102,7 +114,7 @@ def test_every_created_or_renamed_name_is_made_durable(tmp_path, monkeypatch):
 
 def test_the_published_durable_end_moves_only_after_an_fsync(tmp_path, monkeypatch):
     path = str(tmp_path)
-    log = open_partition_log(path)                       # fsync policy "always"
+    log = open_partition_log(path)  # fsync policy "always"
     log.load_into(Shard(0, 1))
     assert read_durable_end(path) == 0
     published_at_fsync = []
@@ -111,11 +123,12 @@ def test_the_published_durable_end_moves_only_after_an_fsync(tmp_path, monkeypat
     def fsync(fd):
         published_at_fsync.append(read_durable_end(path))
         real_fsync(fd)
+
     monkeypatch.setattr(os, "fsync", fsync)
     log.append(records_between(0, 10))
     monkeypatch.undo()
-    assert published_at_fsync == [0]                     # not before the bytes are on disk
-    assert read_durable_end(path) == 10                  # and right after
+    assert published_at_fsync == [0]  # not before the bytes are on disk
+    assert read_durable_end(path) == 10  # and right after
     log.close()
 
 
@@ -123,24 +136,30 @@ def test_with_policy_never_lock_free_readers_get_only_what_was_synced(tmp_path):
     # The exporter reads without the lock: bytes in the page cache may be gone after a machine
     # crash, so it must stop at the durable end, which only fsyncs move.
     path = str(tmp_path)
-    config = LogConfig(fsync_policy="never", segment_bytes=4096, max_record_bytes=1024,
-                       max_batch_bytes=2048, snapshot_every_records=0, snapshot_every_bytes=0)
+    config = LogConfig(
+        fsync_policy="never",
+        segment_bytes=4096,
+        max_record_bytes=1024,
+        max_batch_bytes=2048,
+        snapshot_every_records=0,
+        snapshot_every_bytes=0,
+    )
     with open_partition_log(path, config) as log:
         log.load_into(Shard(0, 1))
         log.append(records_between(0, 5))
         assert durable_end_offset(path) == 0
-        while len(list_segments(path)) < 3:              # each roll syncs the sealed segment
+        while len(list_segments(path)) < 3:  # each roll syncs the sealed segment
             start = log.end_offset
             log.append(records_between(start, start + 20))
         sealed = list_segments(path)[-1].base_offset
         assert durable_end_offset(path) == sealed < log.end_offset
         bounded = list(read_log(path, to_offset=durable_end_offset(path)))
         assert [e.offset for e in bounded] == list(range(sealed))
-        log.snapshot()                                   # a snapshot syncs the active segment
+        log.snapshot()  # a snapshot syncs the active segment
         assert durable_end_offset(path) == log.end_offset
         log.append(records_between(log.end_offset, log.end_offset + 3))
         assert durable_end_offset(path) == log.end_offset - 3
         end = log.end_offset
-    assert durable_end_offset(path) == end               # close syncs
+    assert durable_end_offset(path) == end  # close syncs
     with open_partition_log(path, config) as log:
         assert loaded_state(log)[0] == state_of(records_between(0, end))

@@ -44,14 +44,14 @@ def test_a_replaced_incarnation_acknowledges_nothing(tmp_path):
     first.load_into(Shard(0, 1))
     first.append(records_between(0, 10))
     _lose_lock(first)
-    second = open_partition_log(path)             # takes over: lock and the next epoch
+    second = open_partition_log(path)  # takes over: lock and the next epoch
     assert second.epoch == first.epoch + 1
     loaded_state(second)
     second.append(records_between(10, 20))
     size_before = list_segments(path)[-1].size_bytes
     _assert_fenced(lambda: first.append(records_between(10, 15)))
-    assert list_segments(path)[-1].size_bytes == size_before          # nothing written
-    with pytest.raises(LogClosedError, match="must be reopened"):        # failed for good
+    assert list_segments(path)[-1].size_bytes == size_before  # nothing written
+    with pytest.raises(LogClosedError, match="must be reopened"):  # failed for good
         first.append(records_between(10, 15))
     with pytest.raises(LogClosedError):
         first.snapshot()
@@ -79,6 +79,7 @@ def test_an_append_overtaken_during_its_fsync_is_not_acknowledged(tmp_path, monk
             taken.append(True)
             _lose_lock(first)
             taken.append(open_partition_log(path))
+
     monkeypatch.setattr(os, "fsync", fsync_then_replaced)
     _assert_fenced(lambda: first.append(records_between(10, 15)))
     monkeypatch.undo()
@@ -108,9 +109,12 @@ def test_readers_refuse_a_batch_of_an_older_epoch_after_a_newer_one(tmp_path):
         log.append(records_between(10, 20))
         zombie_epoch = log.epoch - 1
     segment = list_segments(path)[-1].path
-    with open(segment, "ab") as f:                # offsets line up: only the epoch tells
-        f.write(frame_batch([encode_record(r) for r in records_between(20, 25)], 20, 20,
-                            zombie_epoch, True))
+    with open(segment, "ab") as f:  # offsets line up: only the epoch tells
+        f.write(
+            frame_batch(
+                [encode_record(r) for r in records_between(20, 25)], 20, 20, zombie_epoch, True
+            )
+        )
     epoch_order = f"epoch {zombie_epoch} follows one of epoch {zombie_epoch + 1}"
     with pytest.raises(CorruptLogError, match=epoch_order):
         load(path, Shard(0, 1))
@@ -141,7 +145,7 @@ def test_a_lost_epoch_file_does_not_make_new_batches_look_older(tmp_path):
             log.append(records_between(start, start + 10))
     os.remove(os.path.join(path, "epoch.json"))
     with open_partition_log(path) as log:
-        assert log.epoch == 3                     # above every epoch in the log, not 1
+        assert log.epoch == 3  # above every epoch in the log, not 1
         log.append(records_between(20, 30))
     readonly = Shard(0, 1)
     load(path, readonly)
@@ -153,15 +157,14 @@ def test_a_lost_epoch_file_is_recovered_from_older_segments_when_the_last_is_emp
     for start in (0, 10):
         with open_partition_log(path) as log:
             log.append(records_between(start, start + 10))
-    write_export_watermark(path, 25)              # the next open rolls to an empty segment
+    write_export_watermark(path, 25)  # the next open rolls to an empty segment
     with open_partition_log(path) as log:
         loaded_state(log)
         assert log.end_offset == 25
     assert list_segments(path)[-1].size_bytes == 0
     os.remove(os.path.join(path, "epoch.json"))
     with open_partition_log(path) as log:
-        assert log.epoch == 3                     # above epoch 2, the newest in the log
+        assert log.epoch == 3  # above epoch 2, the newest in the log
         loaded_state(log)
         log.append(records_between(25, 30))
     assert [e.offset for e in read_log(path)] == list(range(20)) + list(range(25, 30))
-

@@ -3,8 +3,7 @@
 import gc
 
 from groupcoord.coordinator import Shard
-from groupcoord.storage import LoadProgress, LogConfig, load, open_partition_log
-from groupcoord.storage import loader
+from groupcoord.storage import LoadProgress, LogConfig, load, loader, open_partition_log
 
 from .helpers import records_between, state_of
 
@@ -15,7 +14,7 @@ def _partition(path, records=3000, snapshot_at=2000, freeze=True):
         log.load_into(Shard(0, 1))
         log.append(records_between(0, snapshot_at))
         log.snapshot()
-        for start in range(snapshot_at, records, 50):       # many batches: progress is per batch
+        for start in range(snapshot_at, records, 50):  # many batches: progress is per batch
             log.append(records_between(start, min(start + 50, records)))
     return config
 
@@ -28,7 +27,7 @@ def test_progress_is_reported_periodically_and_at_the_end(tmp_path, monkeypatch)
     summary = load(str(tmp_path), shard, progress=seen.append)
     phases = [p.phase for p in seen]
     assert phases[0] == "snapshot" and phases[-1] == "done" and "log" in phases
-    assert phases.count("log") >= 5                      # 1000 tail records, every 100
+    assert phases.count("log") >= 5  # 1000 tail records, every 100
     assert [p.records for p in seen] == sorted(p.records for p in seen)
     assert seen[-1].records == summary.records == 1000
     assert seen[-1].offsets == summary.snapshot_offsets > 0
@@ -52,7 +51,7 @@ def test_the_collector_is_restored_and_frozen_only_when_configured(tmp_path):
         assert (gc.get_freeze_count() > 0) is freeze
         gc.unfreeze()
     gc.disable()
-    try:                                                 # a disabled collector stays disabled
+    try:  # a disabled collector stays disabled
         load(str(tmp_path / "True"), Shard(0, 1))
         assert not gc.isenabled()
     finally:
@@ -67,6 +66,7 @@ def test_a_failed_load_restores_the_collector_and_freezes_nothing(tmp_path):
     class Exploding(Shard):
         def replay(self, record):
             raise RuntimeError("boom")
+
     with open_partition_log(path) as log:
         try:
             log.load_into(Exploding(0, 1))
@@ -75,7 +75,7 @@ def test_a_failed_load_restores_the_collector_and_freezes_nothing(tmp_path):
         else:
             raise AssertionError("the replay error was swallowed")
         assert gc.isenabled() and gc.get_freeze_count() == 0
-        shard = Shard(0, 1)                              # and the same log can load again
+        shard = Shard(0, 1)  # and the same log can load again
         assert log.load_into(shard).records == 1000
     gc.unfreeze()
     assert shard.durable_state() == state_of(records_between(0, 3000))

@@ -7,10 +7,22 @@ import threading
 
 import pytest
 
-from groupcoord.coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record
+from groupcoord.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
 from groupcoord.storage import (
-    LogClosedError, LogConfig, LogLockedError, RecordTooLargeError, list_segments, log_start_offset,
-    open_partition_log, read_log,
+    LogClosedError,
+    LogConfig,
+    LogLockedError,
+    RecordTooLargeError,
+    list_segments,
+    log_start_offset,
+    open_partition_log,
+    read_log,
 )
 from groupcoord.storage.segments import read_segment_bytes, scan_segment
 
@@ -42,13 +54,15 @@ def test_one_append_is_split_into_bounded_batches_and_one_fsync(tmp_path, monkey
     config = LogConfig(max_record_bytes=1024, max_batch_bytes=4096)
     with open_partition_log(str(tmp_path), config) as log:
         fsyncs.clear()
-        log.append(records_between(0, 2000))            # many requests' records, one group commit
+        log.append(records_between(0, 2000))  # many requests' records, one group commit
         assert len(fsyncs) == 1
     scan = _scan(str(tmp_path / "00000000000000000000.log"), 0)
     assert len(scan.batches) > 10
     assert all(38 + header.length <= 4096 for _, header in scan.batches)
     assert {header.append_offset for _, header in scan.batches} == {0}
-    assert [bool(header.flags & 1) for _, header in scan.batches] == [False] * (len(scan.batches) - 1) + [True]
+    assert [bool(header.flags & 1) for _, header in scan.batches] == [False] * (
+        len(scan.batches) - 1
+    ) + [True]
     assert [e.record for e in read_log(str(tmp_path))] == records_between(0, 2000)
 
 
@@ -63,7 +77,7 @@ def test_other_fsync_policies_do_not_fsync_on_append(tmp_path, monkeypatch, poli
     for start in range(0, 50, 10):
         log.append(records_between(start, start + 10))
     assert fsyncs == []
-    log.close()                                          # close always syncs
+    log.close()  # close always syncs
     assert len(fsyncs) == 1
     with open_partition_log(str(tmp_path), config) as log:
         assert log.end_offset == 50
@@ -73,11 +87,13 @@ def test_interval_policy_syncs_in_the_background(tmp_path, monkeypatch):
     synced = threading.Event()
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.set(), real_fsync(fd))[1])
-    with open_partition_log(str(tmp_path), LogConfig(fsync_policy="interval", fsync_interval_ms=10)) as log:
+    with open_partition_log(
+        str(tmp_path), LogConfig(fsync_policy="interval", fsync_interval_ms=10)
+    ) as log:
         synced.clear()
         log.append(records_between(0, 10))
         assert synced.wait(30), "the interval flusher never synced"
-        with log._io_lock:                               # the flusher clears it under this lock
+        with log._io_lock:  # the flusher clears it under this lock
             assert not log._dirty
 
 
@@ -127,7 +143,7 @@ def test_a_record_over_the_limit_is_a_named_error_and_nothing_is_written(tmp_pat
             log.append([record_at(3), Record(GroupMetadataKey("g"), OffsetCommitValue(1))])
         assert os.path.getsize(tmp_path / "00000000000000000000.log") == size
         assert log.end_offset == 3
-        assert log.append(records_between(3, 5)) == 5    # still usable
+        assert log.append(records_between(3, 5)) == 5  # still usable
     assert [e.record for e in read_log(str(tmp_path))] == records_between(0, 5)
 
 
@@ -137,7 +153,7 @@ def test_only_one_writer_and_each_open_bumps_the_epoch(tmp_path):
     with pytest.raises(LogLockedError, match=f"pid {os.getpid()}"):
         open_partition_log(str(tmp_path))
     first.close()
-    first.close()                                         # idempotent
+    first.close()  # idempotent
     with pytest.raises(LogClosedError):
         first.append(records_between(0, 1))
     with open_partition_log(str(tmp_path)) as second:
@@ -148,9 +164,16 @@ def test_only_one_writer_and_each_open_bumps_the_epoch(tmp_path):
 
 def test_another_process_holding_the_lock_is_refused_until_it_dies(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from groupcoord.storage import open_partition_log;"
-         f"log = open_partition_log({str(tmp_path)!r}); print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from groupcoord.storage import open_partition_log;"
+            f"log = open_partition_log({str(tmp_path)!r}); print('held', flush=True); "
+            "time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(LogLockedError, match=f"pid {holder.pid}"):
@@ -158,7 +181,7 @@ def test_another_process_holding_the_lock_is_refused_until_it_dies(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    with open_partition_log(str(tmp_path)) as log:       # the kernel released the dead holder's lock
+    with open_partition_log(str(tmp_path)) as log:  # the kernel released the dead holder's lock
         assert log.epoch == 2
 
 
@@ -168,6 +191,7 @@ def test_a_failed_write_fails_the_log_until_reopened(tmp_path, monkeypatch):
 
     def broken_write(fd, data):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(os, "write", broken_write)
     monkeypatch.setattr(os, "writev", broken_write)
     with pytest.raises(OSError, match="No space"):
@@ -191,6 +215,7 @@ def test_reader_racing_a_writer_sees_a_clean_prefix(tmp_path):
             for start in range(0, 20_000, 500):
                 log.append(records_between(start, start + 500))
         done.set()
+
     writer = threading.Thread(target=write)
     writer.start()
     try:
@@ -226,14 +251,15 @@ def test_a_failed_roll_fails_the_log_and_close_still_releases_the_lock(tmp_path,
         if str(path).endswith(".log"):
             raise OSError(28, "No space left on device")
         return real_open(path, *args, **kwargs)
+
     monkeypatch.setattr(os, "open", no_new_segment)
     with pytest.raises(OSError, match="No space"):
-        log.append(records_between(40, 80))               # past segment_bytes: rolls first
+        log.append(records_between(40, 80))  # past segment_bytes: rolls first
     monkeypatch.undo()
     with pytest.raises(LogClosedError, match="failed"):
         log.append(records_between(40, 80))
-    log.close()                                           # the old segment's fd is not closed twice
-    with open_partition_log(str(tmp_path), config) as log:   # and the lock was released
+    log.close()  # the old segment's fd is not closed twice
+    with open_partition_log(str(tmp_path), config) as log:  # and the lock was released
         assert log.end_offset == 40
 
 
@@ -245,7 +271,9 @@ def test_an_append_of_more_batches_than_one_writev_takes(tmp_path):
         assert log.append(records_between(40_000, 40_005)) == 40_005
     scan = _scan(str(tmp_path / "00000000000000000000.log"), 0)
     assert len(scan.batches) > 1100 and scan.torn is None and scan.next_offset == 40_005
-    assert [e.record for e in read_log(str(tmp_path), from_offset=39_990)] == records_between(39_990, 40_005)
+    assert [e.record for e in read_log(str(tmp_path), from_offset=39_990)] == records_between(
+        39_990, 40_005
+    )
 
 
 def test_a_failed_background_fsync_fails_the_log(tmp_path, monkeypatch):
@@ -257,16 +285,19 @@ def test_a_failed_background_fsync_fails_the_log(tmp_path, monkeypatch):
             failed.set()
             raise OSError(5, "Input/output error")
         return real_fsync(fd)
-    log = open_partition_log(str(tmp_path), LogConfig(fsync_policy="interval", fsync_interval_ms=10))
+
+    log = open_partition_log(
+        str(tmp_path), LogConfig(fsync_policy="interval", fsync_interval_ms=10)
+    )
     monkeypatch.setattr(os, "fsync", flusher_fsync_fails)
     log.append(records_between(0, 10))
     assert failed.wait(30), "the interval flusher never ran"
-    with log._io_lock:                                   # the flusher records the failure under it
+    with log._io_lock:  # the flusher records the failure under it
         pass
     with pytest.raises(LogClosedError, match="Input/output error"):
         log.append(records_between(10, 20))
     assert log.maybe_snapshot(None) is None
     log.close()
     monkeypatch.undo()
-    with open_partition_log(str(tmp_path)) as log:       # pages still cached: reopen goes on
+    with open_partition_log(str(tmp_path)) as log:  # pages still cached: reopen goes on
         assert log.end_offset == 10

@@ -24,7 +24,7 @@ def _segment_bytes(path: str) -> int:
 def test_a_one_record_append_stores_exactly_record_bytes_plus_framing(tmp_path):
     log = open_partition_log(str(tmp_path))
     try:
-        for offset in range(0, 404, 3):        # offsets, tombstones and group records
+        for offset in range(0, 404, 3):  # offsets, tombstones and group records
             record = record_at(offset)
             before = _segment_bytes(str(tmp_path))
             log.append([record])
@@ -42,8 +42,9 @@ def test_max_record_bytes_is_measured_by_record_bytes(tmp_path, extra_bytes):
     assert record_bytes(record) == limit + extra_bytes
     # Two records so the append takes the per-record path, not the one-encode fast path.
     small = Record(OffsetCommitKey("g", "t", 1), OffsetCommitValue(2))
-    log = open_partition_log(str(tmp_path), LogConfig(max_record_bytes=limit,
-                                                      max_batch_bytes=4 * limit))
+    log = open_partition_log(
+        str(tmp_path), LogConfig(max_record_bytes=limit, max_batch_bytes=4 * limit)
+    )
     try:
         if extra_bytes:
             with pytest.raises(RecordTooLargeError, match=f"{limit + 1} bytes"):

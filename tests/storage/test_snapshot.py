@@ -1,26 +1,44 @@
-"""Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export retention."""
+"""Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export
+retention."""
 
 import os
 import random
+import sys
+import threading
 
 import pytest
 from msgspec.structs import fields
 
 from groupcoord.coordinator import Shard
-from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
-from groupcoord.storage import (
-    CorruptLogError, LogConfig, list_segments, load, log_start_offset, open_partition_log, read_log,
-    read_export_watermark, write_export_watermark,
+from groupcoord.coordinator.records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
 )
-from groupcoord.storage.snapshot import SnapValue, list_snapshots, read_snapshot
+from groupcoord.storage import (
+    CorruptLogError,
+    LogConfig,
+    list_segments,
+    load,
+    log_start_offset,
+    open_partition_log,
+    read_export_watermark,
+    read_log,
+    write_export_watermark,
+)
+from groupcoord.storage.snapshot import SnapValue, list_snapshots, offsets_of, read_snapshot
 
 from .helpers import loaded_state, records_between, state_of
 
-TINY = dict(segment_bytes=8 * 1024, max_record_bytes=1024, max_batch_bytes=2048, snapshot_every_bytes=0)
+TINY = dict(
+    segment_bytes=8 * 1024, max_record_bytes=1024, max_batch_bytes=2048, snapshot_every_bytes=0
+)
 
 
 class Untouchable:
     """maybe_snapshot runs while the event loop mutates the shard: it must never look at it."""
+
     def __getattr__(self, name):
         raise AssertionError(f"maybe_snapshot touched shard.{name}")
 
@@ -43,11 +61,11 @@ def test_snapshots_follow_the_record_threshold(tmp_path):
     config = LogConfig(snapshot_every_records=100, snapshot_every_bytes=0)
     with open_partition_log(str(tmp_path), config) as log:
         log.append(records_between(0, 50))
-        assert log.maybe_snapshot(Untouchable()) is None        # not loaded: no state to snapshot
+        assert log.maybe_snapshot(Untouchable()) is None  # not loaded: no state to snapshot
         with pytest.raises(Exception, match="load_into"):
             log.snapshot()
     with open_partition_log(str(tmp_path), config) as log:
-        log.load_into(Shard(0, 1))                               # the 50 loaded records count
+        log.load_into(Shard(0, 1))  # the 50 loaded records count
         log.append(records_between(50, 99))
         assert log.maybe_snapshot(Untouchable()) is None
         log.append(records_between(99, 100))
@@ -74,7 +92,7 @@ def test_a_snapshot_is_the_compacted_state_and_bounds_the_load(tmp_path):
     snapshots = _fill(path, config, 5000)
     assert len(snapshots) >= 8
     kept = list_snapshots(path)
-    assert len(kept) == 2                                        # keep_snapshots
+    assert len(kept) == 2  # keep_snapshots
     image = read_snapshot(kept[-1][1])
     expected = state_of(records_between(0, image.offset))
     assert {g.group for g in image.groups} == set(expected)
@@ -92,7 +110,9 @@ def test_a_snapshot_is_the_compacted_state_and_bounds_the_load(tmp_path):
 
 
 def test_dead_tombstones_are_not_in_snapshots(tmp_path):
-    records = [Record(OffsetCommitKey(f"g{i % 3}", "t", i), OffsetCommitValue(i)) for i in range(30)]
+    records = [
+        Record(OffsetCommitKey(f"g{i % 3}", "t", i), OffsetCommitValue(i)) for i in range(30)
+    ]
     records += [Record(GroupMetadataKey(f"g{i}"), None) for i in range(3)]
     records += [Record(OffsetCommitKey(f"g{i % 3}", "t", i), None) for i in range(30)]
     with open_partition_log(str(tmp_path), LogConfig(snapshot_every_records=1)) as log:
@@ -133,14 +153,16 @@ def test_a_damaged_newest_snapshot_falls_back_to_the_previous_one(tmp_path, seed
 
 def test_without_usable_snapshots_the_full_log_or_a_clear_error(tmp_path):
     whole, trimmed = str(tmp_path / "whole"), str(tmp_path / "trimmed")
-    _fill(whole, LogConfig(snapshot_every_records=300, keep_snapshots=1, segment_bytes=1 << 30), 1000)
+    _fill(
+        whole, LogConfig(snapshot_every_records=300, keep_snapshots=1, segment_bytes=1 << 30), 1000
+    )
     _fill(trimmed, LogConfig(snapshot_every_records=300, keep_snapshots=1, **TINY), 1000)
     for path in (whole, trimmed):
         for _, snapshot in list_snapshots(path):
             with open(snapshot, "r+b") as f:
                 f.truncate(10)
     shard = Shard(0, 1)
-    summary = load(whole, shard)                 # one segment, nothing deleted: replay it all
+    summary = load(whole, shard)  # one segment, nothing deleted: replay it all
     assert summary.snapshot_offset == -1 and summary.records == 1000 and summary.damaged_snapshots
     assert shard.durable_state() == state_of(records_between(0, 1000))
     with pytest.raises(CorruptLogError, match="no usable snapshot"):
@@ -152,19 +174,19 @@ def test_retain_until_exported_keeps_what_the_exporter_has_not_read(tmp_path):
     config = LogConfig(**base)
     path = str(tmp_path)
     _fill(path, config, 2000)
-    assert log_start_offset(path) == 0                   # no watermark file: keep everything
+    assert log_start_offset(path) == 0  # no watermark file: keep everything
     write_export_watermark(path, 700, exported_at="test")
     _fill(path, config, 2600)
     start = log_start_offset(path)
-    assert 0 < start <= 700                              # deleted up to the watermark, not past it
+    assert 0 < start <= 700  # deleted up to the watermark, not past it
     assert [e.offset for e in read_log(path, from_offset=700)][:1] == [700]
     with open(os.path.join(path, "export-watermark.json"), "w") as f:
         f.write("garbage")
     _fill(path, config, 3200)
-    assert log_start_offset(path) == start               # an unreadable watermark deletes nothing
-    write_export_watermark(path, 3200)                   # everything written so far is exported
+    assert log_start_offset(path) == start  # an unreadable watermark deletes nothing
+    write_export_watermark(path, 3200)  # everything written so far is exported
     _fill(path, config, 3800)
-    assert log_start_offset(path) > 2600                 # deleted up to the new watermark
+    assert log_start_offset(path) > 2600  # deleted up to the new watermark
     with pytest.raises(ValueError, match="next_offset"):
         write_export_watermark(path, -1)
 
@@ -200,8 +222,9 @@ def test_leftover_temporary_files_are_removed_on_open(tmp_path):
 
 
 def test_snapshot_values_carry_every_offset_field():
-    assert [(f.name, f.type, f.default) for f in fields(SnapValue)] == \
-        [(f.name, f.type, f.default) for f in fields(OffsetCommitValue)]
+    assert [(f.name, f.type, f.default) for f in fields(SnapValue)] == [
+        (f.name, f.type, f.default) for f in fields(OffsetCommitValue)
+    ]
 
 
 def test_a_writer_opening_mid_watermark_write_does_not_break_the_exporter(tmp_path, monkeypatch):
@@ -216,7 +239,8 @@ def test_a_writer_opening_mid_watermark_write_does_not_break_the_exporter(tmp_pa
         real_fsync(fd)
         if not reopened:
             reopened.append(True)
-            open_partition_log(path).close()              # recovery runs its tmp cleanup here
+            open_partition_log(path).close()  # recovery runs its tmp cleanup here
+
     monkeypatch.setattr(os, "fsync", fsync_then_a_writer_opens)
     write_export_watermark(path, 123)
     monkeypatch.undo()
@@ -241,7 +265,7 @@ def test_a_damaged_snapshot_is_set_aside_so_retention_keeps_the_good_one(tmp_pat
         fresh = read_snapshot(log.snapshot()).offset
     assert [offset for offset, _ in list_snapshots(path)] == [older, fresh]
     assert os.path.exists(newest_path + ".damaged")
-    with open_partition_log(path, config) as log:            # and it still loads
+    with open_partition_log(path, config) as log:  # and it still loads
         state, summary = loaded_state(log)
         assert summary.snapshot_offset == fresh and not summary.damaged_snapshots
         assert state == state_of(records_between(0, log.end_offset))
@@ -251,11 +275,10 @@ def test_offsets_the_exporter_has_passed_are_never_reused(tmp_path):
     # The exporter reads without the lock, so after a machine crash it may have exported
     # records the log lost (written, not yet fsynced). New records must not take those offsets:
     # the exporter's watermark has passed them and would never export the new records.
-    from groupcoord.storage import read_log, write_export_watermark
     path = str(tmp_path)
     config = LogConfig(snapshot_every_records=0, **TINY)
     _fill(path, config, 100)
-    write_export_watermark(path, 105)                  # it saw 5 records the crash took
+    write_export_watermark(path, 105)  # it saw 5 records the crash took
     with open_partition_log(path, config) as log:
         loaded_state(log)
         assert log.end_offset == 105
@@ -273,16 +296,16 @@ def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
     with open_partition_log(path, config) as log:
         log.load_into(Shard(0, 1))
         log.append(records_between(0, 60))
-        log.snapshot()                                  # @60: below the coming hole
+        log.snapshot()  # @60: below the coming hole
         log.append(records_between(60, 100))
-    write_export_watermark(path, 105)                   # it saw 5 records the crash took
+    write_export_watermark(path, 105)  # it saw 5 records the crash took
     acked = records_between(0, 100)
     kept = list(range(100))
-    with open_partition_log(path, config) as log:       # reopen after the crash
+    with open_partition_log(path, config) as log:  # reopen after the crash
         assert loaded_state(log)[0] == state_of(acked)
         assert log.end_offset == 105
         log.append(records_between(105, 130))
-        log.snapshot()                                  # @130: above it
+        log.snapshot()  # @130: above it
         log.append(records_between(130, 150))
     acked += records_between(105, 150)
     kept += list(range(105, 150))
@@ -298,13 +321,13 @@ def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
         entries = list(read_log(path, from_offset=log_start_offset(path)))
         assert [e.offset for e in entries] == [o for o in kept if o >= log_start_offset(path)]
 
-    check(130)                                          # reopen: used to fail ("missing")
-    check(130)                                          # and again
+    check(130)  # reopen: used to fail ("missing")
+    check(130)  # and again
     (_, older), (_, newest) = list_snapshots(path)
-    with open(newest, "r+b") as f:                      # the newest snapshot is damaged:
+    with open(newest, "r+b") as f:  # the newest snapshot is damaged:
         f.truncate(10)
-    check(60)                                           # @60 + the log, across the hole
-    with open_partition_log(path, config) as log:       # retention past the hole
+    check(60)  # @60 + the log, across the hole
+    with open_partition_log(path, config) as log:  # retention past the hole
         loaded_state(log)
         for _ in range(3):
             start = log.end_offset
@@ -317,7 +340,6 @@ def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
 
 
 def _image_state(image) -> dict:
-    from groupcoord.storage.snapshot import offsets_of
     shard = Shard(0, 1)
     for group in image.groups:
         shard.restore(group.group, group.metadata, offsets_of(group))
@@ -325,16 +347,14 @@ def _image_state(image) -> dict:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_offset(tmp_path,
-                                                                                    seed):
+def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_offset(tmp_path, seed):
     # The runtime builds snapshots on their own thread while appends go on. A snapshot whose
     # offset ran ahead of its state (or behind it) would lose or double records on reload.
-    import sys
-    import threading
     rng = random.Random(seed)
     path = str(tmp_path)
-    config = LogConfig(**{**TINY, "snapshot_every_records": 0, "snapshot_every_bytes": 0,
-                          "keep_snapshots": 100})
+    config = LogConfig(
+        **{**TINY, "snapshot_every_records": 0, "snapshot_every_bytes": 0, "keep_snapshots": 100}
+    )
     end = 6_000
     with open_partition_log(path, config) as log:
         log.load_into(Shard(0, 1))
@@ -346,7 +366,7 @@ def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_off
 
         thread = threading.Thread(target=snapshotter)
         switch_s = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)          # switch threads often: the races must get a chance
+        sys.setswitchinterval(1e-6)  # switch threads often: the races must get a chance
         thread.start()
         try:
             while log.end_offset < end:
@@ -356,7 +376,7 @@ def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_off
             done.set()
             thread.join()
             sys.setswitchinterval(switch_s)
-    assert len({image.offset for image in images}) >= 3          # snapshots really interleaved
+    assert len({image.offset for image in images}) >= 3  # snapshots really interleaved
     for image in images:
         assert _image_state(image) == state_of(records_between(0, image.offset)), image.offset
     with open_partition_log(path, config) as log:

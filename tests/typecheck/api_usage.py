@@ -12,6 +12,7 @@ from groupcoord.actors import (
     GroupMember,
     RebalanceListener,
     SyncGroupMember,
+    WireConfig,
     connect,
     start,
     stop,
@@ -30,15 +31,34 @@ from groupcoord.coordinator import (
     TopicPartition,
     partition_for,
 )
-from groupcoord.storage import LogConfig, PartitionLog, open_partition_log, read_log
+from groupcoord.storage import LogConfig, PartitionLog, load, open_partition_log, read_log
+from groupcoord.wire import (
+    ApiKey,
+    Connection,
+    Node,
+    ProtocolError,
+    api_versions_response,
+    find_coordinator_response,
+    request_to_core,
+    response_from_core,
+)
 
 
 def core_shard() -> list[object]:
     shard = Shard(partition=0, num_partitions=1, config=CoordinatorConfig())
     shard.on_loaded(now_ms=0)
-    step: Step = shard.handle(0, "req-1", JoinGroupRequest(
-        "orders", "", "consumer", [JoinGroupRequestProtocol("range", b"")],
-        session_timeout_ms=10_000, rebalance_timeout_ms=30_000))
+    step: Step = shard.handle(
+        0,
+        "req-1",
+        JoinGroupRequest(
+            "orders",
+            "",
+            "consumer",
+            [JoinGroupRequestProtocol("range", b"")],
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=30_000,
+        ),
+    )
     commit = OffsetCommitRequest("orders", -1, "", [OffsetCommitRequestPartition("events", 0, 42)])
     fetch = OffsetFetchRequest("orders", [TopicPartition("events", 0)])
     replies = [response for _, response in step.replies]
@@ -61,10 +81,15 @@ def storage_log(directory: str) -> int:
 
 async def consumer() -> None:
     deployment = connect("groupcoord")
-    member = GroupMember(deployment.router, "my-group", ["events"],
-                         topic_partitions={"events": 8},
-                         assignors=("cooperative-sticky", "range"),
-                         group_instance_id=None, listener=RebalanceListener())
+    member = GroupMember(
+        deployment.router,
+        "my-group",
+        ["events"],
+        topic_partitions={"events": 8},
+        assignors=("cooperative-sticky", "range"),
+        group_instance_id=None,
+        listener=RebalanceListener(),
+    )
     member.start()
     partitions = await member.wait_assigned(timeout_s=30)
     await member.commit({("events", p): 42 for _, p in partitions})
@@ -87,8 +112,64 @@ async def operator() -> list[GroupDescription]:
 
 def blocking_consumer() -> None:
     deployment = connect("groupcoord")
-    member = SyncGroupMember(deployment.router, "my-group", ["events"],
-                             topic_partitions=lambda topic: 8)
+    member = SyncGroupMember(
+        deployment.router, "my-group", ["events"], topic_partitions=lambda topic: 8
+    )
     for topic, partition in member.wait_assigned(timeout_s=30):
         member.commit({(topic, partition): 1})
     member.close()
+
+
+def storage_load(directory: str) -> int:
+    shard = Shard(partition=0, num_partitions=1, config=CoordinatorConfig())
+    summary = load(directory, shard, progress=lambda p: print(p.phase, p.records))
+    with open_partition_log(directory) as log:
+        log.load_into(Shard(partition=0, num_partitions=1), progress=None)
+        log.maybe_snapshot()
+    return summary.records
+
+
+def kafka_listeners() -> str | None:
+    deployment = start(
+        num_partitions=2,
+        log_dir="/tmp/logs",
+        wire=WireConfig(host="127.0.0.1", bootstrap_port=9092, partition_ports=19092),
+    )
+    deployment.wait_ready(60.0)
+    bootstrap: str | None = deployment.kafka
+    stop(deployment)
+    return bootstrap
+
+
+def blocking_committer() -> dict[tuple[str, int], int]:
+    deployment = connect("groupcoord")
+    member = SyncGroupMember(
+        deployment.router, "my-group", ["events"], topic_partitions={"events": 8}
+    )
+    partitions = member.wait_assigned(timeout_s=30)
+    member.commit({("events", p): 42 for _, p in partitions})
+    member.commit_async({tp: 43 for tp in partitions}, callback=lambda exc: print(exc))
+    committed = member.committed([("events", 0)])
+    member.close()
+    return committed
+
+
+def _node_of(group_id: str) -> Node | None:
+    return Node(node_id=0, host="127.0.0.1", port=9092)
+
+
+def wire_gateway(shard: Shard, data: bytes) -> bytes:
+    connection = Connection(max_frame_bytes=1 << 20)
+    out = b""
+    for item in connection.receive_data(data):
+        if isinstance(item, ProtocolError):
+            return out
+        if item.api_key == ApiKey.API_VERSIONS:
+            out += connection.send_response(item, api_versions_response(item))
+        elif item.api_key == ApiKey.FIND_COORDINATOR:
+            out += connection.send_response(item, find_coordinator_response(item, _node_of))
+        else:
+            step = shard.handle(0, item.correlation_id, request_to_core(item, client_host="h"))
+            for _, response in step.replies:
+                out += connection.send_response(item, response_from_core(item, response))
+    return out

@@ -10,5 +10,9 @@ st.register_type_strategy(Records, st.binary(max_size=32).map(Records))
 # its decoder refuses durations beyond datetime.timedelta's range (test_connection.py): its own
 # strategy reaches both, real durations (OffsetCommit's retention time) neither.
 _EXACT_MS = 2**53 // 1000
-st.register_type_strategy(i64Timedelta, st.integers(-_EXACT_MS, _EXACT_MS).map(
-    lambda ms: i64Timedelta.parse(datetime.timedelta(milliseconds=ms))))
+st.register_type_strategy(
+    i64Timedelta,
+    st.integers(-_EXACT_MS, _EXACT_MS).map(
+        lambda ms: i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
+    ),
+)

@@ -13,15 +13,26 @@ from groupcoord.wire import apis
 from groupcoord.wire.translate import build
 
 
-def request_frame(body, *, correlation_id: int = 7, client_id: str | None = "test-client",
-                  api_version: int | None = None) -> bytes:
+def request_frame(
+    body,
+    *,
+    correlation_id: int = 7,
+    client_id: str | None = "test-client",
+    api_version: int | None = None,
+) -> bytes:
     """A whole request frame (size, header, body) for the kio request entity ``body``."""
     version = body.__version__ if api_version is None else api_version
     header_cls = RequestHeaderV2 if body.__flexible__ else RequestHeaderV1
     buffer = io.BytesIO()
-    entity_writer(header_cls)(buffer, header_cls(
-        request_api_key=body.__api_key__, request_api_version=version,
-        correlation_id=correlation_id, client_id=client_id))
+    entity_writer(header_cls)(
+        buffer,
+        header_cls(
+            request_api_key=body.__api_key__,
+            request_api_version=version,
+            correlation_id=correlation_id,
+            client_id=client_id,
+        ),
+    )
     entity_writer(type(body))(buffer, body)
     payload = buffer.getvalue()
     return struct.pack(">i", len(payload)) + payload

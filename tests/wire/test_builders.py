@@ -32,8 +32,11 @@ def versions(key: ApiKey):
 
 
 # Request flags the tests do not vary.
-FLAGS = dict(allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
-             include_topic_authorized_operations=False)
+FLAGS = dict(
+    allow_auto_topic_creation=True,
+    include_cluster_authorized_operations=False,
+    include_topic_authorized_operations=False,
+)
 
 
 def exchange(api: ApiKey, version: int, answer, **values):
@@ -43,8 +46,9 @@ def exchange(api: ApiKey, version: int, answer, **values):
     (request,) = conn.receive_data(request_frame(body))
     frame = conn.send_response(request, answer(request))
     flexible = apis.request_is_flexible(api, version)
-    return split_response(frame, apis.response_class(api, version),
-                          header_version=1 if flexible else 0)[1]
+    return split_response(
+        frame, apis.response_class(api, version), header_version=1 if flexible else 0
+    )[1]
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FIND_COORDINATOR))
@@ -58,15 +62,25 @@ def test_find_coordinator(version):
     if version < 4:
         found = exchange(ApiKey.FIND_COORDINATOR, version, answer, key="orders", key_type=0)
         assert (found.error_code, found.node_id, found.host, found.port) == (
-            ErrorCode.none, 3, "coordinator-3.local", 9095)
+            ErrorCode.none,
+            3,
+            "coordinator-3.local",
+            9095,
+        )
         missing = exchange(ApiKey.FIND_COORDINATOR, version, answer, key="nobody", key_type=0)
         assert (missing.error_code, missing.node_id) == (ErrorCode.coordinator_not_available, -1)
     else:
-        found = exchange(ApiKey.FIND_COORDINATOR, version, answer, key_type=0,
-                         coordinator_keys=("orders", "nobody"))
+        found = exchange(
+            ApiKey.FIND_COORDINATOR,
+            version,
+            answer,
+            key_type=0,
+            coordinator_keys=("orders", "nobody"),
+        )
         assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in found.coordinators] == [
             ("orders", ErrorCode.none, 3, "coordinator-3.local", 9095),
-            ("nobody", ErrorCode.coordinator_not_available, -1, "", -1)]
+            ("nobody", ErrorCode.coordinator_not_available, -1, "", -1),
+        ]
     if version >= 1:
         values = dict(key="txn-1") if version < 4 else dict(coordinator_keys=("txn-1",))
         refused = exchange(ApiKey.FIND_COORDINATOR, version, answer, key_type=1, **values)
@@ -77,56 +91,97 @@ def test_find_coordinator(version):
 @pytest.mark.parametrize("version", versions(ApiKey.METADATA))
 def test_metadata(version):
     def answer(request):
-        return metadata_response(request, brokers=[NODE], leader_id=3, partitions=CATALOG,
-                                 cluster_id="gc")
+        return metadata_response(
+            request, brokers=[NODE], leader_id=3, partitions=CATALOG, cluster_id="gc"
+        )
 
-    every = exchange(ApiKey.METADATA, version, answer, topics=() if version == 0 else None,
-                     allow_auto_topic_creation=True)
-    assert [(b.node_id, b.host, b.port) for b in every.brokers] == [(3, "coordinator-3.local",
-                                                                     9095)]
-    assert [(t.name, t.error_code, [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes)
-                                    for p in t.partitions]) for t in every.topics] == [
+    every = exchange(
+        ApiKey.METADATA,
+        version,
+        answer,
+        topics=() if version == 0 else None,
+        allow_auto_topic_creation=True,
+    )
+    assert [(b.node_id, b.host, b.port) for b in every.brokers] == [
+        (3, "coordinator-3.local", 9095)
+    ]
+    assert [
+        (
+            t.name,
+            t.error_code,
+            [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in t.partitions],
+        )
+        for t in every.topics
+    ] == [
         ("clicks", ErrorCode.none, [(0, 3, (3,), (3,))]),
-        ("events", ErrorCode.none, [(0, 3, (3,), (3,)), (1, 3, (3,), (3,))])]
+        ("events", ErrorCode.none, [(0, 3, (3,), (3,)), (1, 3, (3,), (3,))]),
+    ]
     if version >= 2:
         assert every.cluster_id == "gc"
     if version >= 10:
         assert {t.topic_id for t in every.topics} == {ZERO_TOPIC_ID}
 
     topic = dict(name="nope") if version < 10 else dict(name="nope", topic_id=ZERO_TOPIC_ID)
-    named = exchange(ApiKey.METADATA, version, answer, allow_auto_topic_creation=True,
-                     _topics="MetadataRequestTopic", topics=[topic, {**topic, "name": "clicks"}])
+    named = exchange(
+        ApiKey.METADATA,
+        version,
+        answer,
+        allow_auto_topic_creation=True,
+        _topics="MetadataRequestTopic",
+        topics=[topic, {**topic, "name": "clicks"}],
+    )
     assert [(t.name, t.error_code, len(t.partitions)) for t in named.topics] == [
-        ("nope", ErrorCode.unknown_topic_or_partition, 0), ("clicks", ErrorCode.none, 1)]
+        ("nope", ErrorCode.unknown_topic_or_partition, 0),
+        ("clicks", ErrorCode.none, 1),
+    ]
     if version >= 1:
-        none = exchange(ApiKey.METADATA, version, answer, topics=(),
-                        allow_auto_topic_creation=True)
+        none = exchange(ApiKey.METADATA, version, answer, topics=(), allow_auto_topic_creation=True)
         assert none.topics == ()
     if version >= 10:
-        by_id = exchange(ApiKey.METADATA, version, answer, _topics="MetadataRequestTopic",
-                         topics=[dict(name=None, topic_id=uuid.uuid4())])
+        by_id = exchange(
+            ApiKey.METADATA,
+            version,
+            answer,
+            _topics="MetadataRequestTopic",
+            topics=[dict(name=None, topic_id=uuid.uuid4())],
+        )
         assert [(t.name, t.error_code) for t in by_id.topics] == [
-            (None if version >= 12 else "", ErrorCode.unknown_topic_id)]
+            (None if version >= 12 else "", ErrorCode.unknown_topic_id)
+        ]
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.LIST_OFFSETS))
 def test_list_offsets(version):
     def answer(request):
-        return list_offsets_response(request, partitions=CATALOG,
-                                     end_offsets={("events", 1): 42})
+        return list_offsets_response(request, partitions=CATALOG, end_offsets={("events", 1): 42})
 
     listed = exchange(
-        ApiKey.LIST_OFFSETS, version, answer, replica_id=-1, isolation_level=0,
+        ApiKey.LIST_OFFSETS,
+        version,
+        answer,
+        replica_id=-1,
+        isolation_level=0,
         timeout=datetime.timedelta(seconds=1),
-        _topics="ListOffsetsTopic", topics=[dict(
-            name="events", _partitions="ListOffsetsPartition", partitions=[
-                dict(partition_index=0, timestamp=-2, current_leader_epoch=-1),
-                dict(partition_index=1, timestamp=-1, current_leader_epoch=-1),
-                dict(partition_index=0, timestamp=1_700_000_000_000, current_leader_epoch=-1),
-                dict(partition_index=5, timestamp=-1, current_leader_epoch=-1)])])
+        _topics="ListOffsetsTopic",
+        topics=[
+            dict(
+                name="events",
+                _partitions="ListOffsetsPartition",
+                partitions=[
+                    dict(partition_index=0, timestamp=-2, current_leader_epoch=-1),
+                    dict(partition_index=1, timestamp=-1, current_leader_epoch=-1),
+                    dict(partition_index=0, timestamp=1_700_000_000_000, current_leader_epoch=-1),
+                    dict(partition_index=5, timestamp=-1, current_leader_epoch=-1),
+                ],
+            )
+        ],
+    )
     assert [(p.partition_index, p.error_code, p.offset) for p in listed.topics[0].partitions] == [
-        (0, ErrorCode.none, 0), (1, ErrorCode.none, 42), (0, ErrorCode.none, -1),
-        (5, ErrorCode.unknown_topic_or_partition, -1)]
+        (0, ErrorCode.none, 0),
+        (1, ErrorCode.none, 42),
+        (0, ErrorCode.none, -1),
+        (5, ErrorCode.unknown_topic_or_partition, -1),
+    ]
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FETCH))
@@ -134,19 +189,52 @@ def test_fetch_is_answered_empty(version):
     def answer(request):
         return fetch_response(request, partitions=CATALOG, end_offsets={("events", 0): 10})
 
-    partitions = [dict(partition=0, fetch_offset=4, partition_max_bytes=1 << 20,
-                       log_start_offset=-1, current_leader_epoch=-1, last_fetched_epoch=-1),
-                  dict(partition=1, fetch_offset=99, partition_max_bytes=1 << 20,
-                       log_start_offset=-1, current_leader_epoch=-1, last_fetched_epoch=-1)]
+    partitions = [
+        dict(
+            partition=0,
+            fetch_offset=4,
+            partition_max_bytes=1 << 20,
+            log_start_offset=-1,
+            current_leader_epoch=-1,
+            last_fetched_epoch=-1,
+        ),
+        dict(
+            partition=1,
+            fetch_offset=99,
+            partition_max_bytes=1 << 20,
+            log_start_offset=-1,
+            current_leader_epoch=-1,
+            last_fetched_epoch=-1,
+        ),
+    ]
     fetched = exchange(
-        ApiKey.FETCH, version, answer, replica_id=-1, max_wait=datetime.timedelta(milliseconds=500),
-        min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        forgotten_topics_data=(), rack_id="", _topics="FetchTopic", topics=[
+        ApiKey.FETCH,
+        version,
+        answer,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=(),
+        rack_id="",
+        _topics="FetchTopic",
+        topics=[
             dict(topic="events", _partitions="FetchPartition", partitions=partitions),
-            dict(topic="gone", _partitions="FetchPartition", partitions=partitions[:1])])
-    assert [(t.topic, [(p.partition_index, p.error_code, p.high_watermark, p.records)
-                       for p in t.partitions]) for t in fetched.responses] == [
+            dict(topic="gone", _partitions="FetchPartition", partitions=partitions[:1]),
+        ],
+    )
+    assert [
+        (
+            t.topic,
+            [(p.partition_index, p.error_code, p.high_watermark, p.records) for p in t.partitions],
+        )
+        for t in fetched.responses
+    ] == [
         ("events", [(0, ErrorCode.none, 10, b""), (1, ErrorCode.none, 99, b"")]),
-        ("gone", [(0, ErrorCode.unknown_topic_or_partition, -1, None)])]
+        ("gone", [(0, ErrorCode.unknown_topic_or_partition, -1, None)]),
+    ]
     if version >= 7:
         assert fetched.session_id == 0

@@ -43,11 +43,15 @@ def supported_ranges(response) -> dict[int, tuple[int, int]]:
 
 
 def test_api_versions_v0_frame_by_hand_is_answered_with_every_supported_range():
-    frame = sized(b"\x00\x12" b"\x00\x00" b"\x00\x00\x00\x2a" b"\x00\x03abc")
+    frame = sized(b"\x00\x12\x00\x00\x00\x00\x00\x2a\x00\x03abc")
     conn = Connection()
     request = only_request(conn, frame)
     assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
-        18, 0, 42, "abc")
+        18,
+        0,
+        42,
+        "abc",
+    )
     out = conn.send_response(request, api_versions_response(request))
     correlation_id, body = split_response(out, ApiVersionsV0, header_version=0)
     assert correlation_id == 42
@@ -57,10 +61,15 @@ def test_api_versions_v0_frame_by_hand_is_answered_with_every_supported_range():
 
 def test_api_versions_v3_flexible_frame_by_hand_gets_a_v0_response_header():
     frame = sized(
-        b"\x00\x12" b"\x00\x03" b"\x00\x00\x00\x05" b"\x00\x07rdkafka"  # header v2: legacy id
-        b"\x00"                                                         # header tagged fields
-        b"\x0blibrdkafka" b"\x062.3.0"                                  # compact strings
-        b"\x00")                                                        # body tagged fields
+        b"\x00\x12"
+        b"\x00\x03"
+        b"\x00\x00\x00\x05"
+        b"\x00\x07rdkafka"  # header v2: legacy id
+        b"\x00"  # header tagged fields
+        b"\x0blibrdkafka"
+        b"\x062.3.0"  # compact strings
+        b"\x00"
+    )  # body tagged fields
     conn = Connection()
     request = only_request(conn, frame)
     assert request.body.client_software_name == "librdkafka"
@@ -74,8 +83,7 @@ def test_api_versions_v3_flexible_frame_by_hand_gets_a_v0_response_header():
 
 def test_api_versions_above_our_range_is_answered_in_v0_with_unsupported_version():
     # v9 with a body we cannot know: Kafka does not parse it and answers in v0.
-    frame = sized(b"\x00\x12" b"\x00\x09" b"\x00\x00\x00\x63" b"\xff\xff" b"\x00"
-                  b"future body bytes")
+    frame = sized(b"\x00\x12\x00\x09\x00\x00\x00\x63\xff\xff\x00future body bytes")
     conn = Connection()
     request = only_request(conn, frame)
     assert request.unsupported_api_versions and request.body_version == 0
@@ -88,64 +96,99 @@ def test_api_versions_above_our_range_is_answered_in_v0_with_unsupported_version
 
 def test_flexible_join_group_frame_by_hand():
     frame = sized(
-        b"\x00\x0b" b"\x00\x09" b"\x00\x00\x00\x01" b"\xff\xff"  # JoinGroup v9, null client id
-        b"\x00"                                                  # header tagged fields
-        b"\x02g"                                                 # group_id "g"
-        b"\x00\x00\x27\x10" b"\x00\x00\x75\x30"                  # session 10 s, rebalance 30 s
-        b"\x01"                                                  # member_id ""
-        b"\x00"                                                  # group_instance_id null
-        b"\x09consumer"                                          # protocol_type
-        b"\x02" b"\x06range" b"\x03\x00\x01" b"\x00"             # 1 protocol: name, bytes, tags
-        b"\x07rejoin"                                            # reason
-        b"\x00")                                                 # body tagged fields
+        b"\x00\x0b"
+        b"\x00\x09"
+        b"\x00\x00\x00\x01"
+        b"\xff\xff"  # JoinGroup v9, null client id
+        b"\x00"  # header tagged fields
+        b"\x02g"  # group_id "g"
+        b"\x00\x00\x27\x10"
+        b"\x00\x00\x75\x30"  # session 10 s, rebalance 30 s
+        b"\x01"  # member_id ""
+        b"\x00"  # group_instance_id null
+        b"\x09consumer"  # protocol_type
+        b"\x02"
+        b"\x06range"
+        b"\x03\x00\x01"
+        b"\x00"  # 1 protocol: name, bytes, tags
+        b"\x07rejoin"  # reason
+        b"\x00"
+    )  # body tagged fields
     request = only_request(Connection(), frame)
     body = request.body
     assert request.client_id is None
     assert (body.group_id, body.member_id, body.group_instance_id, body.protocol_type) == (
-        "g", "", None, "consumer")
+        "g",
+        "",
+        None,
+        "consumer",
+    )
     assert body.session_timeout.total_seconds() == 10
     assert body.rebalance_timeout.total_seconds() == 30
     assert [(p.name, p.metadata) for p in body.protocols] == [("range", b"\x00\x01")]
     assert body.reason == "rejoin"
 
 
-@pytest.mark.parametrize("name, version, error", [
-    ("apache-kafka-java", "3.7.0", ErrorCode.none),
-    ("librdkafka", "v2.3.0-RC1", ErrorCode.none),
-    ("", "1.0", ErrorCode.invalid_request),
-    ("my client", "1.0", ErrorCode.invalid_request),
-    ("client", "1.0-", ErrorCode.invalid_request),
-])
+@pytest.mark.parametrize(
+    "name, version, error",
+    [
+        ("apache-kafka-java", "3.7.0", ErrorCode.none),
+        ("librdkafka", "v2.3.0-RC1", ErrorCode.none),
+        ("", "1.0", ErrorCode.invalid_request),
+        ("my client", "1.0", ErrorCode.invalid_request),
+        ("client", "1.0-", ErrorCode.invalid_request),
+    ],
+)
 def test_api_versions_v3_checks_client_software_fields_as_kafka_does(name, version, error):
     conn = Connection()
-    request = only_request(conn, request_frame(ApiVersionsV3Request(
-        client_software_name=name, client_software_version=version)))
-    _, body = split_response(conn.send_response(request, api_versions_response(request)),
-                             ApiVersionsV3, header_version=0)
+    request = only_request(
+        conn,
+        request_frame(
+            ApiVersionsV3Request(client_software_name=name, client_software_version=version)
+        ),
+    )
+    _, body = split_response(
+        conn.send_response(request, api_versions_response(request)), ApiVersionsV3, header_version=0
+    )
     assert body.error_code == error
     assert (body.api_keys != ()) == (error == ErrorCode.none)
 
 
 def test_unknown_header_tagged_fields_are_skipped():
-    frame = sized(b"\x00\x12" b"\x00\x03" b"\x00\x00\x00\x05" b"\x00\x01x"
-                  b"\x01" b"\x07\x02hi"                   # one unknown header tag, 2 bytes
-                  b"\x01" b"\x01" b"\x00")
+    frame = sized(
+        b"\x00\x12"
+        b"\x00\x03"
+        b"\x00\x00\x00\x05"
+        b"\x00\x01x"
+        b"\x01"
+        b"\x07\x02hi"  # one unknown header tag, 2 bytes
+        b"\x01"
+        b"\x01"
+        b"\x00"
+    )
     request = only_request(Connection(), frame)
     assert request.body.client_software_name == ""
 
 
-@pytest.mark.parametrize("payload, reason", [
-    (b"\x00\x63\x00\x00\x00\x00\x00\x01\x00\x00", "api key 99 version 0 is not supported"),
-    (b"\x00\x0b\x00\x0a\x00\x00\x00\x01\x00\x00", "api key 11 version 10 is not supported"),
-    (b"\x00\x08\x00\x01\x00\x00\x00\x01\x00\x00", "api key 8 version 1 is not supported"),
-    (b"\x00\x0c\x00", "unreadable request header"),
-    (b"", "unreadable request header"),
-    (b"\x00\x0c\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01g", "undecodable api key 12"),
-])
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        (b"\x00\x63\x00\x00\x00\x00\x00\x01\x00\x00", "api key 99 version 0 is not supported"),
+        (b"\x00\x0b\x00\x0a\x00\x00\x00\x01\x00\x00", "api key 11 version 10 is not supported"),
+        (b"\x00\x08\x00\x01\x00\x00\x00\x01\x00\x00", "api key 8 version 1 is not supported"),
+        (b"\x00\x0c\x00", "unreadable request header"),
+        (b"", "unreadable request header"),
+        (b"\x00\x0c\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01g", "undecodable api key 12"),
+    ],
+)
 def test_requests_kafka_cannot_answer_close_the_connection(payload, reason):
     conn = Connection()
-    out = conn.receive_data(sized(payload) + request_frame(HeartbeatV4(
-        group_id="g", generation_id=1, member_id="m", group_instance_id=None)))
+    out = conn.receive_data(
+        sized(payload)
+        + request_frame(
+            HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+        )
+    )
     assert len(out) == 1 and isinstance(out[0], ProtocolError)
     assert reason in out[0].reason
     assert conn.closed and not conn.wants_data
@@ -156,7 +199,8 @@ def test_bytes_after_a_decoded_body_are_ignored_as_kafka_does():
     # librdkafka's admin client sends 3 bytes after a Metadata v12 body; Kafka answers it.
     conn = Connection()
     metadata_v12 = b"\x00\x03\x00\x0c\x00\x00\x00\x03\x00\x07rdkafka\x00" + bytes.fromhex(
-        "00000000010000")
+        "00000000010000"
+    )
     (request,) = conn.receive_data(sized(metadata_v12))
     assert (request.api_key, request.api_version, request.correlation_id) == (3, 12, 3)
     assert request.body.topics is None and not conn.closed
@@ -171,20 +215,26 @@ def test_negative_and_oversized_frame_sizes_close_before_buffering(size):
 
 
 def test_a_frame_split_byte_by_byte_is_reassembled():
-    frame = request_frame(HeartbeatV4(group_id="g", generation_id=3, member_id="m",
-                                      group_instance_id="i"), correlation_id=11)
+    frame = request_frame(
+        HeartbeatV4(group_id="g", generation_id=3, member_id="m", group_instance_id="i"),
+        correlation_id=11,
+    )
     conn = Connection()
     out = []
     for i in range(len(frame)):
-        out += conn.receive_data(frame[i:i + 1])
+        out += conn.receive_data(frame[i : i + 1])
     assert len(out) == 1 and out[0].correlation_id == 11
     assert out[0].body.group_instance_id == "i"
 
 
 def test_in_flight_limit_holds_requests_back_and_responses_leave_in_request_order():
-    frames = b"".join(request_frame(HeartbeatV4(group_id="g", generation_id=1, member_id="m",
-                                                group_instance_id=None), correlation_id=c)
-                      for c in (1, 2, 3))
+    frames = b"".join(
+        request_frame(
+            HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None),
+            correlation_id=c,
+        )
+        for c in (1, 2, 3)
+    )
     conn = Connection(max_in_flight_requests=2)
     first, second = conn.receive_data(frames)
     assert not conn.wants_data and conn.buffered_bytes > 0
@@ -196,8 +246,8 @@ def test_in_flight_limit_holds_requests_back_and_responses_leave_in_request_orde
     ids = []
     while out:
         (size,) = struct.unpack_from(">i", out)
-        ids.append(split_response(out[:4 + size], HeartbeatResponseV4, header_version=1)[0])
-        out = out[4 + size:]
+        ids.append(split_response(out[: 4 + size], HeartbeatResponseV4, header_version=1)[0])
+        out = out[4 + size :]
     assert ids == [1, 2]
     (third,) = conn.receive_data(b"")
     assert third.correlation_id == 3 and conn.buffered_bytes == 0
@@ -205,8 +255,12 @@ def test_in_flight_limit_holds_requests_back_and_responses_leave_in_request_orde
 
 def test_send_response_rejects_wrong_type_and_unknown_or_repeated_requests():
     conn = Connection()
-    request = only_request(conn, request_frame(HeartbeatV4(
-        group_id="g", generation_id=1, member_id="m", group_instance_id=None)))
+    request = only_request(
+        conn,
+        request_frame(
+            HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+        ),
+    )
     with pytest.raises(ValueError, match="expected a"):
         conn.send_response(request, HeartbeatResponseV0(error_code=ErrorCode.none))
     answer = HeartbeatResponseV4(throttle_time=ZERO_MS, error_code=ErrorCode.none)
@@ -217,8 +271,9 @@ def test_send_response_rejects_wrong_type_and_unknown_or_repeated_requests():
 
 def test_buffer_limit_closes_a_connection_that_keeps_sending_while_held():
     conn = Connection(max_frame_bytes=64, max_buffered_bytes=100)
-    frame = request_frame(HeartbeatV4(group_id="g", generation_id=1, member_id="m",
-                                      group_instance_id=None))
+    frame = request_frame(
+        HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    )
     assert len(conn.receive_data(frame)) == 1
     while True:
         out = conn.receive_data(frame)
@@ -228,8 +283,14 @@ def test_buffer_limit_closes_a_connection_that_keeps_sending_while_held():
     assert conn.buffered_bytes == 0
 
 
-@pytest.mark.parametrize("kwargs", [dict(max_frame_bytes=9), dict(max_in_flight_requests=0),
-                                    dict(max_frame_bytes=100, max_buffered_bytes=100)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(max_frame_bytes=9),
+        dict(max_in_flight_requests=0),
+        dict(max_frame_bytes=100, max_buffered_bytes=100),
+    ],
+)
 def test_bad_limits_are_refused(kwargs):
     with pytest.raises(ValueError):
         Connection(**kwargs)
@@ -237,11 +298,22 @@ def test_bad_limits_are_refused(kwargs):
 
 # -- kio's limits, and that they end in a clean close ----------------------------------------
 
+
 def test_an_unknown_tagged_field_in_a_body_closes_the_connection():
     # Kafka would skip tag 5; kio 0.6.5 raises KeyError on it, which must not escape.
-    frame = sized(b"\x00\x0c" b"\x00\x04" b"\x00\x00\x00\x01" b"\x00\x01x" b"\x00"
-                  b"\x02g" b"\x00\x00\x00\x01" b"\x02m" b"\x00"
-                  b"\x01" b"\x05\x03abc")
+    frame = sized(
+        b"\x00\x0c"
+        b"\x00\x04"
+        b"\x00\x00\x00\x01"
+        b"\x00\x01x"
+        b"\x00"
+        b"\x02g"
+        b"\x00\x00\x00\x01"
+        b"\x02m"
+        b"\x00"
+        b"\x01"
+        b"\x05\x03abc"
+    )
     conn = Connection()
     (error,) = conn.receive_data(frame)
     assert isinstance(error, ProtocolError) and "Unknown tagged field tag: 5" in error.reason
@@ -249,7 +321,7 @@ def test_an_unknown_tagged_field_in_a_body_closes_the_connection():
 
 def test_a_retention_time_beyond_what_python_can_hold_closes_the_connection():
     # OffsetCommit v2: group "", generation -1, member "", retention 2**62 ms, no topics.
-    body = b"\x00\x00" b"\xff\xff\xff\xff" b"\x00\x00" + struct.pack(">q", 2**62) + b"\x00" * 4
-    frame = sized(b"\x00\x08" b"\x00\x02" b"\x00\x00\x00\x01" b"\x00\x00" + body)
+    body = b"\x00\x00\xff\xff\xff\xff\x00\x00" + struct.pack(">q", 2**62) + b"\x00" * 4
+    frame = sized(b"\x00\x08\x00\x02\x00\x00\x00\x01\x00\x00" + body)
     (error,) = Connection().receive_data(frame)
     assert isinstance(error, ProtocolError) and "overflow" in error.reason

@@ -22,10 +22,16 @@ from groupcoord.wire import (
 from .frames import request_frame
 
 MAX_FRAME_BYTES = 4096
-PAIRS = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
-         for version in range(low, high + 1)]
-FUZZ = settings(max_examples=300, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PAIRS = [
+    (key, version)
+    for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+    for version in range(low, high + 1)
+]
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def feed(chunks: list[bytes]) -> list:
@@ -54,8 +60,12 @@ def test_garbage_in_any_chunking(data, cuts):
 
 
 @FUZZ
-@given(pair=st.sampled_from(PAIRS), flexible_header=st.booleans(),
-       body=st.binary(max_size=300), client_id=st.binary(max_size=10))
+@given(
+    pair=st.sampled_from(PAIRS),
+    flexible_header=st.booleans(),
+    body=st.binary(max_size=300),
+    client_id=st.binary(max_size=10),
+)
 def test_random_bodies_behind_valid_headers(pair, flexible_header, body, client_id):
     key, version = pair
     header = struct.pack(">hhih", key, version, 1, len(client_id)) + client_id
@@ -73,13 +83,16 @@ def valid_frames(draw):
 
 
 @FUZZ
-@given(frame=valid_frames(), cut=st.integers(0, 10_000), flips=st.lists(
-    st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3))
+@given(
+    frame=valid_frames(),
+    cut=st.integers(0, 10_000),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+)
 def test_truncated_and_corrupted_real_frames(frame, cut, flips):
     damaged = bytearray(frame)
     for at, mask in flips:
         damaged[at % len(damaged)] ^= mask
-    out = feed([bytes(damaged[:cut % (len(damaged) + 1)])])
+    out = feed([bytes(damaged[: cut % (len(damaged) + 1)])])
     if not flips:
         # A clean prefix is never an error: it is either the whole request or still pending.
         assert all(isinstance(item, WireRequest) for item in out)
@@ -87,8 +100,10 @@ def test_truncated_and_corrupted_real_frames(frame, cut, flips):
 
 
 @FUZZ
-@given(size=st.one_of(st.integers(-(2**31), -1), st.integers(MAX_FRAME_BYTES + 1, 2**31 - 1)),
-       tail=st.binary(max_size=100))
+@given(
+    size=st.one_of(st.integers(-(2**31), -1), st.integers(MAX_FRAME_BYTES + 1, 2**31 - 1)),
+    tail=st.binary(max_size=100),
+)
 def test_negative_and_oversized_sizes_close_at_once(size, tail):
     out = feed([struct.pack(">i", size) + tail])
     assert len(out) == 1 and isinstance(out[0], ProtocolError)
@@ -121,8 +136,14 @@ def test_decoded_memory_is_a_bounded_multiple_of_the_frame():
     # a Python object each once decoded, another once translated for the core).
     frame_limit = 1024 * 1024
     count = (frame_limit - 64) // 6
-    body = (b"\x00\x01g" + struct.pack(">i", 10_000) + b"\x00\x00" + b"\x00\x01c"
-            + struct.pack(">i", count) + b"\x00\x00\x00\x00\x00\x00" * count)
+    body = (
+        b"\x00\x01g"
+        + struct.pack(">i", 10_000)
+        + b"\x00\x00"
+        + b"\x00\x01c"
+        + struct.pack(">i", count)
+        + b"\x00\x00\x00\x00\x00\x00" * count
+    )
     payload = struct.pack(">hhih", 11, 0, 1, -1) + body
     conn = Connection(max_frame_bytes=frame_limit)
     tracemalloc.start()

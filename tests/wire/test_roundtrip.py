@@ -10,10 +10,16 @@ from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, WireRequest,
 
 from .frames import request_frame, split_response
 
-PAIRS = [(key, version) for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
-         for version in range(low, high + 1)]
-SETTINGS = settings(max_examples=6, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PAIRS = [
+    (key, version)
+    for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+    for version in range(low, high + 1)
+]
+SETTINGS = settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def test_every_pair_is_covered():
@@ -29,16 +35,22 @@ def test_request_and_response_round_trip(key, version, data):
     correlation_id = data.draw(st.integers(-(2**31), 2**31 - 1))
     client_id = data.draw(st.none() | st.text(max_size=20))
     conn = Connection()
-    (request,) = conn.receive_data(request_frame(request_body, correlation_id=correlation_id,
-                                                 client_id=client_id))
+    (request,) = conn.receive_data(
+        request_frame(request_body, correlation_id=correlation_id, client_id=client_id)
+    )
     assert isinstance(request, WireRequest), request
     assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
-        key, version, correlation_id, client_id)
+        key,
+        version,
+        correlation_id,
+        client_id,
+    )
     assert request.body == request_body
 
     response_cls = apis.response_class(key, version)
     response_body = data.draw(st.from_type(response_cls))
     frame = conn.send_response(request, response_body)
     header_version = 1 if request_body.__flexible__ and key != ApiKey.API_VERSIONS else 0
-    assert (correlation_id, response_body) == split_response(frame, response_cls,
-                                                             header_version=header_version)
+    assert (correlation_id, response_body) == split_response(
+        frame, response_cls, header_version=header_version
+    )

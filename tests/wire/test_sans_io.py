@@ -11,26 +11,45 @@ import sys
 
 import groupcoord.wire as wire
 
-FORBIDDEN = ("ray", "asyncio", "time", "os", "random", "threading", "socket", "subprocess",
-             "selectors")
-KIO_BASELINE = ("kio.index", "kio.serial", "kio.serial.readers", "kio.schema.errors",
-                "kio.static.primitive")
+FORBIDDEN = (
+    "ray",
+    "asyncio",
+    "time",
+    "os",
+    "random",
+    "threading",
+    "socket",
+    "subprocess",
+    "selectors",
+)
+KIO_BASELINE = (
+    "kio.index",
+    "kio.serial",
+    "kio.serial.readers",
+    "kio.schema.errors",
+    "kio.static.primitive",
+)
 
 
 def test_no_wire_module_imports_an_io_module():
     offenders = []
     for path in sorted(pathlib.Path(wire.__path__[0]).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
-                     else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
     assert offenders == []
 
 
 def test_importing_the_wire_layer_adds_no_io_module_beyond_kio():
-    modules = ["groupcoord.wire"] + [f"groupcoord.wire.{m.name}"
-                                     for m in pkgutil.iter_modules(wire.__path__)]
+    modules = ["groupcoord.wire"] + [
+        f"groupcoord.wire.{m.name}" for m in pkgutil.iter_modules(wire.__path__)
+    ]
     probe = (
         "import sys\n"
         f"for name in {KIO_BASELINE!r}: __import__(name)\n"
@@ -42,6 +61,7 @@ def test_importing_the_wire_layer_adds_no_io_module_beyond_kio():
         "        apis.request_class(key, version), apis.response_class(key, version)\n"
         f"print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {FORBIDDEN!r}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]", f"the wire layer imports {out}"
