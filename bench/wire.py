@@ -50,9 +50,16 @@ STABLE_TIMEOUT_S = 120.0
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "session.timeout.ms": 30_000,
-                     "heartbeat.interval.ms": 3_000, "partition.assignment.strategy": "range"})
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 30_000,
+            "heartbeat.interval.ms": 3_000,
+            "partition.assignment.strategy": "range",
+        }
+    )
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -67,7 +74,7 @@ class Members:
         self.consumers = [_consumer(bootstrap, group) for _ in range(count)]
         self.stop = threading.Event()
         self.commits = [0] * count
-        self.owned: list[list[int]] = [[] for _ in range(count)]   # kept by each member's thread
+        self.owned: list[list[int]] = [[] for _ in range(count)]  # kept by each member's thread
         self.committing = threading.Event()
         self.started = time.perf_counter()
         for c in self.consumers:
@@ -81,17 +88,19 @@ class Members:
         offset = 0
         while not self.stop.is_set():
             consumer.poll(0 if self.committing.is_set() else 0.05)
-            owned = consumer.assignment()          # librdkafka's handle: this thread only
+            owned = consumer.assignment()  # librdkafka's handle: this thread only
             self.owned[index] = [tp.partition for tp in owned]
             if not owned or not self.committing.is_set():
                 continue
             offset += 1
             try:
-                consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, offset)
-                                         for tp in owned], asynchronous=False)
+                consumer.commit(
+                    offsets=[TopicPartition(tp.topic, tp.partition, offset) for tp in owned],
+                    asynchronous=False,
+                )
                 self.commits[index] += 1
             except KafkaException:
-                pass                                   # a rebalance; not counted
+                pass  # a rebalance; not counted
 
     def wait_stable(self) -> float:
         """Seconds from subscribing until every member owns partitions and every partition has
@@ -129,21 +138,34 @@ def wire_row(bootstrap: str, label: str, count: int, seconds: float) -> dict:
         rate = members.commit_rate(seconds)
     finally:
         members.close()
-    return {"target": label, "members": count, "join_to_stable_s": round(join_s, 3),
-            "commits_per_s": round(rate, 1)}
+    return {
+        "target": label,
+        "members": count,
+        "join_to_stable_s": round(join_s, 3),
+        "commits_per_s": round(rate, 1),
+    }
 
 
 async def _ray_rate(router, count: int, seconds: float) -> tuple[float, float]:
     group = f"ray-{count}-{time.monotonic_ns()}"
     started = time.perf_counter()
-    members = [GroupMember(router, group, ["t"], topic_partitions={"t": PARTITIONS},
-                           session_timeout_ms=30_000, heartbeat_interval_ms=3_000)
-               for _ in range(count)]
+    members = [
+        GroupMember(
+            router,
+            group,
+            ["t"],
+            topic_partitions={"t": PARTITIONS},
+            session_timeout_ms=30_000,
+            heartbeat_interval_ms=3_000,
+        )
+        for _ in range(count)
+    ]
     for m in members:
         m.start()
     deadline = time.monotonic() + STABLE_TIMEOUT_S
     while sum(len(m.assignment) for m in members) != PARTITIONS or not all(
-            m.stable for m in members):
+        m.stable for m in members
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError("Ray-handle group never settled")
         await asyncio.sleep(0.01)
@@ -158,6 +180,7 @@ async def _ray_rate(router, count: int, seconds: float) -> tuple[float, float]:
             offset += 1
             await m.commit({tp: offset for tp in m.assignment})
             done += 1
+
     began = time.perf_counter()
     await asyncio.gather(*(commit_loop(m) for m in members))
     rate = done / (time.perf_counter() - began)
@@ -180,43 +203,75 @@ def main() -> None:
     ensure_ray(None, "bench-wire", 2)
     # Storage's defaults sized for CONFIG's largest record, acknowledging before any fsync.
     unsynced = msgspec.structs.replace(log_config_for(CONFIG), fsync_policy="never")
-    never = start(1, str(work / "never"), namespace="bench-never", config=CONFIG,
-                  log_config=unsynced, wire=WireConfig(bootstrap_port=0))
-    always = start(1, str(work / "always"), namespace="bench-always", config=CONFIG,
-                   wire=WireConfig(bootstrap_port=0))
+    never = start(
+        1,
+        str(work / "never"),
+        namespace="bench-never",
+        config=CONFIG,
+        log_config=unsynced,
+        wire=WireConfig(bootstrap_port=0),
+    )
+    always = start(
+        1,
+        str(work / "always"),
+        namespace="bench-always",
+        config=CONFIG,
+        wire=WireConfig(bootstrap_port=0),
+    )
     for d in (never, always):
         d.wait_ready(60)
     rows = []
     try:
         for count in sizes:
-            for label, bootstrap in (("kafka", broker.bootstrap), ("gc-never", never.kafka),
-                                     ("gc-always", always.kafka)):
+            for label, bootstrap in (
+                ("kafka", broker.bootstrap),
+                ("gc-never", never.kafka),
+                ("gc-always", always.kafka),
+            ):
                 rows.append(wire_row(bootstrap, label, count, seconds))
                 print(rows[-1], flush=True)
             join_s, rate = asyncio.run(_ray_rate(never.router, count, seconds))
-            rows.append({"target": "gc-ray", "members": count,
-                         "join_to_stable_s": round(join_s, 3), "commits_per_s": round(rate, 1)})
+            rows.append(
+                {
+                    "target": "gc-ray",
+                    "members": count,
+                    "join_to_stable_s": round(join_s, 3),
+                    "commits_per_s": round(rate, 1),
+                }
+            )
             print(rows[-1], flush=True)
     finally:
         for d in (never, always):
             stop(d)
         broker.stop()
     kafka = {r["members"]: r for r in rows if r["target"] == "kafka"}
-    print(f"\n{'target':<10} {'members':>7} {'commits/s':>10} {'x kafka':>8} "
-          f"{'join s':>7} {'x kafka':>8}")
+    print(
+        f"\n{'target':<10} {'members':>7} {'commits/s':>10} {'x kafka':>8} "
+        f"{'join s':>7} {'x kafka':>8}"
+    )
     for r in rows:
         base = kafka[r["members"]]
         r["commits_vs_kafka"] = round(r["commits_per_s"] / base["commits_per_s"], 2)
         r["join_vs_kafka"] = round(r["join_to_stable_s"] / base["join_to_stable_s"], 2)
-        print(f"{r['target']:<10} {r['members']:>7} {r['commits_per_s']:>10.0f} "
-              f"{r['commits_vs_kafka']:>8.2f} {r['join_to_stable_s']:>7.2f} "
-              f"{r['join_vs_kafka']:>8.2f}")
+        print(
+            f"{r['target']:<10} {r['members']:>7} {r['commits_per_s']:>10.0f} "
+            f"{r['commits_vs_kafka']:>8.2f} {r['join_to_stable_s']:>7.2f} "
+            f"{r['join_vs_kafka']:>8.2f}"
+        )
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
-        json.dump({"date": datetime.now(UTC).isoformat(timespec="seconds"),
-                   "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-                              f"Python {platform.python_version()}",
-                   "quick": args.quick, "seconds_per_row": seconds, "rows": rows}, f, indent=2)
+        json.dump(
+            {
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
+                f"Python {platform.python_version()}",
+                "quick": args.quick,
+                "seconds_per_row": seconds,
+                "rows": rows,
+            },
+            f,
+            indent=2,
+        )
 
 
 if __name__ == "__main__":
