@@ -171,7 +171,7 @@ class PartitionActor:
     async def wire_directory(self, directory: Any) -> None:
         """The router publishes a changed topic catalog (see wire_service)."""
         if self._wire is not None:
-            self._wire.directory = directory
+            self._wire.adopt(directory)
 
     async def ping(self, payload: Any = None) -> Any:
         return payload

@@ -137,10 +137,20 @@ class PartitionListener:
         nodes[self.partition] = self.node
         return [nodes[n] for n in sorted(nodes)]
 
+    def adopt(self, directory: WireDirectory) -> None:
+        """Take the router's directory, but never an older catalog than the one held: a refresh
+        the router answered before publishing a change can arrive after the change did, and
+        a client that just created a topic must not see it vanish. Addresses are always
+        taken (the next refresh corrects any stale one)."""
+        held = self.directory
+        if directory.catalog_version < held.catalog_version:
+            directory = WireDirectory(directory.nodes, held.topics, held.catalog_version)
+        self.directory = directory
+
     async def _refresh_forever(self) -> None:
         while True:
             try:
-                self.directory = await self._router.exchange.remote(self.partition, self.node)
+                self.adopt(await self._router.exchange.remote(self.partition, self.node))
             except Exception as exc:  # the router is restarting: keep what we know
                 log.info(
                     "partition %d: no listener directory from the router (%r)", self.partition, exc

@@ -1,0 +1,63 @@
+"""A partition listener never takes back an older topic catalog than it holds (Ray-free).
+
+The race, as it happened in CI: a listener's periodic refresh is answered by the router just
+before a CreateTopics; the router then publishes the new catalog to the listener and answers the
+client; the refresh's (older) answer arrives last. The client's next Metadata must still list
+the topic it created, or clients that resolve their subscription once (kafka-python) never
+join with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from groupcoord.actors.wire_service import PartitionListener, WireConfig, WireDirectory
+from groupcoord.wire import Node
+
+NODE = Node(0, "127.0.0.1", 9)
+BEFORE = WireDirectory({0: NODE}, {}, 1)
+AFTER = WireDirectory({0: NODE}, {"created": 4}, 2)
+
+
+class SlowRouter:
+    """``exchange`` answers with the catalog as it was when asked, once released."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.release = asyncio.Event()
+        self.exchange = self
+
+    def remote(self, partition, node):
+        async def answer():
+            self.asked.set()
+            await self.release.wait()
+            return BEFORE
+
+        return answer()
+
+
+def test_a_refresh_answered_before_a_publish_does_not_undo_it():
+    async def scenario() -> None:
+        router = SlowRouter()
+        listener = PartitionListener(0, 1, WireConfig(bootstrap_port=0), None, router)
+        listener.node = NODE
+        refresh = asyncio.get_running_loop().create_task(listener._refresh_forever())
+        await router.asked.wait()  # the refresh is under way with the old catalog
+        listener.adopt(AFTER)  # the router publishes the change
+        router.release.set()  # then the old answer arrives
+        await asyncio.sleep(0.05)
+        refresh.cancel()
+        assert listener.directory.topics == {"created": 4}
+        assert listener.directory.catalog_version == 2
+
+    asyncio.run(scenario())
+
+
+def test_addresses_are_always_taken_and_newer_catalogs_replace_older():
+    listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), None, None)
+    listener.adopt(AFTER)
+    moved = Node(1, "127.0.0.1", 10)
+    listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, 1))
+    assert listener.directory.nodes[1] == moved and listener.directory.topics == {"created": 4}
+    listener.adopt(WireDirectory({0: NODE}, {"created": 4, "other": 1}, 3))
+    assert listener.directory.topics == {"created": 4, "other": 1}
