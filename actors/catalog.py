@@ -36,6 +36,9 @@ class CatalogError(ValueError):
         super().__init__(message)
         self.error = error
 
+    def __reduce__(self):  # it crosses from the router to callers: rebuild with both fields
+        return (CatalogError, (self.error, str(self)))
+
 
 def check_topic_name(name: object) -> str:
     """``name`` if it is a legal Kafka topic name, else CatalogError saying why."""

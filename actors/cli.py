@@ -1,6 +1,9 @@
 """``groupcoord``: run the coordinator, watch it survive a failure, administer groups.
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
+                      [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]]
+    groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
+                      | delete TOPIC
     groupcoord demo   [--seconds S] [--log-dir DIR]
     groupcoord status
     groupcoord groups list
@@ -34,12 +37,14 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 import ray
+from ray.exceptions import RayTaskError
 
 from . import bootstrap
 from .admin import AdminClient
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
 from .demo_run import run_demo
 from .output import Output, show_descriptions
+from .wire_service import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0
@@ -99,7 +104,19 @@ def _raise_stopped(signum, frame) -> None:
     raise Stopped(signum)
 
 
+def _wire_config(args) -> WireConfig | None:
+    """The Kafka listeners serve asked for; ValueError (before Ray starts) for a bad one."""
+    if args.kafka_port is None:
+        return None
+    return WireConfig(
+        host=args.kafka_host,
+        bootstrap_port=args.kafka_port,
+        partition_ports=args.kafka_partition_ports,
+    )
+
+
 def cmd_serve(args, out: Output) -> int:
+    wire = _wire_config(args)
     if (
         args.detach
         and not ray.is_initialized()
@@ -120,7 +137,11 @@ def cmd_serve(args, out: Output) -> int:
         for s in previous:
             signal.signal(s, _raise_stopped)
         deployment = start(
-            args.partitions, args.log_dir, namespace=args.namespace, address=args.address
+            args.partitions,
+            args.log_dir,
+            namespace=args.namespace,
+            address=args.address,
+            wire=wire,
         )
         infos = deployment.wait_ready(args.ready_timeout)
         out.note(
@@ -139,7 +160,10 @@ def cmd_serve(args, out: Output) -> int:
                 else ""
             )
         )
+        if deployment.kafka is not None:
+            out.note(f"Kafka clients: bootstrap.servers={deployment.kafka}")
         out.document.update(
+            kafka=deployment.kafka,
             ray_address=deployment.ray_address,
             namespace=deployment.namespace,
             cluster_id=deployment.cluster_id,
@@ -195,6 +219,29 @@ def cmd_status(args, out: Output) -> int:
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
+
+
+def cmd_topics(args, out: Output) -> int:
+    router = _connect(args).router
+    if args.action != "list":
+        if args.topic is None:
+            raise ValueError(f"topics {args.action} needs a topic name")
+        if args.action in ("create", "alter") and args.partitions is None:
+            raise ValueError(f"topics {args.action} needs --partitions N")
+        change = {
+            "create": lambda: router.create_topic.remote(args.topic, args.partitions),
+            "alter": lambda: router.alter_topic.remote(args.topic, args.partitions),
+            "delete": lambda: router.delete_topic.remote(args.topic),
+        }[args.action]
+        try:
+            ray.get(change())
+        except RayTaskError as exc:  # the router refused it: say why in one line
+            raise ValueError(f"topics {args.action} {args.topic}: {exc.cause}") from None
+    topics = ray.get(router.topics.remote())
+    rows = [{"topic": t, "partitions": n} for t, n in sorted(topics.items())]
+    out.show("topics", "topics", rows, ("topic", "partitions"))
+    out.finish()
+    return 0
 
 
 def cmd_groups(args, out: Output) -> int:
@@ -307,6 +354,24 @@ def parser() -> argparse.ArgumentParser:
         help="return once serving (the actors are detached and stay)",
     )
     serve.add_argument("--ready-timeout", type=float, default=120.0)
+    serve.add_argument(
+        "--kafka-port",
+        type=int,
+        default=None,
+        help="serve Kafka clients: the bootstrap listener's port (0: any free port; "
+        "default: no Kafka listeners)",
+    )
+    serve.add_argument(
+        "--kafka-host",
+        default="127.0.0.1",
+        help="the listeners' address (loopback only: no SASL/TLS yet)",
+    )
+    serve.add_argument(
+        "--kafka-partition-ports",
+        type=int,
+        default=0,
+        help="partition n listens on BASE + n (default 0: any free port)",
+    )
 
     demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
     demo.add_argument("--seconds", type=float, default=6.0, help="consuming time per phase")
@@ -330,6 +395,12 @@ def parser() -> argparse.ArgumentParser:
     )
     status = sub.add_parser("status", help="the partitions: state, epoch, load errors")
     common(status, client_address)
+
+    topics = sub.add_parser("topics", help="the topic catalog Kafka clients see")
+    common(topics, client_address)
+    topics.add_argument("action", choices=("list", "create", "alter", "delete"))
+    topics.add_argument("topic", nargs="?")
+    topics.add_argument("--partitions", type=int, help="create/alter: the partition count")
 
     groups = sub.add_parser("groups", help="list, describe, delete groups; reset offsets")
     common(groups, client_address)
@@ -362,7 +433,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             or (args.to_offset is None and not args.to_earliest and not args.to_latest)
         ):
             parser().error("groups reset-offsets needs one group and one --to-... option")
-    commands = {"serve": cmd_serve, "demo": cmd_demo, "groups": cmd_groups, "status": cmd_status}
+    commands = {
+        "serve": cmd_serve,
+        "demo": cmd_demo,
+        "groups": cmd_groups,
+        "status": cmd_status,
+        "topics": cmd_topics,
+    }
     try:
         return commands[args.command](args, out)
     # OSError: an unreadable offsets file, no Ray cluster to connect to (ConnectionError),

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 
 import pytest
 
-from groupcoord.actors.catalog import CATALOG_FILE, MAX_TOPIC_NAME_CHARS, TopicCatalog
+from groupcoord.actors.catalog import (
+    CATALOG_FILE,
+    MAX_TOPIC_NAME_CHARS,
+    CatalogError,
+    TopicCatalog,
+)
+from groupcoord.coordinator import Errors
 
 
 def test_changes_survive_a_reopen_and_bump_the_version(tmp_path):
@@ -67,3 +74,12 @@ def test_the_file_is_plain_json(tmp_path):
         "version": 1,
         "topics": {"events": 3},
     }
+
+
+def test_a_refusal_survives_pickling_with_its_kafka_code():
+    # It crosses from the router actor to callers through Ray's serialization.
+    try:
+        raise CatalogError(Errors.INVALID_PARTITIONS, "a topic can only grow")
+    except CatalogError as exc:
+        again = pickle.loads(pickle.dumps(exc))
+    assert (again.error, str(again)) == (Errors.INVALID_PARTITIONS, "a topic can only grow")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from confluent_kafka.admin import AdminClient as KafkaAdmin
 
 from groupcoord.actors import SyncGroupMember, connect, stop
 from groupcoord.actors.cli import main
@@ -21,7 +22,18 @@ def served(ray_session, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("logs-cli")
     assert (
         main(
-            ["serve", "--namespace", NS, "--partitions", "2", "--log-dir", str(log_dir), "--detach"]
+            [
+                "serve",
+                "--namespace",
+                NS,
+                "--partitions",
+                "2",
+                "--log-dir",
+                str(log_dir),
+                "--detach",
+                "--kafka-port",
+                "0",
+            ]
         )
         == 0
     )
@@ -34,6 +46,37 @@ def run_json(capsys, *argv) -> dict:
     capsys.readouterr()
     assert main([*argv, "--namespace", NS, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def test_topics_set_by_the_cli_are_what_kafka_clients_see(served, capsys):
+    assert served.kafka  # serve --kafka-port 0 started the listeners
+    created = run_json(capsys, "topics", "create", "cli-events", "--partitions", "3")
+    assert {"topic": "cli-events", "partitions": 3} in created["topics"]
+    run_json(capsys, "topics", "alter", "cli-events", "--partitions", "5")
+    admin = KafkaAdmin({"bootstrap.servers": served.kafka})
+    assert len(admin.list_topics(timeout=20).topics["cli-events"].partitions) == 5
+    capsys.readouterr()
+    for refused, why in [
+        (["alter", "cli-events", "--partitions", "2"], "only grow"),
+        (["create", "cli-events", "--partitions", "1"], "already exists"),
+        (["create", "bad name", "--partitions", "1"], "illegal topic name"),
+        (["delete", "nope"], "unknown topic"),
+        (["create", "x"], "--partitions"),
+    ]:
+        assert main(["topics", *refused, "--namespace", NS]) == 2
+        err = capsys.readouterr().err  # the cluster it reached, then the one-line error
+        *_, last = err.strip().splitlines()
+        assert last.startswith("groupcoord: ") and why in last and "Traceback" not in err, err
+    run_json(capsys, "topics", "delete", "cli-events")
+    assert "cli-events" not in run_json(capsys, "topics", "list")["topics"]
+
+
+def test_a_non_local_kafka_listener_is_refused_before_ray_starts(capsys, tmp_path):
+    argv = ["serve", "--log-dir", str(tmp_path), "--kafka-port", "0", "--kafka-host", "0.0.0.0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a loopback address" in err
+    assert not os.listdir(tmp_path)  # nothing was started or written
 
 
 def test_table_formatting():
