@@ -42,11 +42,12 @@ test: lint $(STAMP) $(KAFKA_STAMP)
 test-core: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests/core
 
-bench: $(STAMP)
+bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/core.py
 	$(VENV)/bin/python bench/storage.py
 	$(VENV)/bin/python bench/actors.py
 	$(VENV)/bin/python bench/export.py
+	$(VENV)/bin/python bench/wire.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
