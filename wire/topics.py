@@ -67,61 +67,38 @@ def topic_changes(request: WireRequest) -> list[TopicChange]:
     raise ValueError(f"api key {request.api_key} changes no topics")
 
 
+# Per api: kio's result class and the response field listing the results. One builder serves
+# all three, since ``build`` drops the fields a version does not have.
+_RESULTS = {
+    ApiKey.CREATE_TOPICS: ("CreatableTopicResult", "topics"),
+    ApiKey.CREATE_PARTITIONS: ("CreatePartitionsTopicResult", "results"),
+    ApiKey.DELETE_TOPICS: ("DeletableTopicResult", "responses"),
+}
+
+
 def topics_response(request: WireRequest, results: list[TopicResult]):
     """kio's answer to ``request`` from one ``TopicResult`` per ``topic_changes(request)``."""
     changes = topic_changes(request)
     if len(changes) != len(results):
         raise ValueError(f"{len(changes)} topics asked, {len(results)} answers")
     cls = apis.response_class(request.api_key, request.api_version)
-    pairs = list(zip(changes, results, strict=True))
-    match request.api_key:
-        case ApiKey.CREATE_TOPICS:
-            item = apis.nested_class(cls, "CreatableTopicResult")
-            return build(
-                cls,
-                throttle_time=ZERO_MS,
-                topics=tuple(
-                    build(
-                        item,
-                        name=c.name,
-                        topic_id=ZERO_TOPIC_ID,
-                        error_code=_code(r.error),
-                        error_message=r.message,
-                        topic_config_error_code=_code(Errors.NONE),
-                        num_partitions=r.partitions,
-                        replication_factor=1 if r.error == Errors.NONE else -1,
-                        configs=(),
-                    )
-                    for c, r in pairs
-                ),
-            )
-        case ApiKey.CREATE_PARTITIONS:
-            item = apis.nested_class(cls, "CreatePartitionsTopicResult")
-            return build(
-                cls,
-                throttle_time=ZERO_MS,
-                results=tuple(
-                    build(item, name=c.name, error_code=_code(r.error), error_message=r.message)
-                    for c, r in pairs
-                ),
-            )
-        case ApiKey.DELETE_TOPICS:
-            item = apis.nested_class(cls, "DeletableTopicResult")
-            return build(
-                cls,
-                throttle_time=ZERO_MS,
-                responses=tuple(
-                    build(
-                        item,
-                        name=c.name,
-                        topic_id=ZERO_TOPIC_ID,
-                        error_code=_code(r.error),
-                        error_message=r.message,
-                    )
-                    for c, r in pairs
-                ),
-            )
-    raise ValueError(f"api key {request.api_key} changes no topics")
+    item_name, field = _RESULTS[ApiKey(request.api_key)]
+    item = apis.nested_class(cls, item_name)
+    answers = tuple(
+        build(
+            item,
+            name=change.name,
+            topic_id=ZERO_TOPIC_ID,
+            error_code=_code(result.error),
+            error_message=result.message,
+            topic_config_error_code=_code(Errors.NONE),
+            num_partitions=result.partitions,
+            replication_factor=1 if result.error == Errors.NONE else -1,
+            configs=(),
+        )
+        for change, result in zip(changes, results, strict=True)
+    )
+    return build(cls, throttle_time=ZERO_MS, **{field: answers})
 
 
 def _code(error: Errors) -> ErrorCode:
