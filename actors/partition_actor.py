@@ -71,6 +71,28 @@ def set_load_restarts(directory: str, count: int) -> None:
     )
 
 
+def normal_priority() -> int:
+    """Run this process at niceness 0 if it can; returns the niceness it runs at.
+
+    Ray starts worker processes at niceness 15 (its ``worker_niceness``), which suits batch
+    tasks but not a coordinator: any busy process at the normal priority on the same machine
+    then delays its replies (measured: commits waiting 500 ms while the actor used 8% of a
+    CPU). Raising the priority needs CAP_SYS_NICE; without it, say how to start Ray instead.
+    """
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    if niceness > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            niceness = 0
+        except PermissionError:
+            log.warning(
+                "running at niceness %d: busy processes on this machine will delay the "
+                "coordinator's replies; start Ray with RAY_worker_niceness=0",
+                niceness,
+            )
+    return niceness
+
+
 def _exit_for_restart(exc: BaseException) -> None:
     # The only safe recovery from a failed append is a reload from the log: let Ray restart us.
     log.critical("exiting so that Ray restarts the partition: %r", exc)
@@ -92,6 +114,7 @@ class PartitionActor:
         router: Any = None,
     ) -> None:
         self._runtime: PartitionRuntime | None = None
+        self.niceness = normal_priority()
         self._wire: PartitionListener | None = None
         self._init_error: str | None = None
         self._partition = partition
@@ -182,6 +205,7 @@ class PartitionActor:
             "node": ray.get_runtime_context().get_node_id(),
             "init_error": self._init_error,
             "load_restarts": self.load_restarts,
+            "niceness": self.niceness,
         }
         if self._runtime is None:
             return {**base, "state": "broken", "epoch": -1}

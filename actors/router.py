@@ -22,7 +22,7 @@ from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsRespons
 from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
-from .partition_actor import PartitionActor, partition_actor_name
+from .partition_actor import PartitionActor, normal_priority, partition_actor_name
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
@@ -107,6 +107,7 @@ class RouterActor:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.cluster_id = cluster_id
         self.init_error: str | None = None
+        normal_priority()  # the bootstrap listener answers clients too
         self._nodes: dict = {}  # partition -> its listener's Node
         self._bootstrap: BootstrapListener | None = None
         try:

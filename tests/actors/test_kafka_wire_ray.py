@@ -77,6 +77,8 @@ def test_bootstrap_finds_each_groups_partition_listener(deployment):
     assert {partition_for(g, NUM_PARTITIONS) for g in GROUPS} == {0, 1}
     infos = deployment.infos()
     assert all(info["kafka"] for info in infos)
+    # Ray starts workers niced (15); a coordinator must not be starved by busy neighbours.
+    assert [info["niceness"] for info in infos] == [0] * NUM_PARTITIONS
     for group in GROUPS:
         consumer = _consumer(deployment.kafka, group)
         consumer.subscribe([TOPIC])
