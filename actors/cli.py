@@ -74,7 +74,18 @@ def _offsets_file(path: str) -> Callable[[str, int], int]:
 
 # -- serve -------------------------------------------------------------------------------------
 
-PARTITION_COLUMNS = ("partition", "state", "epoch", "groups", "pid", "node", "attempts", "error")
+PARTITION_COLUMNS = (
+    "partition",
+    "state",
+    "epoch",
+    "groups",
+    "pid",
+    "node",
+    "nice",
+    "kafka",
+    "attempts",
+    "error",
+)
 
 
 def partitions_rows(infos: list[dict]) -> list[dict]:
@@ -82,6 +93,8 @@ def partitions_rows(infos: list[dict]) -> list[dict]:
         {k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
         | {
             "node": str(info.get("node", ""))[:12],
+            "nice": info.get("niceness"),
+            "kafka": info.get("kafka") or "",
             "attempts": info.get("load_attempts"),
             "error": (
                 info.get("load_error") or info.get("init_error") or info.get("fatal_error") or ""
