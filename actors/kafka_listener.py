@@ -121,6 +121,10 @@ class KafkaListener:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
+        except asyncio.CancelledError:
+            # close() ends every connection. Ending as cancelled would make asyncio's stream
+            # callback ask a cancelled task for its exception and log a spurious traceback.
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()

@@ -1,0 +1,60 @@
+"""Kafka's own `kafka-consumer-groups` against groupcoord's listeners: it lists, describes (with
+the members while they are connected), resets (dry run, then execute) and deletes a group.
+
+groupcoord holds offsets, not records, so its ListOffsets answers 0 for every partition: the
+tool shows a log-end offset of 0, and clamps a reset above it to 0, as it does on an empty topic.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.kafka.admin import committed_offsets, create_topic, unique_name
+from tests.kafka.members import wait_until
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.parametrize("bootstrap", ["groupcoord"], indirect=True),
+]
+
+WAIT_S = 60.0
+
+
+def rows(stdout: str, group: str) -> list[list[str]]:
+    return [line.split() for line in stdout.splitlines() if line.split()[:1] == [group]]
+
+
+def column(stdout: str, group: str, topic: str, index: int) -> dict[int, str]:
+    return {int(r[2]): r[index] for r in rows(stdout, group) if r[1] == topic}
+
+
+def test_consumer_groups_tool_against_groupcoord(bootstrap, members, consumer_groups):
+    topic = create_topic(bootstrap, 2)
+    group = unique_name("gc-tool")
+    member = members("confluent-kafka", group, topic, "range")
+    wait_until(lambda: member.assignment() == {0, 1}, WAIT_S, "member owns both partitions")
+    member.commit({0: 3, 1: 4})
+
+    listed = consumer_groups("--list")
+    assert listed.returncode == 0, listed.stderr
+    assert group in listed.stdout.split()
+    described = consumer_groups("--describe", "--group", group)
+    assert described.returncode == 0, described.stderr
+    assert column(described.stdout, group, topic, 3) == {0: "3", 1: "4"}  # CURRENT-OFFSET
+    consumer_ids = set(column(described.stdout, group, topic, 6).values())
+    assert len(consumer_ids) == 1 and consumer_ids != {"-"}  # the connected member
+    member.close()
+
+    reset = ["--reset-offsets", "--group", group, "--topic", topic, "--to-earliest"]
+    planned = consumer_groups(*reset, "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert column(planned.stdout, group, topic, 3) == {0: "0", 1: "0"}  # NEW-OFFSET
+    assert committed_offsets(bootstrap, group, topic) == {0: 3, 1: 4}  # a dry run changes nothing
+    executed = consumer_groups(*reset, "--execute")
+    assert executed.returncode == 0, executed.stderr
+    assert committed_offsets(bootstrap, group, topic) == {0: 0, 1: 0}
+
+    deleted = consumer_groups("--delete", "--group", group)
+    assert deleted.returncode == 0, deleted.stderr
+    assert f"Deletion of requested consumer groups ('{group}') was successful" in deleted.stdout
+    assert group not in consumer_groups("--list").stdout.split()
