@@ -243,22 +243,7 @@ def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payloa
         case ApiKey.LEAVE_GROUP:
             return _leave_group(cls, version, response)
         case ApiKey.OFFSET_COMMIT:
-            topic_cls = apis.nested_class(cls, "OffsetCommitResponseTopic")
-            part_cls = apis.nested_class(cls, "OffsetCommitResponsePartition")
-            by_topic = _grouped(response.partitions, lambda p: p.topic)
-            return build(
-                cls,
-                topics=tuple(
-                    topic_cls(
-                        name=topic,
-                        partitions=tuple(
-                            part_cls(partition_index=p.partition, error_code=_code(p.error))
-                            for p in parts
-                        ),
-                    )
-                    for topic, parts in by_topic.items()
-                ),
-            )
+            return build(cls, topics=_partition_errors(cls, "OffsetCommit", response.partitions))
         case ApiKey.DESCRIBE_GROUPS:
             return _describe_groups(cls, response)
         case ApiKey.LIST_GROUPS:
@@ -289,24 +274,28 @@ def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payloa
                 ),
             )
         case ApiKey.OFFSET_DELETE:
-            topic_cls = apis.nested_class(cls, "OffsetDeleteResponseTopic")
-            part_cls = apis.nested_class(cls, "OffsetDeleteResponsePartition")
-            by_topic = _grouped(response.partitions, lambda p: p.topic)
             return build(
                 cls,
                 error_code=_code(response.error),
-                topics=tuple(
-                    topic_cls(
-                        name=topic,
-                        partitions=tuple(
-                            part_cls(partition_index=p.partition, error_code=_code(p.error))
-                            for p in parts
-                        ),
-                    )
-                    for topic, parts in by_topic.items()
-                ),
+                topics=_partition_errors(cls, "OffsetDelete", response.partitions),
             )
     raise ValueError(f"api key {request.api_key} has no core response")
+
+
+def _partition_errors(cls: type, api: str, partitions: Sequence) -> tuple:
+    """The topics of an OffsetCommit or OffsetDelete response (``api``): each partition's error,
+    grouped by topic in the order answered."""
+    topic_cls = apis.nested_class(cls, f"{api}ResponseTopic")
+    part_cls = apis.nested_class(cls, f"{api}ResponsePartition")
+    return tuple(
+        topic_cls(
+            name=topic,
+            partitions=tuple(
+                part_cls(partition_index=p.partition, error_code=_code(p.error)) for p in parts
+            ),
+        )
+        for topic, parts in _grouped(partitions, lambda p: p.topic).items()
+    )
 
 
 def error_response(request: WireRequest, error: Errors) -> Payload:
