@@ -9,8 +9,8 @@ Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) an
   a connection while one of its requests is being handled, so a client's requests on one
   connection are answered in the order sent (Kafka clients match answers by order);
 * a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
-  a request the core refuses (``ValueError``) closes the connection, as Kafka does; neither ever
-  reaches the partition;
+  a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
+  with a request it cannot parse; neither changes the partition's state;
 * a connection idle for ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms);
   beyond ``max_connections`` a new socket is closed at once. Memory per connection is bounded by
   the connection's buffer (one frame plus one read), and the bytes buffered by all connections
