@@ -30,7 +30,6 @@ from groupcoord.coordinator import (
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
-    Errors,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -56,7 +55,7 @@ DEFAULT_MAX_FETCH_WAIT_MS = 500
 
 Route = Callable[[str, Any], Awaitable[Any]]
 ChangeTopics = Callable[[list[TopicChange]], Awaitable[list[TopicResult]]]
-ListAll = Callable[[ListGroupsRequest], Awaitable[Sequence[ListGroupsResponse]]]
+ListAll = Callable[[ListGroupsRequest], Awaitable[ListGroupsResponse]]
 Locate = Callable[[str], Awaitable[Node | None]]
 
 
@@ -64,13 +63,13 @@ class KafkaGateway:
     """Answers one decoded request at a time (``respond``); holds no per-connection state.
 
     ``route(group_id, core_request)`` returns the core response of the partition owning the
-    group; ``list_groups(request)`` the ListGroups answers of every partition this listener
-    speaks for; ``coordinator_for(group_id)`` the listener of the group's partition (None while
-    it is not serving); ``brokers()`` the listeners Metadata names; ``topics()`` the topic
-    catalog ({topic: partition count}); ``change_topics(changes)`` asks the catalog's owner to
-    apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is this listener, named as the
-    leader of every topic partition in its Metadata answers when it is among the brokers (all
-    listeners answer Fetch and ListOffsets alike).
+    group; ``list_groups(request)`` one ListGroups answer covering every partition this
+    listener speaks for (merged by the caller); ``coordinator_for(group_id)`` the listener of
+    the group's partition (None while it is not serving); ``brokers()`` the listeners Metadata
+    names; ``topics()`` the topic catalog ({topic: partition count}); ``change_topics(changes)``
+    asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
+    this listener, named as the leader of every topic partition in its Metadata answers when it
+    is among the brokers (all listeners answer Fetch and ListOffsets alike).
     """
 
     def __init__(
@@ -127,7 +126,9 @@ class KafkaGateway:
                 answers = [await self._route(one.group_id, one) for one in asked]
                 return offset_fetch_from_core(request, answers)
             case ApiKey.LIST_GROUPS:
-                return response_from_core(request, await self._list_all(request))
+                return response_from_core(
+                    request, await self._list_groups(request_to_core(request))
+                )
             case ApiKey.DESCRIBE_GROUPS:
                 return response_from_core(request, await self._describe(request))
             case ApiKey.DELETE_GROUPS:
@@ -149,14 +150,6 @@ class KafkaGateway:
         keys = list(body.coordinator_keys) if request.api_version >= 4 else [body.key]
         found = {key: await self._coordinator_for(key) for key in dict.fromkeys(keys)}
         return find_coordinator_response(request, found.get)
-
-    async def _list_all(self, request: WireRequest) -> ListGroupsResponse:
-        core_request = request_to_core(request)
-        answers = await self._list_groups(core_request)
-        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any of its partitions is loading,
-        # with the groups of the others: clients retry for the full list.
-        error = next((a.error for a in answers if a.error != Errors.NONE), Errors.NONE)
-        return ListGroupsResponse(error, [g for a in answers for g in a.groups])
 
     async def _describe(self, request: WireRequest) -> DescribeGroupsResponse:
         asked: DescribeGroupsRequest = request_to_core(request)

@@ -123,8 +123,8 @@ class PartitionListener:
     async def _route(self, group_id: str, request: Any) -> Any:
         return await self._runtime.handle(request)
 
-    async def _list_groups(self, request: Any) -> list:
-        return [await self._runtime.handle(request)]
+    async def _list_groups(self, request: Any) -> Any:
+        return await self._runtime.handle(request)
 
     async def _coordinator_for(self, group_id: str) -> Node | None:
         return self.directory.nodes.get(partition_for(group_id, self.num_partitions))
@@ -204,8 +204,9 @@ class BootstrapListener:
         except RayActorError:  # restarting: the client retries
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
 
-    async def _list_all(self, request: Any) -> list:
-        return [await self._list_groups(list(request.states_filter))]
+    async def _list_all(self, request: Any) -> Any:
+        # The router's list_groups asks every partition and merges (merge_list_groups).
+        return await self._list_groups(list(request.states_filter))
 
     async def _coordinator_for(self, group_id: str) -> Node | None:
         return self._nodes.get(partition_for(group_id, self.num_partitions))

@@ -21,6 +21,15 @@ from groupcoord.coordinator import CoordinatorConfig
 
 from .fakes import MemoryLog
 
+# The in-process client tests' coordinator settings and members: short timers, no join delay.
+CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
+MEMBER = dict(
+    topic_partitions={"t": 2},
+    session_timeout_ms=2_000,
+    heartbeat_interval_ms=100,
+    rebalance_timeout_ms=2_000,
+)
+
 
 class _Method:
     def __init__(self, function) -> None:

@@ -62,7 +62,7 @@ class WirePartition:
             return await runtime.handle(request)
 
         async def list_groups(request):
-            return [await runtime.handle(request)]
+            return await runtime.handle(request)
 
         async def coordinator_for(group_id):
             return gateway.node

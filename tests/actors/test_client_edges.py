@@ -22,7 +22,6 @@ from groupcoord.actors import (
 )
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.coordinator import (
-    CoordinatorConfig,
     Errors,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -36,14 +35,8 @@ from groupcoord.coordinator import (
 
 from .fakes import MemoryLog
 from .helpers import Tracker, wait_until
+from .inproc import CONFIG, MEMBER
 
-CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
-MEMBER = dict(
-    topic_partitions={"t": 2},
-    session_timeout_ms=2_000,
-    heartbeat_interval_ms=100,
-    rebalance_timeout_ms=2_000,
-)
 OUTER_S = 30  # a generous bound around calls that must end on their own
 
 

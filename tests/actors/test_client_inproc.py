@@ -16,7 +16,6 @@ from groupcoord.actors import (
     RebalanceListener,
 )
 from groupcoord.coordinator import (
-    CoordinatorConfig,
     Errors,
     LeaveGroupRequest,
     MemberIdentity,
@@ -25,15 +24,7 @@ from groupcoord.coordinator import (
     SyncGroupRequest,
 )
 
-from .inproc import InProcRouter, serving_runtime
-
-CONFIG = CoordinatorConfig(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
-MEMBER = dict(
-    topic_partitions={"t": 2},
-    session_timeout_ms=2_000,
-    heartbeat_interval_ms=100,
-    rebalance_timeout_ms=2_000,
-)
+from .inproc import CONFIG, MEMBER, InProcRouter, serving_runtime
 
 
 class BrokenListener(RebalanceListener):
