@@ -159,6 +159,10 @@ class OffsetFetchRequest(_Msg):
     group_id: str
     partitions: list[TopicPartition] | None
     require_stable: bool = False
+    # OffsetFetch v9+ (KIP-848): checked against a consumer group's member epochs only; a
+    # classic group ignores them, as before.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 class OffsetFetchResponsePartition(_Msg):

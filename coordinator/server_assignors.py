@@ -1,0 +1,198 @@
+"""KIP-848's server-side assignors: the coordinator computes each consumer group's target
+assignment itself, with ``uniform`` (Kafka's default) or ``range``.
+
+The interface is one pure method::
+
+    assignor.assign(spec: AssignmentSpec) -> dict[member_id, dict[topic, frozenset[int]]]
+
+``spec.members`` maps every member id to a ``MemberSpec``: the topics it subscribes to (already
+resolved: names and regular expressions against the topic catalog), its current *target*
+assignment (what the previous epoch gave it; assignors use it to be sticky), its instance id and
+rack. ``spec.topics`` maps each subscribed topic that exists to its partition count. The result
+has an entry for every member (possibly empty), gives each partition of a subscribed topic to
+exactly one member subscribed to it, and names no other partition. Assignors are stateless and
+deterministic (same spec, same result); ``tests/core/test_server_assignors.py`` checks these
+properties. ``ServerAssignor`` is the structural type another implementation must satisfy.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from typing import Protocol
+
+import msgspec
+
+Assignment = dict[str, dict[str, frozenset[int]]]  # member id -> topic -> partitions
+
+
+class MemberSpec(msgspec.Struct, frozen=True):
+    subscribed_topics: frozenset[str]
+    current: Mapping[str, frozenset[int]] = {}  # the member's target assignment so far
+    instance_id: str | None = None
+    rack_id: str | None = None
+
+
+class AssignmentSpec(msgspec.Struct, frozen=True):
+    members: Mapping[str, MemberSpec]
+    topics: Mapping[str, int]  # topic name -> partition count (subscribed, existing topics)
+
+
+class ServerAssignor(Protocol):
+    name: str
+
+    def assign(self, spec: AssignmentSpec) -> Assignment: ...
+
+
+def _empty(spec: AssignmentSpec) -> dict[str, dict[str, set[int]]]:
+    return {member_id: {} for member_id in spec.members}
+
+
+def _freeze(result: dict[str, dict[str, set[int]]]) -> Assignment:
+    return {
+        member_id: {topic: frozenset(parts) for topic, parts in topics.items() if parts}
+        for member_id, topics in result.items()
+    }
+
+
+def _subscribers(spec: AssignmentSpec) -> dict[str, list[str]]:
+    """Topic -> its subscribers, in a fixed order: by instance id where set, then member id
+    (as Kafka's range assignor orders members, so a static member keeps its place)."""
+
+    def rank(member_id: str) -> tuple[bool, str, str]:
+        instance_id = spec.members[member_id].instance_id
+        return (instance_id is None, instance_id or "", member_id)
+
+    order = sorted(spec.members, key=rank)
+    subscribers: dict[str, list[str]] = {topic: [] for topic in spec.topics}
+    for member_id in order:
+        for topic in spec.members[member_id].subscribed_topics:
+            if topic in subscribers:
+                subscribers[topic].append(member_id)
+    return subscribers
+
+
+class RangeAssignor:
+    """Per topic, its subscribers (ordered as ``_subscribers``) get contiguous ranges: each
+    ``count // n`` partitions and the first ``count % n`` one more. Members with the same
+    subscriptions thus get the same partition numbers of every topic (co-partitioning)."""
+
+    name = "range"
+
+    def assign(self, spec: AssignmentSpec) -> Assignment:
+        result = _empty(spec)
+        for topic, members in _subscribers(spec).items():
+            if not members:
+                continue
+            count = spec.topics[topic]
+            base, extra = divmod(count, len(members))
+            start = 0
+            for index, member_id in enumerate(members):
+                size = base + (1 if index < extra else 0)
+                if size:
+                    result[member_id][topic] = set(range(start, start + size))
+                start += size
+        return _freeze(result)
+
+
+class UniformAssignor:
+    """Spreads partitions as evenly as subscriptions allow, keeping partitions where they are.
+
+    1. Sticky: every member keeps the partitions of its current target that still exist and it
+       still subscribes to, up to its share when all members subscribe to the same topics
+       (``total // n``, plus one for the first ``total % n`` members by how much they hold).
+    2. Fill: each unassigned partition goes to the least loaded member subscribed to its topic
+       (ties: member order).
+    3. Balance (different subscriptions only): while a member holds two or more partitions more
+       than another member that could take one of them, move one.
+    """
+
+    name = "uniform"
+
+    def assign(self, spec: AssignmentSpec) -> Assignment:
+        members = sorted(spec.members)
+        result = _empty(spec)
+        if not members:
+            return {}
+        subscriptions = {
+            m: frozenset(t for t in spec.members[m].subscribed_topics if t in spec.topics)
+            for m in members
+        }
+        homogeneous = len(set(subscriptions.values())) == 1
+        load = dict.fromkeys(members, 0)
+        owned: set[tuple[str, int]] = set()
+        caps = self._caps(spec, members, subscriptions) if homogeneous else None
+        for m in members:
+            cap = caps[m] if caps is not None else None
+            for topic, parts in sorted(spec.members[m].current.items()):
+                if topic not in subscriptions[m]:
+                    continue
+                for p in sorted(parts):
+                    if cap is not None and load[m] >= cap:
+                        break
+                    if p < spec.topics[topic] and (topic, p) not in owned:
+                        owned.add((topic, p))
+                        result[m].setdefault(topic, set()).add(p)
+                        load[m] += 1
+        by_subscribers: dict[tuple[str, ...], list[str]] = {}
+        for topic, subs in _subscribers(spec).items():
+            if subs:
+                by_subscribers.setdefault(tuple(sorted(subs)), []).append(topic)
+        for subs, topics in sorted(by_subscribers.items()):
+            heap = [(load[m], m) for m in subs]
+            heapq.heapify(heap)
+            for topic in sorted(topics):
+                for p in range(spec.topics[topic]):
+                    if (topic, p) in owned:
+                        continue
+                    _, m = heapq.heappop(heap)
+                    result[m].setdefault(topic, set()).add(p)
+                    load[m] += 1
+                    heapq.heappush(heap, (load[m], m))
+        if not homogeneous:
+            self._balance(result, load, subscriptions)
+        return _freeze(result)
+
+    @staticmethod
+    def _caps(spec: AssignmentSpec, members: list[str], subscriptions) -> dict[str, int]:
+        """Each member's share when all subscribe alike: the members that hold the most of
+        their current assignment get the ``total % n`` extra partitions."""
+        topics = subscriptions[members[0]]
+        total = sum(spec.topics[t] for t in topics)
+        base, extra = divmod(total, len(members))
+
+        def kept(m: str) -> int:
+            current = spec.members[m].current
+            return sum(sum(1 for p in current.get(t, ()) if p < spec.topics[t]) for t in topics)
+
+        ranked = sorted(members, key=lambda m: (-kept(m), m))
+        return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+
+    @staticmethod
+    def _balance(result, load: dict[str, int], subscriptions) -> None:
+        # Each move lowers the sum of squared loads, so the loop ends.
+        moved = True
+        while moved:
+            moved = False
+            for giver in sorted(load, key=lambda m: (-load[m], m)):
+                for topic in sorted(result[giver]):
+                    takers = [
+                        m for m in load if topic in subscriptions[m] and load[m] < load[giver] - 1
+                    ]
+                    if not takers or not result[giver][topic]:
+                        continue
+                    taker = min(takers, key=lambda m: (load[m], m))
+                    p = max(result[giver][topic])
+                    result[giver][topic].discard(p)
+                    result[taker].setdefault(topic, set()).add(p)
+                    load[giver] -= 1
+                    load[taker] += 1
+                    moved = True
+                    break
+                if moved:
+                    break
+
+
+SERVER_ASSIGNORS: dict[str, ServerAssignor] = {
+    a.name: a for a in (UniformAssignor(), RangeAssignor())
+}
