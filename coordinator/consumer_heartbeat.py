@@ -23,6 +23,7 @@ heartbeat gets COORDINATOR_LOAD_IN_PROGRESS: an empty catalog would look like ev
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import re2
 
@@ -64,6 +65,9 @@ from .records import GroupMetadataKey, Record
 from .server_assignors import SERVER_ASSIGNORS, AssignmentSpec, MemberSpec
 from .validation import is_int32, string_ok
 
+if TYPE_CHECKING:
+    from .shard import Step
+
 
 class Refusal(Exception):
     """A request refused with a Kafka error (and message); raised before any record."""
@@ -95,7 +99,7 @@ def _response_assignment(assigned: Partitions) -> ConsumerGroupHeartbeatAssignme
 class ConsumerHeartbeatMixin:
     # -- the topic catalog --------------------------------------------------------------------
 
-    def update_topics(self, now_ms: int, topics: Mapping[str, int]):
+    def update_topics(self, now_ms: int, topics: Mapping[str, int]) -> Step:
         """Replace the topic catalog (topic name -> partition count). Consumer groups whose
         subscribed topics' partition counts change get a new group epoch (a rebalance), as
         Kafka's metadata-change rebalance. ValueError (and no change) for a bad catalog."""
@@ -245,8 +249,11 @@ class ConsumerHeartbeatMixin:
     def _check_member_epoch(self, member: ConsumerMember, req) -> None:
         """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: a member may come back with
         its previous epoch (the response that bumped it may have been lost) if it owns only
-        partitions of its current assignment."""
+        partitions of its current assignment; and with epoch 0 it rejoins after being fenced
+        (KAFKA-19233, Kafka 4.3), whatever its epoch here."""
         received, known = req.member_epoch, member.member_epoch
+        if received == 0:
+            return
         if received > known:
             side = "greater"
         elif received < known and (

@@ -12,14 +12,14 @@ rack. ``spec.topics`` maps each subscribed topic that exists to its partition co
 has an entry for every member (possibly empty), gives each partition of a subscribed topic to
 exactly one member subscribed to it, and names no other partition. Assignors are stateless and
 deterministic (same spec, same result); ``tests/core/test_server_assignors.py`` checks these
-properties. ``ServerAssignor`` is the structural type another implementation must satisfy.
+properties. Another implementation subclasses ``ServerAssignor`` and joins ``SERVER_ASSIGNORS``.
 """
 
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Protocol
 
 import msgspec
 
@@ -38,10 +38,14 @@ class AssignmentSpec(msgspec.Struct, frozen=True):
     topics: Mapping[str, int]  # topic name -> partition count (subscribed, existing topics)
 
 
-class ServerAssignor(Protocol):
+class ServerAssignor(ABC):
+    """The interface (module docstring): a name members may ask for, and ``assign``."""
+
     name: str
 
-    def assign(self, spec: AssignmentSpec) -> Assignment: ...
+    @abstractmethod
+    def assign(self, spec: AssignmentSpec) -> Assignment:
+        """The target assignment of every member in ``spec`` (module docstring)."""
 
 
 def _empty(spec: AssignmentSpec) -> dict[str, dict[str, set[int]]]:
@@ -72,7 +76,7 @@ def _subscribers(spec: AssignmentSpec) -> dict[str, list[str]]:
     return subscribers
 
 
-class RangeAssignor:
+class RangeAssignor(ServerAssignor):
     """Per topic, its subscribers (ordered as ``_subscribers``) get contiguous ranges: each
     ``count // n`` partitions and the first ``count % n`` one more. Members with the same
     subscriptions thus get the same partition numbers of every topic (co-partitioning)."""
@@ -95,7 +99,7 @@ class RangeAssignor:
         return _freeze(result)
 
 
-class UniformAssignor:
+class UniformAssignor(ServerAssignor):
     """Spreads partitions as evenly as subscriptions allow, keeping partitions where they are.
 
     1. Sticky: every member keeps the partitions of its current target that still exist and it

@@ -87,7 +87,7 @@ class ConsumerHarness(Harness):
             )
         )
 
-    def join(self, member_id, names=("foo", "bar"), group_id=GROUP, **kwargs):
+    def subscribe(self, member_id, names=("foo", "bar"), group_id=GROUP, **kwargs):
         kwargs.setdefault("rebalance_ms", REBALANCE_MS)
         return self.hb(member_id, 0, group_id=group_id, names=list(names), owned={}, **kwargs)
 

@@ -36,7 +36,7 @@ def record_keys(h, since):
 def test_member_joins_empty_group_and_gets_every_partition():
     h = ConsumerHarness()
     start = len(h.records)
-    r = h.join("m1")
+    r = h.subscribe("m1")
     assert r.error_code == Errors.NONE
     assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("m1", 1, 5_000)
     assert as_dict(r.assignment) == ALL
@@ -55,7 +55,7 @@ def test_member_joins_empty_group_and_gets_every_partition():
 
 def test_heartbeat_without_change_writes_nothing_and_omits_the_assignment():
     h = ConsumerHarness()
-    h.join("m1")
+    h.subscribe("m1")
     start = len(h.records)
     r = h.hb("m1", 1)
     assert (r.error_code, r.member_epoch, r.assignment) == (Errors.NONE, 1, None)
@@ -77,8 +77,8 @@ def test_v0_member_id_is_generated_by_the_coordinator():
 
 def test_new_member_triggers_rebalance_with_revocation_before_assignment():
     h = ConsumerHarness()
-    h.join("m1")
-    r2 = h.join("m2")
+    h.subscribe("m1")
+    r2 = h.subscribe("m2")
     assert r2.member_epoch == 2
     # m2's target partitions are still m1's: it gets none yet and waits for them.
     assert as_dict(r2.assignment) == {}
@@ -104,8 +104,8 @@ def test_new_member_triggers_rebalance_with_revocation_before_assignment():
 
 def test_member_leaves_and_bumps_the_group_epoch():
     h = ConsumerHarness()
-    h.join("m1")
-    h.join("m2")
+    h.subscribe("m1")
+    h.subscribe("m2")
     start = len(h.records)
     r = h.hb("m2", -1)
     assert (r.error_code, r.member_id, r.member_epoch) == (Errors.NONE, "m2", -1)
@@ -127,7 +127,7 @@ def test_member_leaves_and_bumps_the_group_epoch():
 
 def test_subscription_change_triggers_new_target_assignment():
     h = ConsumerHarness()
-    h.join("m1")
+    h.subscribe("m1")
     r = h.hb("m1", 1, names=["foo", "bar", "zar"])
     assert r.member_epoch == 2
     assert as_dict(r.assignment) == {**ALL, "zar": frozenset({0, 1})}
@@ -136,8 +136,8 @@ def test_subscription_change_triggers_new_target_assignment():
 
 def test_member_epoch_validation():
     h = ConsumerHarness()
-    h.join("m1")
-    h.join("m2")
+    h.subscribe("m1")
+    h.subscribe("m2")
     h.hb("m1", 1, owned=ALL)
     h.hb("m1", 1, owned=h.group().target["m1"])  # m1 now at epoch 2, previous 1
     m1 = h.member("m1").assignment
@@ -151,16 +151,17 @@ def test_member_epoch_validation():
     # ... not without owned partitions, nor with partitions outside the assignment.
     assert h.hb("m1", 1).error_code == Errors.FENCED_MEMBER_EPOCH
     assert h.hb("m1", 1, owned=ALL).error_code == Errors.FENCED_MEMBER_EPOCH
-    assert h.hb("m1", 0, names=["foo"], owned={}, rebalance_ms=1).error_code == (
-        Errors.FENCED_MEMBER_EPOCH
-    )
+    # A fenced member rejoins with epoch 0 under its id (KAFKA-19233) and gets its assignment.
+    rejoin = h.subscribe("m1")
+    assert (rejoin.error_code, rejoin.member_epoch) == (Errors.NONE, 2)
+    assert as_dict(rejoin.assignment) == h.group().target["m1"]
 
 
 def test_unknown_group_and_unknown_member():
     h = ConsumerHarness()
     r = h.hb("m1", 10)
     assert r.error_code == Errors.GROUP_ID_NOT_FOUND
-    h.join("m1")
+    h.subscribe("m1")
     r = h.hb("m9", 1)
     assert r.error_code == Errors.UNKNOWN_MEMBER_ID
     assert r.error_message == f"Member m9 is not a member of group {GROUP}."
@@ -169,10 +170,10 @@ def test_unknown_group_and_unknown_member():
 
 def test_group_max_size():
     h = ConsumerHarness(consumer_group_max_size=2)
-    h.join("m1")
-    h.join("m2")
+    h.subscribe("m1")
+    h.subscribe("m2")
     before = len(h.records)
-    r = h.join("m3")
+    r = h.subscribe("m3")
     assert r.error_code == Errors.GROUP_MAX_SIZE_REACHED
     assert h.records[before:] == []
     assert h.hb("m2", 2).error_code == Errors.NONE  # members already in are fine
@@ -213,7 +214,7 @@ def test_invalid_requests_change_nothing(fields, message):
 
 def test_unsupported_assignor_and_invalid_regex():
     h = ConsumerHarness()
-    r = h.join("m1", assignor="sticky")
+    r = h.subscribe("m1", assignor="sticky")
     assert r.error_code == Errors.UNSUPPORTED_ASSIGNOR
     assert r.error_message == (
         "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
@@ -239,8 +240,8 @@ def test_regex_subscription_follows_the_catalog():
 
 def test_partition_count_change_bumps_subscribed_groups_only():
     h = ConsumerHarness()
-    h.join("m1", names=["foo"])
-    h.join("m1", names=["zar"], group_id=OTHER_GROUP)  # another partition's group: refused
+    h.subscribe("m1", names=["foo"])
+    h.subscribe("m1", names=["zar"], group_id=OTHER_GROUP)  # another partition's group: refused
     h.set_topics({"foo": 8, "bar": 3, "zar": 2})
     assert h.group().group_epoch == 2
     r = h.hb("m1", 1, owned={"foo": range(6)})
@@ -271,8 +272,8 @@ def test_heartbeat_before_the_catalog_is_known_is_retriable():
 
 def test_session_timeout_fences_the_member():
     h = ConsumerHarness(consumer_group_session_timeout_ms=45_000)
-    h.join("m1")
-    h.join("m2")
+    h.subscribe("m1")
+    h.subscribe("m2")
     h.advance(40_000)
     h.hb("m1", 1, owned=ALL)
     h.hb("m1", 1, owned=h.group().target["m1"])  # revoked: no rebalance deadline left
@@ -286,8 +287,8 @@ def test_session_timeout_fences_the_member():
 
 def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
     h = ConsumerHarness()
-    h.join("m1", rebalance_ms=1_000)
-    h.join("m2")
+    h.subscribe("m1", rebalance_ms=1_000)
+    h.subscribe("m2")
     h.hb("m1", 1, owned=ALL)
     assert h.member("m1").assignment.state == UNREVOKED_PARTITIONS
     h.advance(999)
@@ -302,8 +303,8 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
 
 def test_revoking_in_time_cancels_the_rebalance_timeout():
     h = ConsumerHarness()
-    h.join("m1", rebalance_ms=1_000)
-    h.join("m2")
+    h.subscribe("m1", rebalance_ms=1_000)
+    h.subscribe("m2")
     h.hb("m1", 1, owned=ALL)
     h.hb("m1", 1, owned=h.group().target["m1"])
     h.advance(2_000)
@@ -312,8 +313,8 @@ def test_revoking_in_time_cancels_the_rebalance_timeout():
 
 def test_static_member_leaves_with_epoch_minus_two_and_is_replaced():
     h = ConsumerHarness()
-    h.join("m1", instance_id="i1")
-    h.join("m2", instance_id="i2")
+    h.subscribe("m1", instance_id="i1")
+    h.subscribe("m2", instance_id="i2")
     h.hb("m1", 1, owned=ALL, instance_id="i1")
     h.hb("m1", 1, owned=h.group().target["m1"], instance_id="i1")
     h.hb("m2", 2, owned={}, instance_id="i2")
@@ -325,7 +326,7 @@ def test_static_member_leaves_with_epoch_minus_two_and_is_replaced():
     assert h.member("m2").assignment.assigned == target2  # kept for the new instance
     assert h.group().group_epoch == epoch  # no rebalance
     # The same instance comes back under a new member id: it takes over without a rebalance.
-    r = h.join("m2-new", instance_id="i2")
+    r = h.subscribe("m2-new", instance_id="i2")
     assert r.error_code == Errors.NONE and r.member_epoch == epoch
     assert as_dict(r.assignment) == target2
     assert "m2" not in h.group().members and h.group().group_epoch == epoch
@@ -333,15 +334,15 @@ def test_static_member_leaves_with_epoch_minus_two_and_is_replaced():
 
 def test_static_member_rejoining_before_leaving_gets_unreleased_instance_id():
     h = ConsumerHarness()
-    h.join("m1", instance_id="i1")
-    r = h.join("m1-new", instance_id="i1")
+    h.subscribe("m1", instance_id="i1")
+    r = h.subscribe("m1-new", instance_id="i1")
     assert r.error_code == Errors.UNRELEASED_INSTANCE_ID
     assert "cannot join the group because the instance id is owned by m1" in r.error_message
 
 
 def test_static_member_identity_checks():
     h = ConsumerHarness()
-    h.join("m1", instance_id="i1")
+    h.subscribe("m1", instance_id="i1")
     assert h.hb("m1", 1, instance_id="unknown").error_code == Errors.UNKNOWN_MEMBER_ID
     assert h.hb("other", 1, instance_id="i1").error_code == Errors.FENCED_INSTANCE_ID
     assert h.hb("other", -2, instance_id="i1").error_code == Errors.FENCED_INSTANCE_ID
@@ -352,7 +353,7 @@ def test_static_member_identity_checks():
 
 def test_static_member_that_left_is_fenced_by_its_session():
     h = ConsumerHarness(consumer_group_session_timeout_ms=10_000)
-    h.join("m1", instance_id="i1")
+    h.subscribe("m1", instance_id="i1")
     h.hb("m1", -2, instance_id="i1")
     h.advance(10_000)
     assert h.group().members == {}
@@ -360,8 +361,8 @@ def test_static_member_that_left_is_fenced_by_its_session():
 
 def test_uniform_is_default_and_range_on_request():
     h = ConsumerHarness()
-    h.join("m1", assignor="range")
-    h.join("m2", assignor="range")
+    h.subscribe("m1", assignor="range")
+    h.subscribe("m2", assignor="range")
     group = h.group()
     assert group.target["m1"] == {"foo": frozenset({0, 1, 2}), "bar": frozenset({0, 1})}
     assert group.target["m2"] == {"foo": frozenset({3, 4, 5}), "bar": frozenset({2})}
