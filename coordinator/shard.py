@@ -31,9 +31,10 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
 
 The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
 delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
-consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat, the
-topic catalog, their timers) and ``consumer_admin`` (ConsumerGroupDescribe, and the classic APIs
-on a consumer group's id); their records go through ``consumer_group.apply``, live and on load.
+consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
+``consumer_membership`` (the topic catalog, leaving, fencing, timers) and ``consumer_admin``
+(ConsumerGroupDescribe, and the classic APIs on a consumer group's id); their records go through
+``consumer_group.apply``, live and on load.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from .config import CoordinatorConfig
 from .consumer_admin import ConsumerAdminMixin
 from .consumer_group import ConsumerGroup, apply
 from .consumer_heartbeat import ConsumerHeartbeatMixin
+from .consumer_membership import ConsumerMembershipMixin
 from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .consumer_records import CONSUMER_KEY_TYPES
 from .errors import Errors
@@ -124,7 +126,13 @@ class SequentialIds:
         )
 
 
-class Shard(ConsumerAdminMixin, ConsumerHeartbeatMixin, MembershipMixin, OffsetsMixin):
+class Shard(
+    ConsumerAdminMixin,
+    ConsumerHeartbeatMixin,
+    ConsumerMembershipMixin,
+    MembershipMixin,
+    OffsetsMixin,
+):
     """One offsets partition's groups, offsets and deadlines. See the module docstring."""
 
     def __init__(

@@ -366,3 +366,15 @@ def test_uniform_is_default_and_range_on_request():
     group = h.group()
     assert group.target["m1"] == {"foo": frozenset({0, 1, 2}), "bar": frozenset({0, 1})}
     assert group.target["m2"] == {"foo": frozenset({3, 4, 5}), "bar": frozenset({2})}
+
+
+def test_a_subscription_larger_than_a_group_record_may_be_is_refused():
+    h = ConsumerHarness(group_metadata_max_bytes=2_000)
+    names = [f"topic-{i:04d}" for i in range(300)]
+    r = h.subscribe("m1", names=names)
+    assert (r.error_code, r.error_message) == (
+        Errors.INVALID_REQUEST,
+        "The subscription is too large.",
+    )
+    assert h.group() is None
+    assert h.subscribe("m1", names=names[:10]).error_code == Errors.NONE

@@ -179,3 +179,18 @@ def test_unloading_forgets_consumer_groups():
     h.subscribe("m1")
     h.shard.on_unloaded(h.now)
     assert h.shard.consumer_groups() == [] and h.shard.next_deadline_ms() is None
+
+
+def test_a_catalog_change_while_loading_bumps_the_epoch_once_loaded():
+    h = ConsumerHarness()
+    h.subscribe("m1", names=["foo"])
+    shard = replayed_shard(h.shard, h.records)
+    step = shard.update_topics(0, {"foo": 9})
+    assert step.records == []  # loading: nothing is written yet
+    step = shard.on_loaded(0)
+    group = shard.consumer_group(GROUP)
+    assert (group.group_epoch, group.partition_metadata) == (2, {"foo": 9})
+    assert [type(r.key).__name__ for r in step.records] == [
+        "ConsumerGroupPartitionMetadataKey",
+        "ConsumerGroupMetadataKey",
+    ]
