@@ -67,12 +67,20 @@ def _subscribers(spec: AssignmentSpec) -> dict[str, list[str]]:
         instance_id = spec.members[member_id].instance_id
         return (instance_id is None, instance_id or "", member_id)
 
-    order = sorted(spec.members, key=rank)
+    # Members grouped by subscription first: a topic's subscribers are then the groups that
+    # name it, so the work is (distinct subscriptions x topics), not (members x topics).
+    alike: dict[frozenset[str], list[str]] = {}
+    for member_id in sorted(spec.members, key=rank):
+        alike.setdefault(spec.members[member_id].subscribed_topics, []).append(member_id)
     subscribers: dict[str, list[str]] = {topic: [] for topic in spec.topics}
-    for member_id in order:
-        for topic in spec.members[member_id].subscribed_topics:
+    for topics, member_ids in alike.items():
+        for topic in topics:
             if topic in subscribers:
-                subscribers[topic].append(member_id)
+                subscribers[topic].extend(member_ids)
+    if len(alike) > 1:  # keep the member order within each topic
+        order = {m: i for i, m in enumerate(sorted(spec.members, key=rank))}
+        for member_ids in subscribers.values():
+            member_ids.sort(key=order.__getitem__)
     return subscribers
 
 
@@ -118,10 +126,8 @@ class UniformAssignor(ServerAssignor):
         result = _empty(spec)
         if not members:
             return {}
-        subscriptions = {
-            m: frozenset(t for t in spec.members[m].subscribed_topics if t in spec.topics)
-            for m in members
-        }
+        existing = frozenset(spec.topics)
+        subscriptions = {m: spec.members[m].subscribed_topics & existing for m in members}
         homogeneous = len(set(subscriptions.values())) == 1
         load = dict.fromkeys(members, 0)
         owned: set[tuple[str, int]] = set()
@@ -141,7 +147,7 @@ class UniformAssignor(ServerAssignor):
         by_subscribers: dict[tuple[str, ...], list[str]] = {}
         for topic, subs in _subscribers(spec).items():
             if subs:
-                by_subscribers.setdefault(tuple(sorted(subs)), []).append(topic)
+                by_subscribers.setdefault(tuple(subs), []).append(topic)
         for subs, topics in sorted(by_subscribers.items()):
             heap = [(load[m], m) for m in subs]
             heapq.heapify(heap)
@@ -167,7 +173,11 @@ class UniformAssignor(ServerAssignor):
 
         def kept(m: str) -> int:
             current = spec.members[m].current
-            return sum(sum(1 for p in current.get(t, ()) if p < spec.topics[t]) for t in topics)
+            return sum(
+                sum(1 for p in parts if p < spec.topics[t])
+                for t, parts in current.items()
+                if t in topics
+            )
 
         ranked = sorted(members, key=lambda m: (-kept(m), m))
         return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
