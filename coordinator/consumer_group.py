@@ -98,6 +98,7 @@ class ConsumerGroup:
         "members",
         "owners",
         "partition_metadata",
+        "static_members",
         "target",
     )
 
@@ -109,6 +110,7 @@ class ConsumerGroup:
         self.members: dict[str, ConsumerMember] = {}
         self.target: dict[str, Partitions] = {}
         self.owners: dict[tuple[str, int], str] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
 
     # -- views ------------------------------------------------------------------------------
 
@@ -125,10 +127,8 @@ class ConsumerGroup:
         return ConsumerGroupState.STABLE
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
-        for member in self.members.values():
-            if member.instance_id == instance_id:
-                return member
-        return None
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
 
     def owner_of(self, topic: str, partition: int) -> str | None:
         return self.owners.get((topic, partition))
@@ -167,6 +167,7 @@ class ConsumerGroup:
             dict(self.members),
             {m: p for m, p in self.target.items()},
             dict(self.owners),
+            dict(self.static_members),
         )
 
     # -- the replay -------------------------------------------------------------------------
@@ -186,10 +187,23 @@ class ConsumerGroup:
             for p in parts:
                 self.owners[(topic, p)] = member_id
 
+    def _set_subscription(self, member_id: str, value: ConsumerGroupMemberMetadataValue) -> None:
+        old = self.members.get(member_id)
+        self._forget_instance(old)
+        member = old or ConsumerMember(member_id)
+        self.members[member_id] = msgspec.structs.replace(member, subscription=value)
+        if value.instance_id is not None:
+            self.static_members[value.instance_id] = member_id
+
+    def _forget_instance(self, member: ConsumerMember | None) -> None:
+        if member is not None and member.instance_id is not None:
+            if self.static_members.get(member.instance_id) == member.member_id:
+                del self.static_members[member.instance_id]
+
     def _remove_member(self, member_id: str) -> None:
         if member_id in self.members:
             self._set_assignment(member_id, MemberAssignment())
-            del self.members[member_id]
+            self._forget_instance(self.members.pop(member_id))
 
 
 def apply(groups: dict[str, ConsumerGroup], key, value) -> None:
@@ -224,8 +238,7 @@ def apply(groups: dict[str, ConsumerGroup], key, value) -> None:
         if value is None:
             group._remove_member(key.member_id)
         else:
-            member = group.members.get(key.member_id) or ConsumerMember(key.member_id)
-            group.members[key.member_id] = msgspec.structs.replace(member, subscription=value)
+            group._set_subscription(key.member_id, value)
     elif kind is ConsumerGroupCurrentMemberAssignmentKey:
         if value is None:
             if key.member_id in group.members:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
+from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .errors import Errors
 
 
@@ -265,6 +266,8 @@ REQUEST_TYPES = (
     DescribeGroupsRequest,
     ListGroupsRequest,
     DeleteGroupsRequest,
+    ConsumerGroupHeartbeatRequest,  # KIP-848 (consumer_messages)
+    ConsumerGroupDescribeRequest,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()

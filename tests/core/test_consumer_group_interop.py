@@ -3,6 +3,8 @@
 a consumer group's id, ConsumerGroupDescribe, List/Describe/Delete groups, retention, and the
 replay of everything on load."""
 
+import pytest
+
 from groupcoord.coordinator import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -12,7 +14,11 @@ from groupcoord.coordinator import (
     OffsetFetchRequest,
     TopicPartition,
 )
-from groupcoord.coordinator.consumer_messages import ConsumerGroupDescribeRequest
+from groupcoord.coordinator.consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
+from groupcoord.coordinator.messages import validate
 
 from .consumer_harness import ConsumerHarness
 from .harness import GROUP, GROUP2, replayed_shard
@@ -194,3 +200,25 @@ def test_a_catalog_change_while_loading_bumps_the_epoch_once_loaded():
         "ConsumerGroupPartitionMetadataKey",
         "ConsumerGroupMetadataKey",
     ]
+
+
+def test_describe_is_bounded_and_a_loading_shard_says_so():
+    h = ConsumerHarness(max_groups_per_request=2)
+    response = h.call(ConsumerGroupDescribeRequest([GROUP, GROUP2, "x"]))
+    assert [g.error_code for g in response.groups] == [Errors.INVALID_REQUEST] * 3
+    loading = replayed_shard(h.shard, h.records)
+    step = loading.handle(0, 1, ConsumerGroupDescribeRequest([GROUP]))
+    assert step.replies[0][1].groups[0].error_code == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    join = ConsumerGroupHeartbeatRequest(
+        GROUP, "m1", 0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"], topic_partitions=[]
+    )
+    step = loading.handle(0, 2, join)
+    assert step.replies[0][1].error_code == Errors.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_actor_boundary_validation_knows_the_consumer_requests():
+    request = ConsumerGroupHeartbeatRequest(GROUP, "m1", 0, subscribed_topic_names=["foo"])
+    assert validate(request) == request
+    assert validate(ConsumerGroupDescribeRequest([GROUP])) == ConsumerGroupDescribeRequest([GROUP])
+    with pytest.raises(ValueError, match="member_epoch"):
+        validate(ConsumerGroupHeartbeatRequest(GROUP, "m1", "0"))
