@@ -379,3 +379,44 @@ def test_a_subscription_larger_than_a_group_record_may_be_is_refused():
     )
     assert h.group() is None
     assert h.subscribe("m1", names=names[:10]).error_code == Errors.NONE
+
+
+def test_reconciliation_of_three_members_step_by_step():
+    # Kafka's reconciliation walk-through, with the (deterministic) range assignor: each member
+    # gives partitions up before anyone gets them, one epoch at a time.
+    h = ConsumerHarness()
+
+    def step(member_id, epoch, owned):
+        r = h.hb(member_id, epoch, owned=owned)
+        a = h.member(member_id).assignment
+        return r.member_epoch, a.state, a.assigned, a.pending_revocation
+
+    def parts(foo=(), bar=()):
+        return {t: frozenset(p) for t, p in (("foo", foo), ("bar", bar)) if p}
+
+    h.subscribe("m1", assignor="range")
+    h.subscribe("m2", assignor="range")  # epoch 2: m1 foo 0-2 bar 0-1, m2 foo 3-5 bar 2
+    assert h.member("m2").assignment.state == UNRELEASED_PARTITIONS
+    assert step("m1", 1, ALL) == (
+        1,
+        UNREVOKED_PARTITIONS,
+        parts(foo={0, 1, 2}, bar={0, 1}),
+        parts(foo={3, 4, 5}, bar={2}),
+    )
+    # m3 joins at epoch 3 (m1 foo 0-1 bar 0, m2 foo 2-3 bar 1, m3 foo 4-5 bar 2): all of its
+    # partitions are still m1's.
+    r3 = h.subscribe("m3", assignor="range")
+    assert (r3.member_epoch, as_dict(r3.assignment)) == (3, {})
+    # m1 releases epoch 2's revocations and goes on to revoke epoch 3's.
+    assert step("m1", 1, parts(foo={0, 1, 2}, bar={0, 1})) == (
+        2,
+        UNREVOKED_PARTITIONS,
+        parts(foo={0, 1}, bar={0}),
+        parts(foo={2}, bar={1}),
+    )
+    # m2 gets foo 3 (free) but not foo 2 and bar 1 (m1 still holds them).
+    assert step("m2", 2, {}) == (3, UNRELEASED_PARTITIONS, parts(foo={3}), {})
+    assert step("m3", 3, {}) == (3, STABLE, parts(foo={4, 5}, bar={2}), {})
+    assert step("m1", 2, parts(foo={0, 1}, bar={0})) == (3, STABLE, parts(foo={0, 1}, bar={0}), {})
+    assert step("m2", 3, parts(foo={3})) == (3, STABLE, parts(foo={2, 3}, bar={1}), {})
+    assert h.group().state.value == "Stable"
