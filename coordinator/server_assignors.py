@@ -115,8 +115,8 @@ class UniformAssignor(ServerAssignor):
        (``total // n``, plus one for the first ``total % n`` members by how much they hold).
     2. Fill: each unassigned partition goes to the least loaded member subscribed to its topic
        (ties: member order).
-    3. Balance (different subscriptions only): while a member holds two or more partitions more
-       than another member that could take one of them, move one.
+    3. Balance (different subscriptions only): per topic, while a holder of its partitions holds
+       two or more more than one of its subscribers, move one (``_balance``).
     """
 
     name = "uniform"
@@ -144,11 +144,13 @@ class UniformAssignor(ServerAssignor):
                         owned.add((topic, p))
                         result[m].setdefault(topic, set()).add(p)
                         load[m] += 1
+        subscribers = _subscribers(spec)
         by_subscribers: dict[tuple[str, ...], list[str]] = {}
-        for topic, subs in _subscribers(spec).items():
+        for topic, subs in subscribers.items():
             if subs:
                 by_subscribers.setdefault(tuple(subs), []).append(topic)
-        for subs, topics in sorted(by_subscribers.items()):
+        # Most constrained first: topics with the fewest subscribers take their pick first.
+        for subs, topics in sorted(by_subscribers.items(), key=lambda kv: (len(kv[0]), kv[0])):
             heap = [(load[m], m) for m in subs]
             heapq.heapify(heap)
             for topic in sorted(topics):
@@ -160,7 +162,7 @@ class UniformAssignor(ServerAssignor):
                     load[m] += 1
                     heapq.heappush(heap, (load[m], m))
         if not homogeneous:
-            self._balance(result, load, subscriptions)
+            self._balance(result, load, subscribers)
         return _freeze(result)
 
     @staticmethod
@@ -183,28 +185,47 @@ class UniformAssignor(ServerAssignor):
         return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
 
     @staticmethod
-    def _balance(result, load: dict[str, int], subscriptions) -> None:
-        # Each move lowers the sum of squared loads, so the loop ends.
-        moved = True
-        while moved:
+    def _balance(result, load: dict[str, int], subscribers: dict[str, list[str]]) -> None:
+        """Passes over the topics: within each, move a partition from its most loaded holder
+        to its least loaded subscriber while they differ by two or more. Every move lowers the
+        sum of squared loads, so passes end when one moves nothing; ``BALANCE_MAX_PASSES``
+        bounds them (a pass costs about subscribers x log subscribers per topic)."""
+        for _ in range(BALANCE_MAX_PASSES):
             moved = False
-            for giver in sorted(load, key=lambda m: (-load[m], m)):
-                for topic in sorted(result[giver]):
-                    takers = [
-                        m for m in load if topic in subscriptions[m] and load[m] < load[giver] - 1
-                    ]
-                    if not takers or not result[giver][topic]:
+            for topic in sorted(subscribers):
+                subs = subscribers[topic]
+                if len(subs) < 2:
+                    continue
+                takers = [(load[m], m) for m in subs]
+                givers = [(-load[m], m) for m in subs if result[m].get(topic)]
+                heapq.heapify(takers)
+                heapq.heapify(givers)
+                while givers and takers:
+                    giver_load, giver = givers[0]
+                    taker_load, taker = takers[0]
+                    if -giver_load != load[giver] or not result[giver].get(topic):
+                        heapq.heappop(givers)  # stale, or has no partition of this topic left
+                        if result[giver].get(topic):
+                            heapq.heappush(givers, (-load[giver], giver))
                         continue
-                    taker = min(takers, key=lambda m: (load[m], m))
+                    if taker_load != load[taker]:
+                        heapq.heapreplace(takers, (load[taker], taker))
+                        continue
+                    if load[giver] - load[taker] < 2:
+                        break
                     p = max(result[giver][topic])
                     result[giver][topic].discard(p)
                     result[taker].setdefault(topic, set()).add(p)
                     load[giver] -= 1
                     load[taker] += 1
+                    heapq.heapreplace(givers, (-load[giver], giver))
+                    heapq.heapreplace(takers, (load[taker], taker))
                     moved = True
-                    break
-                if moved:
-                    break
+            if not moved:
+                return
+
+
+BALANCE_MAX_PASSES = 64
 
 
 SERVER_ASSIGNORS: dict[str, ServerAssignor] = {
