@@ -16,7 +16,9 @@ builders from what the caller knows: the listeners' addresses, the topic catalog
 
 Fetch is answered empty (groupcoord holds no records) after the request's ``max_wait``, capped
 at ``max_fetch_wait_ms``, so a subscribed consumer with nothing to read waits as it would on a
-broker instead of spinning.
+broker instead of spinning. Produce is refused per partition (``produce_response``); one with
+acks=0 expects no answer, so it is refused by closing the connection (``ValueError``), as
+Kafka does when such a request fails.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from groupcoord.wire import (
     metadata_response,
     offset_fetch_from_core,
     offset_fetch_to_core,
+    produce_expects_response,
+    produce_response,
     request_to_core,
     response_from_core,
 )
@@ -117,6 +121,10 @@ class KafkaGateway:
                 return await self._find_coordinator(request)
             case ApiKey.LIST_OFFSETS:
                 return list_offsets_response(request, partitions=self._topics())
+            case ApiKey.PRODUCE:
+                if not produce_expects_response(request):
+                    raise ValueError("Produce refused: groupcoord stores no records (acks=0)")
+                return produce_response(request, partitions=self._topics())
             case ApiKey.FETCH:
                 wait_ms = min(millis(request.body.max_wait), self.max_fetch_wait_ms)
                 await asyncio.sleep(max(wait_ms, 0) / 1000)

@@ -75,6 +75,18 @@ def test_hostile_bytes_close_the_connection_and_nothing_else(served, name):
     assert _answers_api_versions(port)
 
 
+def test_a_produce_without_acks_is_refused_by_closing_the_connection(served):
+    # Produce v3: null transactional id, acks 0, a 1 s timeout, no topics. The client expects
+    # no answer, so the refusal is the close (Kafka's answer to a failed acks=0 request).
+    header = struct.pack(">hhih", 0, 3, 1, -1)
+    body = struct.pack(">hhii", -1, 0, 1000, 0)
+    _, port = served
+    with _connect(port) as sock:
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        assert _closed_without_answer(sock)
+    assert _answers_api_versions(port)
+
+
 def test_a_client_that_hangs_up_mid_frame_costs_nothing(served):
     partition, port = served
     for _ in range(20):
