@@ -40,6 +40,7 @@ from groupcoord.wire import (
     Node,
     WireRequest,
     api_versions_response,
+    fast_response,
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
@@ -144,7 +145,9 @@ class KafkaGateway:
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 return topics_response(request, await self._change_topics(topic_changes(request)))
         core_request = request_to_core(request, client_host=client_host)
-        return response_from_core(request, await self._route(core_request.group_id, core_request))
+        answer = await self._route(core_request.group_id, core_request)
+        # Heartbeat and OffsetCommit, every member's steady traffic, skip kio's objects.
+        return fast_response(request, answer) or response_from_core(request, answer)
 
     def _leader_id(self, brokers: Sequence[Node]) -> int:
         """This listener when Metadata names it, else the first broker it names: clients fetch

@@ -3,7 +3,8 @@
 ``connection.Connection`` frames bytes into decoded requests and responses into bytes, with
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
-messages to and from the core's; ``builders`` answers FindCoordinator, Metadata, ListOffsets and
+messages to and from the core's (``fast_responses`` encodes the hot Heartbeat and OffsetCommit
+answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and
 Fetch from what the listener knows, and refuses Produce. No sockets, no clock, no event loop:
 the listeners in ``actors/`` do the I/O.
 
@@ -29,7 +30,14 @@ from .builders import (
     produce_expects_response,
     produce_response,
 )
-from .connection import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
+from .connection import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Connection,
+    EncodedResponse,
+    ProtocolError,
+    WireRequest,
+)
+from .fast_responses import fast_response
 from .translate import (
     error_response,
     offset_fetch_from_core,
@@ -43,11 +51,13 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ApiKey",
     "Connection",
+    "EncodedResponse",
     "Node",
     "ProtocolError",
     "WireRequest",
     "api_versions_response",
     "error_response",
+    "fast_response",
     "fetch_response",
     "find_coordinator_response",
     "list_offsets_response",
