@@ -115,6 +115,22 @@ def test_connections_beyond_the_limit_are_closed_at_once(tmp_path):
         partition.stop()
 
 
+def test_an_idle_connection_is_closed(served):
+    partition, port = served
+    listener = partition.listener
+    kept = listener.connection_max_idle_ms
+    listener.connection_max_idle_ms = 200  # read by each connection as it is accepted
+    try:
+        with _connect(port) as sock:
+            sock.sendall(_api_versions_v0(5))
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            assert len(sock.recv(size, socket.MSG_WAITALL)) == size  # answered: not idle yet
+            assert _closed_without_answer(sock)  # then silence: closed (within IO_TIMEOUT_S)
+    finally:
+        listener.connection_max_idle_ms = kept
+    assert _answers_api_versions(port)
+
+
 def test_partial_frames_are_bounded_across_connections(tmp_path):
     partition = WirePartition(str(tmp_path), TOPICS)
     partition.start()
