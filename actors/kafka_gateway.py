@@ -16,7 +16,9 @@ builders from what the caller knows: the listeners' addresses, the topic catalog
 
 Fetch is answered empty (groupcoord holds no records) after the request's ``max_wait``, capped
 at ``max_fetch_wait_ms``, so a subscribed consumer with nothing to read waits as it would on a
-broker instead of spinning.
+broker instead of spinning. Produce is refused per partition (``produce_response``); one with
+acks=0 expects no answer, so it is refused by closing the connection (``ValueError``), as
+Kafka does when such a request fails.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ from groupcoord.wire import (
     Node,
     WireRequest,
     api_versions_response,
+    fast_response,
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
     metadata_response,
     offset_fetch_from_core,
     offset_fetch_to_core,
+    produce_expects_response,
+    produce_response,
     request_to_core,
     response_from_core,
 )
@@ -117,6 +122,10 @@ class KafkaGateway:
                 return await self._find_coordinator(request)
             case ApiKey.LIST_OFFSETS:
                 return list_offsets_response(request, partitions=self._topics())
+            case ApiKey.PRODUCE:
+                if not produce_expects_response(request):
+                    raise ValueError("Produce refused: groupcoord stores no records (acks=0)")
+                return produce_response(request, partitions=self._topics())
             case ApiKey.FETCH:
                 wait_ms = min(millis(request.body.max_wait), self.max_fetch_wait_ms)
                 await asyncio.sleep(max(wait_ms, 0) / 1000)
@@ -136,7 +145,9 @@ class KafkaGateway:
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 return topics_response(request, await self._change_topics(topic_changes(request)))
         core_request = request_to_core(request, client_host=client_host)
-        return response_from_core(request, await self._route(core_request.group_id, core_request))
+        answer = await self._route(core_request.group_id, core_request)
+        # Heartbeat and OffsetCommit, every member's steady traffic, skip kio's objects.
+        return fast_response(request, answer) or response_from_core(request, answer)
 
     def _leader_id(self, brokers: Sequence[Node]) -> int:
         """This listener when Metadata names it, else the first broker it names: clients fetch

@@ -174,7 +174,9 @@ class KafkaListener:
             if connection.closed:
                 return
             try:
-                data = await asyncio.wait_for(reader.read(MAX_READ_BYTES), idle_s)
+                # asyncio.timeout, not wait_for: wait_for wraps every read in a task of its own.
+                async with asyncio.timeout(idle_s):
+                    data = await reader.read(MAX_READ_BYTES)
             except TimeoutError:
                 return  # idle: Kafka closes it too
             if not data:

@@ -10,9 +10,14 @@ The same client library (librdkafka, through confluent-kafka) does the same work
 
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
 
-* commits/s of one group with 1, 16 and 64 members, each committing its partitions
-  synchronously, back to back, for ``--seconds``;
-* join-to-stable: from N members subscribing at once until every partition has an owner.
+* ``commits``: commits/s of one group with 1, 16 and 64 members, each committing its partitions
+  synchronously, back to back, for ``--seconds``; with it the join-to-stable time, and the CPU
+  the librdkafka clients (this process) use while the group is stable and idle, in cores;
+* ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
+  has exactly one owner);
+* ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
+  client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
+  ``gc-ray``, by 8 coroutines through the member's own Ray channel.
 
 Run: ``.venv/bin/python bench/wire.py [--quick]``; writes bench/results/wire.json.
 """
@@ -37,16 +42,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.actors import GroupMember, WireConfig, start, stop
 from groupcoord.actors.bootstrap import ensure_ray, log_config_for
-from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.coordinator import CoordinatorConfig, Errors, HeartbeatRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from bench.wire_raw import heartbeat_rate  # noqa: E402 — needs ROOT on the path
 from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
 
 RESULTS = os.path.join(ROOT, "bench", "results", "wire.json")
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
 PARTITIONS = 64
 STABLE_TIMEOUT_S = 120.0
+IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
+HEARTBEAT_CONNECTIONS = 8
+WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
@@ -103,15 +112,25 @@ class Members:
                 pass  # a rebalance; not counted
 
     def wait_stable(self) -> float:
-        """Seconds from subscribing until every member owns partitions and every partition has
-        exactly one owner (the first member alone owning everything is not the end)."""
+        """Seconds from subscribing until every partition has exactly one owner and as many
+        members own partitions as can (the first member alone owning everything is not the
+        end; with more members than partitions, some own none)."""
         deadline = time.monotonic() + STABLE_TIMEOUT_S
+        owners_wanted = min(len(self.consumers), PARTITIONS)
         while time.monotonic() < deadline:
             owned = [p for partitions in self.owned for p in partitions]
-            if all(self.owned) and len(owned) == PARTITIONS == len(set(owned)):
+            owners = sum(1 for partitions in self.owned if partitions)
+            if owners == owners_wanted and len(owned) == PARTITIONS == len(set(owned)):
                 return time.perf_counter() - self.started
             time.sleep(0.01)
         raise TimeoutError("the group never covered every partition")
+
+    def idle_cpu_cores(self, seconds: float) -> float:
+        """CPU this process (the clients: librdkafka's threads and the polling threads) uses
+        per second of wall time while the group is stable and nobody commits."""
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(seconds)
+        return (time.process_time() - cpu) / (time.perf_counter() - wall)
 
     def commit_rate(self, seconds: float) -> float:
         before = sum(self.commits)
@@ -129,24 +148,24 @@ class Members:
             c.close()
 
 
-def wire_row(bootstrap: str, label: str, count: int, seconds: float) -> dict:
+def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) -> dict:
+    """One group of ``count`` librdkafka members: join-to-stable, then (``commits`` rows) the
+    clients' idle CPU and the commit rate."""
     topic = f"bench-{label}-{count}-{time.monotonic_ns()}"
     _create_topic(bootstrap, topic)
     members = Members(bootstrap, f"g-{topic}", topic, count)
+    row = {"kind": kind, "target": label, "members": count}
     try:
-        join_s = members.wait_stable()
-        rate = members.commit_rate(seconds)
+        row["join_to_stable_s"] = round(members.wait_stable(), 3)
+        if kind == "commits":
+            row["idle_client_cpu_cores"] = round(members.idle_cpu_cores(IDLE_CPU_S), 3)
+            row["commits_per_s"] = round(members.commit_rate(seconds), 1)
     finally:
         members.close()
-    return {
-        "target": label,
-        "members": count,
-        "join_to_stable_s": round(join_s, 3),
-        "commits_per_s": round(rate, 1),
-    }
+    return row
 
 
-async def _ray_rate(router, count: int, seconds: float) -> tuple[float, float]:
+async def _ray_group(router, count: int) -> tuple[list[GroupMember], float]:
     group = f"ray-{count}-{time.monotonic_ns()}"
     started = time.perf_counter()
     members = [
@@ -169,9 +188,14 @@ async def _ray_rate(router, count: int, seconds: float) -> tuple[float, float]:
         if time.monotonic() > deadline:
             raise TimeoutError("Ray-handle group never settled")
         await asyncio.sleep(0.01)
-    join_s = time.perf_counter() - started
-    done = 0
+    return members, time.perf_counter() - started
+
+
+async def _ray_row(router, kind: str, count: int, seconds: float) -> dict:
+    members, join_s = await _ray_group(router, count)
+    row = {"kind": kind, "target": "gc-ray", "members": count, "join_to_stable_s": round(join_s, 3)}
     stop_at = time.perf_counter() + seconds
+    done = 0
 
     async def commit_loop(m: GroupMember) -> None:
         nonlocal done
@@ -181,21 +205,78 @@ async def _ray_rate(router, count: int, seconds: float) -> tuple[float, float]:
             await m.commit({tp: offset for tp in m.assignment})
             done += 1
 
+    async def heartbeat_loop(m: GroupMember) -> None:
+        nonlocal done
+        request = HeartbeatRequest(m.group_id, m.generation_id, m.member_id)
+        while time.perf_counter() < stop_at:
+            answer = await m.channel.call(request)
+            if answer.error != Errors.NONE:
+                raise RuntimeError(f"heartbeat: {answer.error!r}")
+            done += 1
+
     began = time.perf_counter()
-    await asyncio.gather(*(commit_loop(m) for m in members))
-    rate = done / (time.perf_counter() - began)
+    if kind == "commits":
+        await asyncio.gather(*(commit_loop(m) for m in members))
+        row["commits_per_s"] = round(done / (time.perf_counter() - began), 1)
+    elif kind == "heartbeats":
+        await asyncio.gather(*(heartbeat_loop(members[0]) for _ in range(HEARTBEAT_CONNECTIONS)))
+        row["heartbeats_per_s"] = round(done / (time.perf_counter() - began), 1)
     for m in members:
         await m.close()
-    return join_s, rate
+    return row
+
+
+RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 favour groupcoord
+    "commits_per_s": "commits_vs_kafka",
+    "join_to_stable_s": "join_vs_kafka",
+    "heartbeats_per_s": "heartbeats_vs_kafka",
+    "idle_client_cpu_cores": "idle_cpu_vs_kafka",
+}
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Each measure as a ratio to Kafka's in the same kind and group size; gc-never commits
+    and heartbeats also as a ratio to the Ray-handle path's (wire / Ray)."""
+    by_key = {(r["kind"], r["target"], r["members"]): r for r in rows}
+    for r in rows:
+        kafka = by_key.get((r["kind"], "kafka", r["members"]))
+        for measure, ratio in RATIOS.items():
+            if kafka and r.get(measure) is not None and kafka.get(measure):
+                r[ratio] = round(r[measure] / kafka[measure], 2)
+        ray = by_key.get((r["kind"], "gc-ray", r["members"]))
+        if r["target"] == "gc-never" and ray:
+            for measure in ("commits_per_s", "heartbeats_per_s"):
+                if r.get(measure) and ray.get(measure):
+                    r["wire_vs_ray"] = round(r[measure] / ray[measure], 2)
+
+
+def print_table(rows: list[dict]) -> None:
+    print(
+        f"\n{'kind':<10} {'target':<10} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
+        f"{'join s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8}"
+    )
+    for r in rows:
+        rate = r.get("commits_per_s", r.get("heartbeats_per_s"))
+        rate_ratio = r.get("commits_vs_kafka", r.get("heartbeats_vs_kafka"))
+        cells = [
+            f"{rate:>9.0f}" if rate is not None else f"{'':>9}",
+            f"{rate_ratio:>8.2f}" if rate_ratio is not None else f"{'':>8}",
+            f"{r['join_to_stable_s']:>7.2f}" if "join_to_stable_s" in r else f"{'':>7}",
+            f"{r['join_vs_kafka']:>8.2f}" if "join_vs_kafka" in r else f"{'':>8}",
+            f"{r['idle_client_cpu_cores']:>8.3f}" if "idle_client_cpu_cores" in r else f"{'':>8}",
+            f"{r['wire_vs_ray']:>8.2f}" if "wire_vs_ray" in r else f"{'':>8}",
+        ]
+        print(f"{r['kind']:<10} {r['target']:<10} {r['members']:>7} " + " ".join(cells))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 s per row, fewer members")
-    parser.add_argument("--seconds", type=float, default=4.0, help="commit time per row")
+    parser.add_argument("--seconds", type=float, default=3.0, help="commit time per row")
     args = parser.parse_args()
     seconds = 1.0 if args.quick else args.seconds
-    sizes = [1, 16] if args.quick else [1, 16, 64]
+    commit_sizes = [1, 16] if args.quick else [1, 16, 64]
+    join_sizes = [10] if args.quick else [10, 100]
     work = Path(tempfile.mkdtemp(prefix="groupcoord-bench-wire-"))
     broker = KafkaBroker(work / "kafka")
     (work / "kafka").mkdir()
@@ -220,44 +301,41 @@ def main() -> None:
     )
     for d in (never, always):
         d.wait_ready(60)
+    bootstraps = dict(zip(WIRE_TARGETS, (broker.bootstrap, never.kafka, always.kafka), strict=True))
+    plan = [("commits", n) for n in commit_sizes] + [("join", n) for n in join_sizes]
     rows = []
     try:
-        for count in sizes:
-            for label, bootstrap in (
-                ("kafka", broker.bootstrap),
-                ("gc-never", never.kafka),
-                ("gc-always", always.kafka),
-            ):
-                rows.append(wire_row(bootstrap, label, count, seconds))
+        # One small group each first, not reported: Kafka creates its offsets topic on the
+        # first group request, and every target loads its code paths.
+        for label in WIRE_TARGETS:
+            wire_row(bootstraps[label], label, "commits", 1, 0.2)
+        asyncio.run(_ray_row(never.router, "commits", 1, 0.2))
+        for kind, count in plan:
+            for label in WIRE_TARGETS:
+                rows.append(wire_row(bootstraps[label], label, kind, count, seconds))
                 print(rows[-1], flush=True)
-            join_s, rate = asyncio.run(_ray_rate(never.router, count, seconds))
+            rows.append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
+            print(rows[-1], flush=True)
+        for label in WIRE_TARGETS:
+            group = f"hb-{label}-{time.monotonic_ns()}"
+            rate = asyncio.run(
+                heartbeat_rate(bootstraps[label], group, HEARTBEAT_CONNECTIONS, seconds)
+            )
             rows.append(
-                {
-                    "target": "gc-ray",
-                    "members": count,
-                    "join_to_stable_s": round(join_s, 3),
-                    "commits_per_s": round(rate, 1),
-                }
+                {"kind": "heartbeats", "target": label, "members": 1, "heartbeats_per_s": rate}
             )
             print(rows[-1], flush=True)
+        rows.append(asyncio.run(_ray_row(never.router, "heartbeats", 1, seconds)))
+        print(rows[-1], flush=True)
     finally:
         for d in (never, always):
             stop(d)
         broker.stop()
-    kafka = {r["members"]: r for r in rows if r["target"] == "kafka"}
-    print(
-        f"\n{'target':<10} {'members':>7} {'commits/s':>10} {'x kafka':>8} "
-        f"{'join s':>7} {'x kafka':>8}"
-    )
     for r in rows:
-        base = kafka[r["members"]]
-        r["commits_vs_kafka"] = round(r["commits_per_s"] / base["commits_per_s"], 2)
-        r["join_vs_kafka"] = round(r["join_to_stable_s"] / base["join_to_stable_s"], 2)
-        print(
-            f"{r['target']:<10} {r['members']:>7} {r['commits_per_s']:>10.0f} "
-            f"{r['commits_vs_kafka']:>8.2f} {r['join_to_stable_s']:>7.2f} "
-            f"{r['join_vs_kafka']:>8.2f}"
-        )
+        if "heartbeats_per_s" in r:
+            r["heartbeats_per_s"] = round(r["heartbeats_per_s"], 1)
+    add_ratios(rows)
+    print_table(rows)
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(
@@ -265,6 +343,7 @@ def main() -> None:
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
                 "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
                 f"Python {platform.python_version()}",
+                "load_average_at_end": os.getloadavg()[0],
                 "quick": args.quick,
                 "seconds_per_row": seconds,
                 "rows": rows,

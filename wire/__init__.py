@@ -3,9 +3,10 @@
 ``connection.Connection`` frames bytes into decoded requests and responses into bytes, with
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
-messages to and from the core's; ``builders`` answers FindCoordinator, Metadata, ListOffsets and
-Fetch from what the listener knows. No sockets, no clock, no event loop: the listeners in
-``actors/`` do the I/O.
+messages to and from the core's (``fast_responses`` encodes the hot Heartbeat and OffsetCommit
+answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and
+Fetch from what the listener knows, and refuses Produce. No sockets, no clock, no event loop:
+the listeners in ``actors/`` do the I/O.
 
 The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
 from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
@@ -26,8 +27,17 @@ from .builders import (
     find_coordinator_response,
     list_offsets_response,
     metadata_response,
+    produce_expects_response,
+    produce_response,
 )
-from .connection import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
+from .connection import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Connection,
+    EncodedResponse,
+    ProtocolError,
+    WireRequest,
+)
+from .fast_responses import fast_response
 from .translate import (
     error_response,
     offset_fetch_from_core,
@@ -41,17 +51,21 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ApiKey",
     "Connection",
+    "EncodedResponse",
     "Node",
     "ProtocolError",
     "WireRequest",
     "api_versions_response",
     "error_response",
+    "fast_response",
     "fetch_response",
     "find_coordinator_response",
     "list_offsets_response",
     "metadata_response",
     "offset_fetch_from_core",
     "offset_fetch_to_core",
+    "produce_expects_response",
+    "produce_response",
     "request_to_core",
     "response_from_core",
 ]

@@ -7,8 +7,10 @@ what current clients negotiate (librdkafka 2.x, kafka-python 2.x, aiokafka, the 
 clients. Versions are left out where their meaning needs state groupcoord does not keep:
 OffsetCommit v10 and OffsetFetch v10 (KIP-848's topic ids), Fetch v13+ (topic ids; Metadata
 answers carry the zero topic id, so clients fall back to names), Metadata v13 adds nothing a
-coordinator can fill. OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0 and Fetch v0-3 are gone
-from Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
+coordinator can fill. Produce is listed (v3-12: v13 names topics by id) only so that librdkafka
+fetches (see ``builders``); every Produce is refused. OffsetCommit v0-1, OffsetFetch v0,
+ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from Kafka 4's schemas (KIP-896) and so
+from kio; no current client needs them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 
 class ApiKey(IntEnum):
+    PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
@@ -53,6 +56,7 @@ class ApiKey(IntEnum):
 
 # api key -> (min version, max version), both inclusive.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 12),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 10),
     ApiKey.METADATA: (0, 12),

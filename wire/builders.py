@@ -1,5 +1,5 @@
 """Pure builders for the answers that have no core message: FindCoordinator, Metadata,
-ListOffsets and Fetch. Each takes what the caller knows and returns kio's response at the
+ListOffsets, Fetch and Produce. Each takes what the caller knows and returns kio's response at the
 request's version.
 
 groupcoord holds no topic data, only a topic catalog ({topic: partition count}). So Metadata names
@@ -10,7 +10,9 @@ known partition with no records. A Fetch whose offset is beyond the end is answe
 (high watermark = its offset), not OFFSET_OUT_OF_RANGE, so a consumer that coordinates through
 groupcoord never resets the offsets it committed. The listener should hold an empty Fetch answer
 for the request's ``max_wait`` (``translate.millis(request.body.max_wait)``), as a broker does,
-so consumers do not spin.
+so consumers do not spin. Produce is refused partition by partition (``produce_response``): it is
+served at all only because librdkafka fetches from a broker that advertises Produce v3+ and
+Fetch v4+ (its message-format v2 feature) and otherwise retries ListOffsets in a loop.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_LOCAL_TIMESTAMP = -4
+PRODUCE_REFUSED = "groupcoord coordinates consumer groups and stores no records"
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,5 +270,45 @@ def fetch_response(
         responses=tuple(
             topic_cls(topic=t.topic, partitions=tuple(answer(t.topic, p) for p in t.partitions))
             for t in request.body.topics
+        ),
+    )
+
+
+def produce_expects_response(request: WireRequest) -> bool:
+    """False for a Produce with acks=0: the client expects no answer, so a refusal can only be
+    said by closing the connection, which is what Kafka does when such a request fails."""
+    return request.body.acks != 0
+
+
+def produce_response(request: WireRequest, *, partitions: Mapping[str, int]) -> Payload:
+    """Refuse a Produce (acks 1 or -1), storing nothing: every partition of a known topic gets
+    INVALID_REQUEST with ``PRODUCE_REFUSED`` as its message (v8+), a non-retriable error, so a
+    producer fails the batch at once instead of retrying; others get
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers them."""
+    cls = apis.response_class(request.api_key, request.api_version)
+    topic_cls = apis.nested_class(cls, "TopicProduceResponse")
+    partition_cls = apis.nested_class(cls, "PartitionProduceResponse")
+
+    def answer(topic: str, index: int):
+        known = _known(partitions, topic, index)
+        return build(
+            partition_cls,
+            index=index,
+            error_code=ErrorCode.invalid_request if known else ErrorCode.unknown_topic_or_partition,
+            base_offset=-1,
+            log_append_time=None,
+            log_start_offset=-1,
+            record_errors=(),
+            error_message=PRODUCE_REFUSED if known else None,
+        )
+
+    return build(
+        cls,
+        responses=tuple(
+            topic_cls(
+                name=t.name,
+                partition_responses=tuple(answer(t.name, p.index) for p in t.partition_data),
+            )
+            for t in request.body.topic_data
         ),
     )

@@ -73,6 +73,16 @@ class WireRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body already encoded for (``api_key``, ``api_version``), such as
+    ``fast_responses`` writes; ``send_response`` frames it as it would kio's entity."""
+
+    api_key: int
+    api_version: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class ProtocolError:
     """The connection must be closed; ``reason`` is for the log."""
 
@@ -157,16 +167,23 @@ class Connection:
         return out
 
     def send_response(self, request: WireRequest, response: object) -> bytes:
-        """Encode ``response`` (kio's response entity for the request's key and body version)
-        and return the bytes to write now: this response and any later ones it was holding up,
-        or ``b""`` while an earlier request is still unanswered. ``ValueError`` for a request
-        that is not awaiting an answer here or a response of the wrong type."""
+        """Encode ``response`` (kio's response entity for the request's key and body version,
+        or an ``EncodedResponse`` of that key and version) and return the bytes to write now:
+        this response and any later ones it was holding up, or ``b""`` while an earlier
+        request is still unanswered. ``ValueError`` for a request that is not awaiting an
+        answer here or a response of the wrong type."""
         if self.closed:
             return b""
         if not any(r is request for r in self._in_flight) or request.sequence in self._answered:
             raise ValueError(f"request {request.correlation_id} is not awaiting a response")
         expected = apis.response_class(request.api_key, request.body_version)
-        if type(response) is not expected:
+        if type(response) is EncodedResponse:
+            if (response.api_key, response.api_version) != (request.api_key, request.body_version):
+                raise ValueError(
+                    f"expected an answer to api {request.api_key} v{request.body_version}, got "
+                    f"one encoded for api {response.api_key} v{response.api_version}"
+                )
+        elif type(response) is not expected:
             raise ValueError(
                 f"expected a {expected.__module__}.{expected.__name__}, "
                 f"got {type(response).__name__}"
@@ -240,7 +257,12 @@ def _skip_tagged_fields(frame: bytes, at: int) -> int:
 
 def encode_response(request: WireRequest, response: object) -> bytes:
     """The whole response frame: size, response header (v0, or v1 with an empty tagged-field
-    section for flexible requests), body."""
+    section for flexible requests), body (kio's entity, written here, or already encoded)."""
+    if type(response) is EncodedResponse:
+        header = _SIZE.pack(request.correlation_id)
+        if apis.response_header_version(request.api_key, request.body_version) == 1:
+            header += b"\0"
+        return _SIZE.pack(len(header) + len(response.body)) + header + response.body
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     buffer.write(_SIZE.pack(request.correlation_id))

@@ -75,6 +75,18 @@ def test_hostile_bytes_close_the_connection_and_nothing_else(served, name):
     assert _answers_api_versions(port)
 
 
+def test_a_produce_without_acks_is_refused_by_closing_the_connection(served):
+    # Produce v3: null transactional id, acks 0, a 1 s timeout, no topics. The client expects
+    # no answer, so the refusal is the close (Kafka's answer to a failed acks=0 request).
+    header = struct.pack(">hhih", 0, 3, 1, -1)
+    body = struct.pack(">hhii", -1, 0, 1000, 0)
+    _, port = served
+    with _connect(port) as sock:
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        assert _closed_without_answer(sock)
+    assert _answers_api_versions(port)
+
+
 def test_a_client_that_hangs_up_mid_frame_costs_nothing(served):
     partition, port = served
     for _ in range(20):
@@ -101,6 +113,22 @@ def test_connections_beyond_the_limit_are_closed_at_once(tmp_path):
             sock.close()
     finally:
         partition.stop()
+
+
+def test_an_idle_connection_is_closed(served):
+    partition, port = served
+    listener = partition.listener
+    kept = listener.connection_max_idle_ms
+    listener.connection_max_idle_ms = 200  # read by each connection as it is accepted
+    try:
+        with _connect(port) as sock:
+            sock.sendall(_api_versions_v0(5))
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            assert len(sock.recv(size, socket.MSG_WAITALL)) == size  # answered: not idle yet
+            assert _closed_without_answer(sock)  # then silence: closed (within IO_TIMEOUT_S)
+    finally:
+        listener.connection_max_idle_ms = kept
+    assert _answers_api_versions(port)
 
 
 def test_partial_frames_are_bounded_across_connections(tmp_path):

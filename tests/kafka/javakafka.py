@@ -4,7 +4,9 @@ build/kafka-libs/ (tools/kafka/pom.xml pins the one Kafka version).
 `KafkaBroker` formats a KRaft storage directory and runs one combined broker+controller JVM on
 127.0.0.1 with free ports; `stop()` sends SIGTERM, then SIGKILL. `run_tool` runs a tool's main
 class to completion within a timeout; `JavaProcess` runs one in the background (a console
-consumer that must stay in its group while the test looks at it). Every JVM starts under
+consumer that must stay in its group while the test looks at it). `compiled_classes` compiles
+one of the tests' own Java programs (tests/kafka/java/) with `javac` against the same jars, once
+per source and jar set. Every JVM starts under
 `setpriv --pdeathsig KILL`, so it dies with the process that started it even when pytest is
 killed before its fixtures can stop anything: no orphaned JVMs.
 """
@@ -13,9 +15,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,6 +31,8 @@ from confluent_kafka.admin import AdminClient
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LIBS_DIR = REPO_ROOT / "build" / "kafka-libs"
 LOG4J_DIR = REPO_ROOT / "tools" / "kafka"
+JAVA_SOURCES_DIR = REPO_ROOT / "tests" / "kafka" / "java"
+CLASSES_DIR = REPO_ROOT / "build" / "java-classes"
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
@@ -41,6 +48,7 @@ TOOL_HEAP = ["-Xms32m", "-Xmx256m"]
 BROKER_READY_TIMEOUT_S = 120.0
 BROKER_STOP_TIMEOUT_S = 30.0
 FORMAT_TIMEOUT_S = 120.0
+JAVAC_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,47 @@ def libs_classpath() -> str:
     return str(LIBS_DIR / "*")
 
 
+def compiled_classes(source: Path) -> Path:
+    """The directory holding `source` compiled against the Kafka jars. It is named by a hash of
+    the source and of the jars' names, so a changed program or Kafka version compiles afresh
+    and an unchanged one is reused by later runs; a failed compile raises with javac's output."""
+    digest = hashlib.sha256(source.read_bytes())
+    for jar in sorted(LIBS_DIR.glob("*.jar")):
+        digest.update(jar.name.encode())
+    out = CLASSES_DIR / f"{source.stem}-{digest.hexdigest()[:16]}"
+    if out.is_dir():
+        return out
+    CLASSES_DIR.mkdir(parents=True, exist_ok=True)
+    # Compiled aside and renamed into place, so a killed compile never leaves a partial `out`.
+    staging = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=CLASSES_DIR))
+    try:
+        done = subprocess.run(
+            ["javac", "-cp", libs_classpath(), "-d", str(staging), str(source)],
+            capture_output=True,
+            text=True,
+            timeout=JAVAC_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"javac {source.name} failed ({done.returncode}):\n{done.stderr}")
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
 def java_command(
-    main_class: str, args: list[str], *, heap: list[str], log4j_config: str = "log4j2-tools.xml"
+    main_class: str,
+    args: list[str],
+    *,
+    heap: list[str],
+    log4j_config: str = "log4j2-tools.xml",
+    classes: Path | None = None,
 ) -> list[str]:
-    """The command line running `main_class` from the Kafka jars, tied to its parent's life."""
+    """The command line running `main_class` from the Kafka jars (and `classes`, a directory of
+    the tests' own compiled classes), tied to its parent's life."""
+    classpath = libs_classpath() if classes is None else f"{classes}:{libs_classpath()}"
     return [
         "setpriv",
         "--pdeathsig",
@@ -72,16 +117,19 @@ def java_command(
         *JVM_FLAGS,
         f"-Dlog4j2.configurationFile={LOG4J_DIR / log4j_config}",
         "-cp",
-        libs_classpath(),
+        classpath,
         main_class,
         *args,
     ]
 
 
-def run_tool(main_class: str, args: list[str], timeout_s: float) -> ToolResult:
-    """Run a Kafka tool to completion; on timeout it is killed and TimeoutExpired raised."""
+def run_tool(
+    main_class: str, args: list[str], timeout_s: float, *, classes: Path | None = None
+) -> ToolResult:
+    """Run a Kafka tool (or a main class in `classes`) to completion; on timeout it is killed
+    and TimeoutExpired raised."""
     done = subprocess.run(
-        java_command(main_class, args, heap=TOOL_HEAP),
+        java_command(main_class, args, heap=TOOL_HEAP, classes=classes),
         capture_output=True,
         text=True,
         timeout=timeout_s,

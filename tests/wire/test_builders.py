@@ -1,5 +1,5 @@
-"""FindCoordinator, Metadata, ListOffsets and Fetch answers at every supported version, encoded by
-Connection and read back with kio's decoder."""
+"""FindCoordinator, Metadata, ListOffsets, Fetch and Produce answers at every supported version,
+encoded by Connection and read back with kio's decoder."""
 
 import datetime
 import uuid
@@ -17,8 +17,10 @@ from groupcoord.wire import (
     find_coordinator_response,
     list_offsets_response,
     metadata_response,
+    produce_expects_response,
+    produce_response,
 )
-from groupcoord.wire.builders import ZERO_TOPIC_ID
+from groupcoord.wire.builders import PRODUCE_REFUSED, ZERO_TOPIC_ID
 
 from .frames import build_nested, request_frame, split_response
 
@@ -238,3 +240,48 @@ def test_fetch_is_answered_empty(version):
     ]
     if version >= 7:
         assert fetched.session_id == 0
+
+
+def produce_values(acks: int) -> dict:
+    partitions = [dict(index=0, records=b"batch"), dict(index=7, records=None)]
+    return dict(
+        transactional_id=None,
+        acks=acks,
+        timeout=datetime.timedelta(seconds=30),
+        _topic_data="TopicProduceData",
+        topic_data=[
+            dict(name="events", _partition_data="PartitionProduceData", partition_data=partitions),
+            dict(
+                name="gone", _partition_data="PartitionProduceData", partition_data=partitions[:1]
+            ),
+        ],
+    )
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.PRODUCE))
+def test_produce_is_refused_per_partition(version):
+    def answer(request):
+        assert produce_expects_response(request)
+        return produce_response(request, partitions=CATALOG)
+
+    produced = exchange(ApiKey.PRODUCE, version, answer, **produce_values(-1))
+    answers = [
+        (t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+        for t in produced.responses
+    ]
+    assert answers == [
+        (
+            "events",
+            [(0, ErrorCode.invalid_request, -1), (7, ErrorCode.unknown_topic_or_partition, -1)],
+        ),
+        ("gone", [(0, ErrorCode.unknown_topic_or_partition, -1)]),
+    ]
+    if version >= 8:
+        messages = [p.error_message for p in produced.responses[0].partition_responses]
+        assert messages == [PRODUCE_REFUSED, None]
+
+
+def test_produce_without_acks_expects_no_answer():
+    body = build_nested(apis.request_class(ApiKey.PRODUCE, 9), produce_values(0))
+    (request,) = Connection().receive_data(request_frame(body))
+    assert not produce_expects_response(request)

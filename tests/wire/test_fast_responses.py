@@ -1,0 +1,102 @@
+"""The direct Heartbeat and OffsetCommit encoders write exactly what kio's writer writes for
+``response_from_core``'s answer, at every supported version, for any core answer."""
+
+import datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groupcoord.coordinator import messages as core
+from groupcoord.coordinator.errors import Errors
+from groupcoord.wire import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    Connection,
+    EncodedResponse,
+    apis,
+    fast_response,
+    response_from_core,
+)
+from groupcoord.wire.connection import encode_response
+
+from .frames import build_nested, request_frame
+
+# Every field any version of the two requests has; each version keeps its own (``build``).
+REQUEST_VALUES = dict(
+    group_id="g",
+    generation_id=3,
+    generation_id_or_member_epoch=3,
+    member_id="m",
+    group_instance_id=None,
+    retention_time=datetime.timedelta(milliseconds=-1),
+    topics=(),
+)
+
+
+def versions(key: ApiKey):
+    low, high = SUPPORTED_VERSIONS[key]
+    return range(low, high + 1)
+
+
+def wire_request(key: ApiKey, version: int):
+    body = build_nested(apis.request_class(key, version), REQUEST_VALUES)
+    (request,) = Connection().receive_data(request_frame(body))
+    return request
+
+
+errors = st.sampled_from(list(Errors))
+commit_partitions = st.lists(
+    st.builds(
+        core.OffsetCommitResponsePartition,
+        topic=st.sampled_from(["events", "clicks", "ünïcode-tøpic", "x" * 300]),
+        partition=st.integers(0, 2**31 - 1),
+        error=errors,
+    ),
+    max_size=40,
+)
+
+
+def assert_same_bytes(request, answer) -> None:
+    fast = fast_response(request, answer)
+    assert isinstance(fast, EncodedResponse)
+    assert encode_response(request, fast) == encode_response(
+        request, response_from_core(request, answer)
+    )
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.HEARTBEAT))
+def test_heartbeat_answers(version):
+    request = wire_request(ApiKey.HEARTBEAT, version)
+    for error in Errors:
+        assert_same_bytes(request, core.HeartbeatResponse(error))
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.OFFSET_COMMIT))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(partitions=commit_partitions)
+def test_offset_commit_answers(version, partitions):
+    request = wire_request(ApiKey.OFFSET_COMMIT, version)
+    assert_same_bytes(request, core.OffsetCommitResponse(partitions))
+
+
+def test_other_answers_take_the_kio_path():
+    request = wire_request(ApiKey.HEARTBEAT, 4)
+    assert fast_response(request, core.LeaveGroupResponse(Errors.NONE, [])) is None
+    fetch = wire_request(ApiKey.OFFSET_COMMIT, 9)
+    assert fast_response(fetch, core.HeartbeatResponse(Errors.NONE)) is None
+
+
+def test_an_encoded_answer_of_another_api_or_version_is_refused():
+    conn = Connection()
+    (request,) = conn.receive_data(
+        request_frame(build_nested(apis.request_class(ApiKey.HEARTBEAT, 4), REQUEST_VALUES))
+    )
+    for wrong in (
+        EncodedResponse(ApiKey.HEARTBEAT, 3, b"\0\0\0\0\0\0"),
+        EncodedResponse(ApiKey.OFFSET_COMMIT, 4, b"\0\0\0\0\0\0"),
+    ):
+        with pytest.raises(ValueError, match="expected an answer to api 12 v4"):
+            conn.send_response(request, wrong)
+    right = fast_response(request, core.HeartbeatResponse(Errors.NONE))
+    assert conn.send_response(request, right) == encode_response(request, right)

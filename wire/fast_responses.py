@@ -1,0 +1,78 @@
+"""Direct encoders for the two answers on every group member's hot path: Heartbeat and
+OffsetCommit.
+
+``response_from_core`` builds kio's response entity and ``encode_response`` has kio's Python
+writer walk it: for an OffsetCommit answer of four partitions that was the largest part of a
+commit's cost in the listener (measured: ~0.35 ms of kio objects and writing, against ~0.01 ms
+here). These encoders write the same bytes straight from the core's answer, following Kafka's
+schemas (HeartbeatResponse v0-4, OffsetCommitResponse v2-9: throttle time from v1 / v3,
+flexible encodings with empty tagged-field sections from v4 / v8, partitions grouped by topic
+in the order answered). tests/wire/test_fast_responses.py checks them byte for byte against
+kio's writer for every supported version.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from groupcoord.coordinator import messages as core
+
+from .apis import ApiKey
+from .connection import EncodedResponse, WireRequest
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_ERROR = struct.Struct(">ih")  # partition index, error code
+_NO_TAGS = b"\0"
+
+
+def fast_response(request: WireRequest, response: object) -> EncodedResponse | None:
+    """The encoded answer to ``request`` from the core's ``response`` for a Heartbeat or an
+    OffsetCommit; None for anything else (``response_from_core`` answers it)."""
+    version = request.api_version
+    match request.api_key:
+        case ApiKey.HEARTBEAT if type(response) is core.HeartbeatResponse:
+            body = _I16.pack(int(response.error))
+            if version >= 1:
+                body = _I32.pack(0) + body
+            if version >= 4:
+                body += _NO_TAGS
+        case ApiKey.OFFSET_COMMIT if type(response) is core.OffsetCommitResponse:
+            body = _offset_commit(version, response.partitions)
+        case _:
+            return None
+    return EncodedResponse(request.api_key, version, body)
+
+
+def _offset_commit(version: int, partitions: list[core.OffsetCommitResponsePartition]) -> bytes:
+    flexible = version >= 8
+    topics: dict[str, list[bytes]] = {}
+    tags = _NO_TAGS if flexible else b""
+    for p in partitions:
+        entry = _PARTITION_ERROR.pack(p.partition, int(p.error)) + tags
+        topics.setdefault(p.topic, []).append(entry)
+    out = [_I32.pack(0)] if version >= 3 else []
+    out.append(_array_size(len(topics), flexible))
+    for name, entries in topics.items():
+        encoded = name.encode()
+        out.append(_varint(len(encoded) + 1) if flexible else _I16.pack(len(encoded)))
+        out.append(encoded)
+        out.append(_array_size(len(entries), flexible))
+        out.extend(entries)
+        out.append(tags)
+    out.append(tags)
+    return b"".join(out)
+
+
+def _array_size(count: int, flexible: bool) -> bytes:
+    return _varint(count + 1) if flexible else _I32.pack(count)
+
+
+def _varint(value: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths, +1 so that 0 means null)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
