@@ -10,8 +10,10 @@
     groupcoord --version
 
 Every command prints readable tables, or one JSON document with ``--json``; ``groups`` is
-Kafka's kafka-consumer-groups (cli_groups.py). Exit status: 0 done, 1 the operation failed,
-2 a usage error (one line on stderr naming what is wrong) or no deployment reached.
+Kafka's kafka-consumer-groups (cli_groups.py). Exit status: 0 done; 2 a usage error (one line
+on stderr naming what is wrong) or no deployment reached; ``groups`` and ``status`` exit 1 when
+the operation itself failed (an unknown group, a refused reset, a partition not serving), while
+``serve`` and ``topics`` report their other errors with 2 too.
 
 Which Ray cluster: ``--address``, else ``RAY_ADDRESS``, else ``serve`` starts an embedded one and
 the other commands use the one cluster running on this machine (refusing to guess between

@@ -431,7 +431,10 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
             committed = await admin.fetch_offsets(group_id)
             targets = _targets(args.topic, committed, catalog)
             if not targets:
-                raise ResetError(f"group '{group_id}' has no committed offsets to reset")
+                raise ResetError(
+                    f"group '{group_id}' has no committed offsets to reset",
+                    "GROUP_ID_NOT_FOUND" if described.state == "Dead" else "OFFSETS_UNKNOWN",
+                )
             new, notes = plan_reset(
                 scenario,
                 targets,
@@ -444,7 +447,16 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
             if args.execute:
                 await admin.alter_offsets(group_id, new)
         except (ResetError, AdminError) as exc:
-            out.add("groups", [group_row(group=group_id, state=described.state, error=_name(exc))])
+            out.add(
+                "groups",
+                [
+                    group_row(
+                        group=group_id,
+                        state=described.state,
+                        error=exc.error if isinstance(exc, ResetError) else exc.error.name,
+                    )
+                ],
+            )
             out.note(f"Error: {group_id}: {exc}")
             status = EXIT_FAILED
             continue
@@ -472,10 +484,6 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
     if not args.execute:
         out.note("dry run: nothing was written (add --execute to write these offsets)")
     return status
-
-
-def _name(exc: Exception) -> str:
-    return exc.error.name if isinstance(exc, AdminError) else "OFFSET_NOT_AVAILABLE"
 
 
 async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end) -> int:

@@ -4,7 +4,8 @@ Every ``--json`` document of ``groups`` has the same four keys, whatever the act
 
 - ``groups``: ``{group, state, protocol_type, assignment_strategy, generation, leader, members,
   coordinator, error}`` (``members`` is the member count, ``coordinator`` the offsets partition
-  that owns the group, ``error`` Kafka's error name or null);
+  that owns the group, ``error`` Kafka's error name, OFFSETS_UNKNOWN when a reset needs an
+  offset no source knows, or null);
 - ``members``: ``{group, consumer_id, group_instance_id, host, client_id, partitions,
   assignment}`` (``partitions`` the count, ``assignment`` a list of ``{topic, partition}``);
 - ``offsets``: ``{group, topic, partition, current_offset, log_end_offset, lag, consumer_id,

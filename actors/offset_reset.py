@@ -37,7 +37,12 @@ _DURATION = re.compile(
 
 
 class ResetError(RuntimeError):
-    """A reset that cannot be computed: an offset it needs is not known."""
+    """A reset that cannot be computed: an offset it needs is not known. ``error`` names it in
+    the CLI's JSON: a Kafka error name, or OFFSETS_UNKNOWN."""
+
+    def __init__(self, message: str, error: str = "OFFSETS_UNKNOWN") -> None:
+        super().__init__(message)
+        self.error = error
 
 
 def parse_topics(args: Sequence[str]) -> tuple[list[str], list[tuple[str, int]]]:

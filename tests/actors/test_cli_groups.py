@@ -166,7 +166,7 @@ def test_resets_that_cannot_happen_fail_with_status_1(served, active, capsys):
         "0",
         expect=1,
     )
-    assert document["offsets"] == [] and document["groups"][0]["error"] == "OFFSET_NOT_AVAILABLE"
+    assert document["offsets"] == [] and document["groups"][0]["error"] == "GROUP_ID_NOT_FOUND"
     assert "has no committed offsets to reset" in " ".join(document["notes"])
 
 
