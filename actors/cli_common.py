@@ -1,9 +1,9 @@
 """What every ``groupcoord`` command shares: one-line usage errors and reaching the deployment.
 
-Exit codes of ``groups``: 0 done; 1 the operation failed (an unknown group, a refused reset or delete, an
-offsets source that cannot be reached, a partition that is not serving); 2 a usage error (an
-unknown flag, a bad value or file) or no deployment reached (no Ray cluster, several and no
-``--address``, nothing in that namespace).
+Exit codes of ``groups``: 0 done; 1 the operation failed (an unknown group, a refused reset
+or delete, an offsets source that cannot be reached, a partition that is not serving); 2 a
+usage error (an unknown flag, a bad value or file) or no deployment reached (no Ray cluster,
+several and no ``--address``, nothing in that namespace).
 """
 
 from __future__ import annotations
