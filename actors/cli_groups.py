@@ -292,7 +292,7 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
         group, members, offsets = described_rows(d, coordinator)
         out.add("groups", [group])
         if d.state == "Dead":
-            out.note(f"Error: consumer group '{d.group_id}' does not exist.")
+            out.note(f"Error: Consumer group '{d.group_id}' does not exist.")
             status = EXIT_FAILED
             continue
         out.add("members", members)
@@ -300,14 +300,14 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
         if d.state == "Empty":
             out.note(f"Consumer group '{d.group_id}' has no active members.")
         elif d.state != "Stable":
-            out.note(f"Warning: consumer group '{d.group_id}' is rebalancing.")
+            out.note(f"Warning: Consumer group '{d.group_id}' is rebalancing.")
         if args.state:
             where = kafka.get(coordinator)
             text = f"{where}  ({coordinator})" if where else f"partition-{coordinator}"
             out.table([group | {"coordinator_text": text}], STATE_VIEW)
         elif args.members:
-            if members:
-                out.table(members_view(members, args.verbose), _members_columns(members, args))
+            # The header even without members, as Kafka prints it.
+            out.table(members_view(members, args.verbose), _members_columns(members, args))
         elif offsets:
             out.table(offsets, OFFSETS_VIEW)
     if end_fn is not None and any(o["log_end_offset"] is None for o in out.document["offsets"]):
@@ -422,7 +422,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
                 [group_row(group=group_id, state=described.state, error="NON_EMPTY_GROUP")],
             )
             out.note(
-                f"Error: assignments can only be reset if the group '{group_id}' is inactive, "
+                f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
                 f"but the current state is {described.state}."
             )
             status = EXIT_FAILED
@@ -535,11 +535,11 @@ async def _delete(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
         names = ", ".join(f"'{g}'" for g in deleted)
         out.text(f"Deletion of requested consumer groups ({names}) was successful.")
         return EXIT_OK
-    out.note("Error: deletion of some consumer groups failed:")
+    out.note("Error: Deletion of some consumer groups failed:")
     for g, e in failed.items():
         why = DELETE_REFUSALS.get(e, "")
         out.note(
-            f"* group '{g}' could not be deleted due to: {e.name}" + (f" ({why})" if why else "")
+            f"* Group '{g}' could not be deleted due to: {e.name}" + (f" ({why})" if why else "")
         )
     if deleted:
         out.note(

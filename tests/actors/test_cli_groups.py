@@ -248,7 +248,12 @@ def test_unknown_groups_and_refused_deletes_fail_with_status_1(served, active, c
         ("known-g", "Empty", None),
         ("no-such-g", "Dead", "GROUP_ID_NOT_FOUND"),
     ]
-    assert "consumer group 'no-such-g' does not exist" in " ".join(document["notes"])
+    assert "Error: Consumer group 'no-such-g' does not exist." in " ".join(document["notes"])
+    code, out, err = run(capsys, "--describe", "--group", "known-g", "--members")
+    assert code == 0 and out.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    assert "Consumer group 'known-g' has no active members." in err
+    every = run_json(capsys, "--describe", "--all-groups", "--state")
+    assert {LONG_GROUP, "known-g"} <= {g["group"] for g in every["groups"]}
     code, _, err = run(capsys, "--delete", "--group", LONG_GROUP)
     assert code == 1 and f"'{LONG_GROUP}' could not be deleted due to: NON_EMPTY_GROUP" in err
     listed = run_json(capsys, "--list", "--state", "stable,empty")
