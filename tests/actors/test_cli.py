@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from groupcoord.actors import SyncGroupMember, connect, stop
 from groupcoord.actors.cli import main
 from groupcoord.actors.output import table
+from groupcoord.coordinator import partition_for
 
 NS = "gc-cli"
 
@@ -108,6 +109,19 @@ def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
             (1, 9, 1),
         ]
         assert len(described["members"]) == 1
+        # COORDINATOR (ID): the Kafka listener of the partition that owns the group.
+        capsys.readouterr()
+        assert main(["groups", "--describe", "--group", "cli-g", "--state", "--namespace", NS]) == 0
+        row = capsys.readouterr().out.splitlines()[1].split()
+        owner = partition_for("cli-g", served.num_partitions)
+        assert row == [
+            "cli-g",
+            served.infos()[owner]["kafka"],
+            f"({owner})",
+            "range",
+            "Stable",
+            "1",
+        ]
         argv = ["groups", "--reset-offsets", "--group", "cli-g", "--all-topics", "--to-offset"]
         assert main([*argv, "0", "--execute", "--namespace", NS]) == 1  # the group has a member
         assert "current state is Stable" in capsys.readouterr().err
