@@ -247,7 +247,7 @@ def main(argv: Sequence[str]) -> int:
         status = asyncio.run(run(args, deployment, out, end_fn))
     # RuntimeError: AdminError, CoordinatorUnavailable, ResetError, a partition not serving.
     except (RuntimeError, ConnectionError, TimeoutError) as exc:
-        out.note(f"groupcoord: {exc}")
+        out.error(f"groupcoord: {exc}")
         status = EXIT_FAILED
     out.finish()
     return status
@@ -292,7 +292,7 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
         group, members, offsets = described_rows(d, coordinator)
         out.add("groups", [group])
         if d.state == "Dead":
-            out.note(f"Error: Consumer group '{d.group_id}' does not exist.")
+            out.error(f"Error: Consumer group '{d.group_id}' does not exist.")
             status = EXIT_FAILED
             continue
         out.add("members", members)
@@ -421,7 +421,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
                 "groups",
                 [group_row(group=group_id, state=described.state, error="NON_EMPTY_GROUP")],
             )
-            out.note(
+            out.error(
                 f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
                 f"but the current state is {described.state}."
             )
@@ -457,7 +457,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
                     )
                 ],
             )
-            out.note(f"Error: {group_id}: {exc}")
+            out.error(f"Error: {group_id}: {exc}")
             status = EXIT_FAILED
             continue
         out.add("groups", [group_row(group=group_id, state=described.state)])
@@ -495,7 +495,7 @@ async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end)
         results = await admin.delete_offsets(args.group, targets)
     except AdminError as exc:
         out.add("groups", [group_row(group=args.group, error=exc.error.name)])
-        out.note(f"Error: {args.group}: {exc}")
+        out.error(f"Error: {args.group}: {exc}")
         return EXIT_FAILED
     rows = [
         offset_row(
@@ -511,7 +511,7 @@ async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end)
     out.add("offsets", rows)
     failed = any(r["error"] for r in rows)
     if failed:
-        out.note("Error: some partitions' offsets were not deleted (see STATUS)")
+        out.error("Error: some partitions' offsets were not deleted (see STATUS)")
     else:
         out.text(f"Request succeeded for deleting offsets from group {args.group}.")
     shown = [r | {"status": f"Error: {r['error']}" if r["error"] else "Successful"} for r in rows]
@@ -535,11 +535,11 @@ async def _delete(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
         names = ", ".join(f"'{g}'" for g in deleted)
         out.text(f"Deletion of requested consumer groups ({names}) was successful.")
         return EXIT_OK
-    out.note("Error: Deletion of some consumer groups failed:")
     for g, e in failed.items():
         why = DELETE_REFUSALS.get(e, "")
-        out.note(
-            f"* Group '{g}' could not be deleted due to: {e.name}" + (f" ({why})" if why else "")
+        out.error(
+            f"Error: Group '{g}' could not be deleted due to: {e.name}"
+            + (f" ({why})" if why else "")
         )
     if deleted:
         out.note(

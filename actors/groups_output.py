@@ -10,7 +10,7 @@ Every ``--json`` document of ``groups`` has the same four keys, whatever the act
   assignment}`` (``partitions`` the count, ``assignment`` a list of ``{topic, partition}``);
 - ``offsets``: ``{group, topic, partition, current_offset, log_end_offset, lag, consumer_id,
   host, client_id, new_offset, error}``;
-- ``notes``: the messages the text form prints on stderr.
+- ``notes``: the messages the text form prints on stderr (errors go to stderr in both forms).
 
 A value that is not known or does not apply is null, never "" or a guess; ids are never cut.
 The text form prints Kafka's column names with ``-`` for null, as kafka-consumer-groups does.
@@ -195,6 +195,11 @@ class GroupsOutput:
         self.document["notes"].append(text)
         if not self.as_json:
             print(text, file=sys.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        """A failure: on stderr in both forms (and in the JSON document's notes)."""
+        self.document["notes"].append(text)
+        print(text, file=sys.stderr, flush=True)
 
     def finish(self) -> None:
         if self.as_json:

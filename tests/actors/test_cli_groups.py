@@ -72,6 +72,8 @@ def run_json(capsys, *argv: str, expect: int = 0) -> dict:
     code, out, err = run(capsys, *argv, "--json")
     assert code == expect, err
     document = json.loads(out)
+    errors = [n for n in document["notes"] if n.startswith(("Error", "groupcoord"))]
+    assert bool(errors) == (expect == 1) and all(e in err for e in errors)  # stderr, too
     assert set(document) == {"groups", "members", "offsets", "notes"}
     for key, keys in (("groups", GROUP_KEYS), ("members", MEMBER_KEYS), ("offsets", OFFSET_KEYS)):
         assert all(tuple(row) == keys for row in document[key]), document[key]
