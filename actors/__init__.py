@@ -2,8 +2,10 @@
 
 ``start()`` / ``connect()`` give a ``Deployment`` (the router handle and its partitions);
 ``GroupMember`` / ``SyncGroupMember`` are consumer-group members; ``AdminClient`` lists,
-describes and deletes groups and resets offsets. ``PartitionRuntime`` is the Ray-free core of a
-partition actor (see runtime.py's theory of operation).
+describes and deletes groups and resets offsets; ``end_offsets_source`` gives an ``EndOffsetsFn``
+(log-end offsets from a JSON file, an upstream Kafka cluster or Python code) for lag.
+``PartitionRuntime`` is the Ray-free core of a partition actor (see runtime.py's theory of
+operation).
 """
 
 from .admin import AdminClient, AdminError, GroupDescription
@@ -11,6 +13,15 @@ from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
 from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
+from .end_offsets import (
+    EndOffsetsFn,
+    end_offsets_source,
+    kafka_offsets,
+    kafka_offsets_for_times,
+    offsets_file,
+    python_offsets,
+    start_offsets_source,
+)
 from .runtime import PartitionRuntime
 from .wire_service import WireConfig
 
@@ -23,6 +34,7 @@ __all__ = [
     "CoordinatorUnavailable",
     "DEFAULT_NAMESPACE",
     "Deployment",
+    "EndOffsetsFn",
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",
@@ -31,6 +43,12 @@ __all__ = [
     "SyncGroupMember",
     "WireConfig",
     "connect",
+    "end_offsets_source",
+    "kafka_offsets",
+    "kafka_offsets_for_times",
+    "offsets_file",
+    "python_offsets",
+    "start_offsets_source",
     "start",
     "stop",
 ]

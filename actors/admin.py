@@ -9,15 +9,15 @@ when one never answers. Partitions and offsets are checked before anything is se
 
 Offset resets follow ``kafka-consumer-groups --reset-offsets``: only a group without active
 members (Empty, or unknown) may be reset; the new offsets are committed as a non-member
-(generation -1), which the coordinator refuses for a group that has members. Earliest/latest
-need the log start/end offsets of each partition, which only the caller knows (there is no
-broker here): pass ``offsets_of(topic, partition) -> int``.
+(generation -1), which the coordinator refuses for a group that has members. Log start/end
+offsets live outside groupcoord (there is no broker here): describe and reset take an
+``EndOffsetsFn`` (end_offsets.py) that answers for the partitions it knows.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 from ray.exceptions import RayActorError
@@ -35,7 +35,9 @@ from groupcoord.coordinator import (
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
 from .channel import CoordinatorChannel, RouterHandle
-from .offsets import checked_offset, checked_partitions
+from .end_offsets import EndOffsetsFn
+from .offset_reset import plan_reset
+from .offsets import checked_offset, checked_offsets, checked_partitions
 
 MAX_GROUPS_PER_CALL = 10_000
 ADMIN_TIMEOUT_MS = 30_000
@@ -57,9 +59,12 @@ class MemberDescription(msgspec.Struct, frozen=True):
 
 
 class PartitionOffset(msgspec.Struct, frozen=True):
+    """A partition the group owns or has an offset for; None where a value is not known
+    (no committed offset yet, no end offset from the source, no owner)."""
+
     topic: str
     partition: int
-    committed_offset: int
+    committed_offset: int | None
     end_offset: int | None = None
     lag: int | None = None
     owner: str | None = None  # member id of the current owner, if any
@@ -136,10 +141,11 @@ class AdminClient:
         group_ids: Iterable[str],
         *,
         with_offsets: bool = False,
-        end_offsets: Callable[[str, int], int] | None = None,
+        end_offsets: EndOffsetsFn | None = None,
     ) -> list[GroupDescription]:
-        """Describe groups (unknown ones come back state Dead). ``with_offsets`` adds committed
-        offsets; ``end_offsets(topic, partition)`` adds each partition's end offset and lag."""
+        """Describe groups (unknown ones come back state Dead). ``with_offsets`` adds a row per
+        partition the group owns or has committed (Kafka's describe); ``end_offsets`` adds each
+        partition's end offset and lag where it knows them (None elsewhere)."""
         ids = self._group_ids(group_ids)
         return list(
             await asyncio.gather(
@@ -167,15 +173,18 @@ class AdminClient:
         if with_offsets and described.error == Errors.NONE:
             owners = {tp: m.member_id for m in members for tp in m.assignment}
             committed = await self.fetch_offsets(group_id)
+            partitions = sorted(set(committed) | set(owners))
+            ends: Mapping[tuple[str, int], int] = {}
+            if end_offsets is not None and partitions:
+                # In a thread: a source may block on I/O (a Kafka cluster's ListOffsets).
+                ends = await asyncio.to_thread(end_offsets, partitions)
             rows = []
-            for (topic, partition), offset in sorted(committed.items()):
-                end = end_offsets(topic, partition) if end_offsets else None
-                lag = None if end is None or offset < 0 else max(end - offset, 0)
-                rows.append(
-                    PartitionOffset(
-                        topic, partition, offset, end, lag, owners.get((topic, partition))
-                    )
-                )
+            for tp in partitions:
+                offset = committed.get(tp, -1)
+                current = offset if offset >= 0 else None
+                end = ends.get(tp)
+                lag = None if end is None or current is None else max(end - current, 0)
+                rows.append(PartitionOffset(tp[0], tp[1], current, end, lag, owners.get(tp)))
             offsets = tuple(rows)
         return GroupDescription(
             group_id,
@@ -227,49 +236,26 @@ class AdminClient:
             raise AdminError(response.error, f"OffsetDelete for {group_id!r}")
         return {(p.topic, p.partition): p.error for p in response.partitions}
 
-    async def reset_offsets(
-        self,
-        group_id: str,
-        *,
-        to_offset: int | None = None,
-        to_earliest: Callable[[str, int], int] | None = None,
-        to_latest: Callable[[str, int], int] | None = None,
-        partitions: Iterable[tuple[str, int]] | None = None,
-    ) -> dict[tuple[str, int], int]:
-        """Reset the group's offsets (all committed partitions unless ``partitions`` is given)
-        to one offset, or to earliest/latest through ``offsets_of(topic, partition)``.
-        Returns the offsets written. Refused (AdminError NON_EMPTY_GROUP) while the group has
-        members."""
-        chosen = [x is not None for x in (to_offset, to_earliest, to_latest)]
-        if sum(chosen) != 1:
-            raise ValueError("give exactly one of to_offset, to_earliest, to_latest")
-        if to_offset is not None:
-            checked_offset(to_offset, "to_offset")
-        chosen_partitions = checked_partitions(partitions)
+    async def alter_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Kafka's alterConsumerGroupOffsets for a group without active members: commit
+        ``offsets`` as a non-member. Refused (AdminError NON_EMPTY_GROUP) while the group has
+        members, before anything is written."""
+        new = checked_offsets(offsets)
         (described,) = await self.describe_groups([group_id])
         if described.state not in RESETTABLE_STATES:
             raise AdminError(
                 Errors.NON_EMPTY_GROUP,
-                f"group {group_id!r} is {described.state}; stop its members first",
+                f"offsets of group {group_id!r} can only be reset while it is inactive, but "
+                f"its current state is {described.state}; stop its members first",
             )
-        targets = (
-            sorted(set(chosen_partitions))
-            if chosen_partitions is not None
-            else sorted(await self.fetch_offsets(group_id))
-        )
-        offsets_of = to_earliest or to_latest
-        new: dict[tuple[str, int], int] = {}
-        for tp in targets:
-            value = to_offset if offsets_of is None else offsets_of(*tp)
-            new[tp] = checked_offset(value, f"{tp[0]}-{tp[1]}")
         if not new:
-            return {}
+            return
         response = await self._channel(group_id).call(
             OffsetCommitRequest(
                 group_id,
                 -1,
                 "",
-                [OffsetCommitRequestPartition(t, p, o) for (t, p), o in new.items()],
+                [OffsetCommitRequestPartition(t, p, o) for (t, p), o in sorted(new.items())],
             )
         )
         errors = {
@@ -278,6 +264,38 @@ class AdminClient:
         if errors:
             error = next(iter(errors.values()))
             raise AdminError(error, f"reset of {group_id!r} refused for {sorted(errors)}")
+
+    async def reset_offsets(
+        self,
+        group_id: str,
+        *,
+        to_offset: int | None = None,
+        to_earliest: EndOffsetsFn | None = None,
+        to_latest: EndOffsetsFn | None = None,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """Reset the group's offsets (all committed partitions unless ``partitions`` is given)
+        to one offset, or to the log-start (``to_earliest``) or log-end (``to_latest``) offsets
+        those sources give. Returns the offsets written. Refused (AdminError NON_EMPTY_GROUP)
+        while the group has members; ResetError when a source lacks a partition."""
+        chosen = [x is not None for x in (to_offset, to_earliest, to_latest)]
+        if sum(chosen) != 1:
+            raise ValueError("give exactly one of to_offset, to_earliest, to_latest")
+        if to_offset is not None:
+            checked_offset(to_offset, "to_offset")
+        chosen_partitions = checked_partitions(partitions)
+        targets = (
+            sorted(set(chosen_partitions))
+            if chosen_partitions is not None
+            else sorted(await self.fetch_offsets(group_id))
+        )
+        if to_earliest is not None:
+            new, _ = plan_reset("to-earliest", targets, {}, start=to_earliest(targets))
+        elif to_latest is not None:
+            new, _ = plan_reset("to-latest", targets, {}, end=to_latest(targets))
+        else:
+            new, _ = plan_reset("to-offset", targets, {}, value=to_offset)
+        await self.alter_offsets(group_id, new)
         return new
 
 

@@ -6,14 +6,14 @@
                       | delete TOPIC
     groupcoord demo   [--seconds S] [--log-dir DIR]
     groupcoord status
-    groupcoord groups list
-    groupcoord groups describe GROUP... [--end-offsets FILE]
-    groupcoord groups delete GROUP...
-    groupcoord groups reset-offsets GROUP (--to-offset N | --to-earliest FILE | --to-latest FILE)
+    groupcoord groups --list | --describe | --reset-offsets | --delete-offsets | --delete ...
+    groupcoord --version
 
-Every command prints readable tables, or one JSON document with ``--json``. Offset files are
-JSON objects ``{"topic:partition": offset}``: there is no broker here to ask for log start and
-end offsets, so the caller supplies them.
+Every command prints readable tables, or one JSON document with ``--json``; ``groups`` is
+Kafka's kafka-consumer-groups (cli_groups.py). Exit status: 0 done; 2 a usage error (one line
+on stderr naming what is wrong) or no deployment reached; ``groups`` and ``status`` exit 1 when
+the operation itself failed (an unknown group, a refused reset, a partition not serving), while
+``serve`` and ``topics`` report their other errors with 2 too.
 
 Which Ray cluster: ``--address``, else ``RAY_ADDRESS``, else ``serve`` starts an embedded one and
 the other commands use the one cluster running on this machine (refusing to guess between
@@ -25,52 +25,26 @@ requests answered, logs flushed, writer locks released), stops its embedded Ray 
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from importlib.metadata import version
 
-import msgspec
 import ray
 from ray.exceptions import RayTaskError
 
-from . import bootstrap
-from .admin import AdminClient
-from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
+from . import bootstrap, cli_groups
+from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, ensure_ray, start, stop
+from .cli_common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, connect_and_say
 from .demo_run import run_demo
-from .output import Output, show_descriptions
+from .output import Output
 from .wire_service import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0
-
-# -- output ------------------------------------------------------------------------------------
-
-
-def _offsets_file(path: str) -> Callable[[str, int], int]:
-    with open(path) as f:
-        raw = json.load(f)
-    if not isinstance(raw, dict):
-        raise ValueError(f'{path}: expected a JSON object {{"topic:partition": offset}}')
-    table_ = {}
-    for key, value in raw.items():
-        topic, _, partition = key.rpartition(":")
-        if not topic or not partition.isdigit() or type(value) is not int:
-            raise ValueError(f'{path}: entries must look like "topic:partition": offset')
-        table_[(topic, int(partition))] = value
-
-    def offset_of(topic: str, partition: int) -> int:
-        if (topic, partition) not in table_:
-            raise ValueError(f"{path} has no offset for {topic}:{partition}")
-        return table_[(topic, partition)]
-
-    return offset_of
-
 
 # -- serve -------------------------------------------------------------------------------------
 
@@ -212,19 +186,11 @@ def cmd_serve(args, out: Output) -> int:
             signal.signal(s, handler)
 
 
-# -- status and groups -------------------------------------------------------------------------
+# -- status and topics -------------------------------------------------------------------------
 
 
 def _connect(args):
-    """The deployment, saying on stderr which cluster and namespace were reached."""
-    deployment = connect(args.namespace, args.address)
-    print(
-        f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
-        f"{deployment.namespace!r}, deployment {deployment.cluster_id or '?'}",
-        file=sys.stderr,
-        flush=True,
-    )
-    return deployment
+    return connect_and_say(args.namespace, args.address)
 
 
 def cmd_status(args, out: Output) -> int:
@@ -253,58 +219,6 @@ def cmd_topics(args, out: Output) -> int:
     topics = ray.get(router.topics.remote())
     rows = [{"topic": t, "partitions": n} for t, n in sorted(topics.items())]
     out.show("topics", "topics", rows, ("topic", "partitions"))
-    out.finish()
-    return 0
-
-
-def cmd_groups(args, out: Output) -> int:
-    deployment = _connect(args)
-    admin = AdminClient(deployment.router)
-    if args.action == "list":
-        infos = deployment.infos()
-        if any(i["state"] in bootstrap.BROKEN_STATES for i in infos):
-            # ListGroups would wait for them until it times out.
-            broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
-            raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
-        groups = asyncio.run(admin.list_groups(args.state or ()))
-        out.show(
-            "groups",
-            "groups",
-            [msgspec.to_builtins(g) for g in groups],
-            ("group_id", "group_state", "protocol_type"),
-        )
-    elif args.action == "describe":
-        end_offsets = _offsets_file(args.end_offsets) if args.end_offsets else None
-        show_descriptions(
-            out,
-            asyncio.run(
-                admin.describe_groups(args.groups, with_offsets=True, end_offsets=end_offsets)
-            ),
-        )
-    elif args.action == "delete":
-        results = asyncio.run(admin.delete_groups(args.groups))
-        out.show(
-            "deleted",
-            "delete groups",
-            [{"group": g, "result": e.name} for g, e in results.items()],
-            ("group", "result"),
-        )
-        out.finish()
-        return 0 if all(e == 0 for e in results.values()) else 1
-    else:
-        (group,) = args.groups
-        options = {"to_offset": args.to_offset}
-        if args.to_earliest:
-            options = {"to_earliest": _offsets_file(args.to_earliest)}
-        elif args.to_latest:
-            options = {"to_latest": _offsets_file(args.to_latest)}
-        written = asyncio.run(admin.reset_offsets(group, **options))
-        out.show(
-            "reset",
-            f"offsets of {group} reset",
-            [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(written.items())],
-            ("topic", "partition", "offset"),
-        )
     out.finish()
     return 0
 
@@ -348,8 +262,9 @@ def cmd_demo(args, out: Output) -> int:
 # -- entry point -------------------------------------------------------------------------------
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="groupcoord", description=__doc__.split("\n\n")[0])
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="groupcoord", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"groupcoord {version('groupcoord')}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp, address_help):
@@ -415,16 +330,13 @@ def parser() -> argparse.ArgumentParser:
     topics.add_argument("topic", nargs="?")
     topics.add_argument("--partitions", type=int, help="create/alter: the partition count")
 
-    groups = sub.add_parser("groups", help="list, describe, delete groups; reset offsets")
-    common(groups, client_address)
-    groups.add_argument("action", choices=("list", "describe", "delete", "reset-offsets"))
-    groups.add_argument("groups", nargs="*")
-    groups.add_argument("--state", action="append", help="list: only groups in this state")
-    groups.add_argument("--end-offsets", help="describe: JSON file of end offsets (adds lag)")
-    target = groups.add_mutually_exclusive_group()
-    target.add_argument("--to-offset", type=int)
-    target.add_argument("--to-earliest", help="JSON file of log start offsets")
-    target.add_argument("--to-latest", help="JSON file of log end offsets")
+    # Dispatched before parsing (see main), like export and report.
+    sub.add_parser(
+        "groups",
+        add_help=False,
+        help="Kafka's kafka-consumer-groups: --list, --describe, --reset-offsets, "
+        "--delete-offsets, --delete (groupcoord groups --help)",
+    )
     return p
 
 
@@ -436,30 +348,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         from groupcoord.spark_export import cli as lake_cli  # noqa: PLC0415
 
         return (lake_cli.export_main if argv[0] == "export" else lake_cli.report_main)(argv[1:])
-    args = parser().parse_args(argv)
-    out = Output(getattr(args, "json", False))
-    if args.command == "groups":
-        if args.action in ("describe", "delete") and not args.groups:
-            parser().error(f"groups {args.action} needs at least one group id")
-        if args.action == "reset-offsets" and (
-            len(args.groups) != 1
-            or (args.to_offset is None and not args.to_earliest and not args.to_latest)
-        ):
-            parser().error("groups reset-offsets needs one group and one --to-... option")
     commands = {
         "serve": cmd_serve,
         "demo": cmd_demo,
-        "groups": cmd_groups,
         "status": cmd_status,
         "topics": cmd_topics,
     }
     try:
-        return commands[args.command](args, out)
-    # OSError: an unreadable offsets file, no Ray cluster to connect to (ConnectionError),
-    # partitions not serving in time (TimeoutError).
+        if argv and argv[0] == "groups":
+            return cli_groups.main(argv[1:])
+        args, extra = parser().parse_known_args(argv)
+        if extra:  # name the command whose options were wrong, not just "groupcoord"
+            raise UsageError(
+                f"groupcoord {args.command}: unrecognized arguments: {' '.join(extra)} "
+                f"(see groupcoord {args.command} --help)"
+            )
+        return commands[args.command](args, Output(getattr(args, "json", False)))
+    except SystemExit as done:  # --help and --version print, then exit through argparse
+        return done.code if isinstance(done.code, int) else EXIT_OK
+    # OSError: no Ray cluster to connect to (ConnectionError), partitions not serving in time
+    # (TimeoutError); ValueError includes UsageError.
     except (ValueError, LookupError, RuntimeError, OSError) as exc:
-        print(f"groupcoord: {exc}", file=sys.stderr)
-        return 2
+        print(f"groupcoord: {exc}" if not isinstance(exc, UsageError) else exc, file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

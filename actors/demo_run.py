@@ -155,7 +155,10 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     show_descriptions(
         out,
         asyncio.run(
-            admin.describe_groups([g for g, _, _ in DEMO_GROUPS], end_offsets=topic.end_offset)
+            admin.describe_groups(
+                [g for g, _, _ in DEMO_GROUPS],
+                end_offsets=lambda tps: {tp: topic.end_offset(*tp) for tp in tps},
+            )
         ),
     )
     ray.get([c.stop.remote() for _, c in consumers])

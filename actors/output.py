@@ -10,8 +10,8 @@ import msgspec
 
 
 def table(title: str, rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """A plain-text table; every value shown with ``str``."""
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    """A plain-text table; every value shown with ``str``, a missing one (None) as ``-``."""
+    cells = [["-" if row.get(c) is None else str(row[c]) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     line = "  ".join("-" * w for w in widths)
     out = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)), line]
@@ -58,15 +58,15 @@ def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
                 "protocol": d.protocol,
                 "generation": d.generation_id,
                 "members": len(d.members),
-                "leader": d.leader[:24],
+                "leader": d.leader or None,
             }
         )
         for m in d.members:
             members.append(
                 {
                     "group": d.group_id,
-                    "member": m.member_id[:40],
-                    "instance": m.group_instance_id or "",
+                    "member": m.member_id,
+                    "instance": m.group_instance_id,
                     "client": m.client_id,
                     "partitions": ",".join(f"{t}-{p}" for t, p in m.assignment),
                 }
@@ -78,9 +78,9 @@ def describe_rows(descriptions) -> tuple[list[dict], list[dict], list[dict]]:
                     "topic": o.topic,
                     "partition": o.partition,
                     "committed": o.committed_offset,
-                    "end": "" if o.end_offset is None else o.end_offset,
-                    "lag": "" if o.lag is None else o.lag,
-                    "owner": (o.owner or "")[:40],
+                    "end": o.end_offset,
+                    "lag": o.lag,
+                    "owner": o.owner,
                 }
             )
     return groups, members, offsets

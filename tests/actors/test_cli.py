@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from groupcoord.actors import SyncGroupMember, connect, stop
 from groupcoord.actors.cli import main
 from groupcoord.actors.output import table
+from groupcoord.coordinator import partition_for
 
 NS = "gc-cli"
 
@@ -98,37 +99,54 @@ def test_serve_groups_describe_reset_delete(served, capsys, tmp_path):
     m.wait_assigned(30)
     m.commit({("t", 0): 5, ("t", 1): 9})
     try:
-        listed = run_json(capsys, "groups", "list")
-        assert {
-            "group_id": "cli-g",
-            "protocol_type": "consumer",
-            "group_state": "Stable",
-        } in listed["groups"]
+        listed = run_json(capsys, "groups", "--list")
+        assert ("cli-g", "consumer") in {(g["group"], g["protocol_type"]) for g in listed["groups"]}
         ends = tmp_path / "ends.json"
         ends.write_text(json.dumps({"t:0": 10, "t:1": 10}))
         described = run_json(capsys, "groups", "describe", "cli-g", "--end-offsets", str(ends))
-        assert [(o["partition"], o["committed"], o["lag"]) for o in described["offsets"]] == [
+        assert [(o["partition"], o["current_offset"], o["lag"]) for o in described["offsets"]] == [
             (0, 5, 5),
             (1, 9, 1),
         ]
         assert len(described["members"]) == 1
-        assert (
-            main(["groups", "reset-offsets", "cli-g", "--to-offset", "0", "--namespace", NS]) == 2
-        )  # refused: the group has a member
-        assert "NON_EMPTY_GROUP" in capsys.readouterr().err
+        # COORDINATOR (ID): the Kafka listener of the partition that owns the group.
+        capsys.readouterr()
+        assert main(["groups", "--describe", "--group", "cli-g", "--state", "--namespace", NS]) == 0
+        row = capsys.readouterr().out.splitlines()[1].split()
+        owner = partition_for("cli-g", served.num_partitions)
+        assert row == [
+            "cli-g",
+            served.infos()[owner]["kafka"],
+            f"({owner})",
+            "range",
+            "Stable",
+            "1",
+        ]
+        argv = ["groups", "--reset-offsets", "--group", "cli-g", "--all-topics", "--to-offset"]
+        assert main([*argv, "0", "--execute", "--namespace", NS]) == 1  # the group has a member
+        assert "current state is Stable" in capsys.readouterr().err
     finally:
         m.close()
-    reset = run_json(capsys, "groups", "reset-offsets", "cli-g", "--to-latest", str(ends))
-    assert reset["reset"] == [
-        {"topic": "t", "partition": 0, "offset": 10},
-        {"topic": "t", "partition": 1, "offset": 10},
+    reset = run_json(
+        capsys,
+        "groups",
+        "reset-offsets",
+        "cli-g",
+        "--to-latest",
+        "--end-offsets",
+        str(ends),
+        "--execute",
+    )
+    assert [(o["topic"], o["partition"], o["new_offset"]) for o in reset["offsets"]] == [
+        ("t", 0, 10),
+        ("t", 1, 10),
     ]
     capsys.readouterr()
     assert main(["groups", "describe", "cli-g", "--namespace", NS]) == 0
-    text = capsys.readouterr().out
-    assert "committed offsets" in text and "Empty" in text
+    out, err = capsys.readouterr()
+    assert "CURRENT-OFFSET" in out and "has no active members" in err
     deleted = run_json(capsys, "groups", "delete", "cli-g")
-    assert deleted["deleted"] == [{"group": "cli-g", "result": "NONE"}]
+    assert deleted["groups"] == [{k: None for k in deleted["groups"][0]} | {"group": "cli-g"}]
     assert main(["groups", "delete", "cli-g", "--namespace", NS]) == 1  # GROUP_ID_NOT_FOUND
 
 

@@ -113,7 +113,9 @@ def test_commits_fetches_and_admin_operations(deployment):
         assert (await m.committed([("t", 0)])) == {("t", 0): 11}
         listed = {g.group_id: g.group_state for g in await admin.list_groups()}
         assert listed["admin-g"] == "Stable"
-        (desc,) = await admin.describe_groups(["admin-g"], end_offsets=lambda t, p: 100)
+        (desc,) = await admin.describe_groups(
+            ["admin-g"], end_offsets=lambda tps: {tp: 100 for tp in tps}
+        )
         assert desc.state == "Stable" and len(desc.members) == 1
         assert {(o.partition, o.lag) for o in desc.offsets} == {(0, 89), (1, 80), (2, 70)}
         assert all(o.owner == m.member_id for o in desc.offsets)
@@ -127,7 +129,9 @@ def test_commits_fetches_and_admin_operations(deployment):
         await m.close()
         with pytest.raises(CommitFailedError):
             await m.commit({("t", 0): 1})
-        reset = await admin.reset_offsets("admin-g", to_latest=lambda t, p: 100 + p)
+        reset = await admin.reset_offsets(
+            "admin-g", to_latest=lambda tps: {(t, p): 100 + p for t, p in tps}
+        )
         assert reset == {("t", 0): 100, ("t", 1): 101, ("t", 2): 102}
         assert await admin.fetch_offsets("admin-g") == reset
         await admin.reset_offsets("admin-g", to_offset=5, partitions=[("t", 1)])

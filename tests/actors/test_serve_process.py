@@ -125,7 +125,7 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
         assert committed.returncode == 0, committed.stderr
         described = cli("groups", "describe", "kept-g", "--json", "--address", first.address)
         assert f"Ray at {first.address} (--address), namespace '{NS}'" in described.stderr
-        assert [o["committed"] for o in json.loads(described.stdout)["offsets"]] == [7]
+        assert [o["current_offset"] for o in json.loads(described.stdout)["offsets"]] == [7]
 
         listed = cli("groups", "list", "--json", RAY_ADDRESS=first.address)
         assert listed.returncode == 0, listed.stderr
@@ -150,7 +150,7 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
     try:
         described = cli("groups", "describe", "kept-g", "--json", "--address", second.address)
         assert described.returncode == 0, described.stderr
-        assert [o["committed"] for o in json.loads(described.stdout)["offsets"]] == [7]
+        assert [o["current_offset"] for o in json.loads(described.stdout)["offsets"]] == [7]
     finally:
         code, _, err = second.finish(signal.SIGINT)
     assert code == 0 and "Traceback" not in err, err

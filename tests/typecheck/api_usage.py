@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from groupcoord.actors import (
     AdminClient,
+    EndOffsetsFn,
     GroupDescription,
     GroupMember,
     RebalanceListener,
     SyncGroupMember,
     WireConfig,
     connect,
+    end_offsets_source,
     start,
     stop,
 )
@@ -104,6 +106,11 @@ async def operator() -> list[GroupDescription]:
     admin = AdminClient(deployment.router)
     listed = await admin.list_groups(states=["Stable"])
     described = await admin.describe_groups([g.group_id for g in listed], with_offsets=True)
+    ends: EndOffsetsFn = end_offsets_source("file:/tmp/ends.json")
+    lagging = await admin.describe_groups(["my-group"], end_offsets=ends)
+    lags: list[int | None] = [o.lag for d in lagging for o in d.offsets]
+    assert all(lag is None or lag >= 0 for lag in lags)
+    await admin.reset_offsets("my-group", to_latest=ends, partitions=[("events", 0)])
     await admin.reset_offsets("my-group", to_offset=0)
     await admin.delete_groups(["my-group"])
     stop(deployment)

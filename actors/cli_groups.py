@@ -1,0 +1,549 @@
+"""``groupcoord groups``: kafka-consumer-groups for groupcoord, with Kafka's options.
+
+    groupcoord groups --list [--state [S,...]]
+    groupcoord groups --describe (--group G ... | --all-groups) [--offsets | --members | --state]
+                      [--verbose] [--end-offsets SOURCE]
+    groupcoord groups --reset-offsets (--group G ... | --all-groups)
+                      (--topic T[:P,...] ... | --all-topics) SCENARIO [--dry-run | --execute]
+                      [--end-offsets SOURCE] [--start-offsets SOURCE]
+    groupcoord groups --delete-offsets --group G --topic T[:P,...] ...
+    groupcoord groups --delete (--group G ... | --all-groups)
+
+The older spellings ``groups list``, ``groups describe G...``, ``groups delete G...``,
+``groups reset-offsets G ...`` and ``groups delete-offsets G ...`` still work (a reset without
+``--topic`` covers every committed partition). As in Kafka, a reset is a dry run unless
+``--execute`` is given, and is refused for a group with active members. An offsets SOURCE
+is ``file:PATH`` (or a bare path), ``kafka:HOST:PORT[,...]`` or ``python:module:function``
+(end_offsets.py). Output columns, messages and the JSON schema: groups_output.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+
+from groupcoord.coordinator import Errors
+from groupcoord.coordinator.routing import partition_for
+
+from . import bootstrap
+from .admin import AdminClient, AdminError
+from .bootstrap import DEFAULT_NAMESPACE, Deployment
+from .cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    OneLineParser,
+    UsageError,
+    add_common,
+    connect_and_say,
+)
+from .end_offsets import (
+    EndOffsetsFn,
+    end_offsets_source,
+    kafka_offsets,
+    kafka_offsets_for_times,
+    start_offsets_source,
+)
+from .groups_output import (
+    DELETE_OFFSETS_VIEW,
+    OFFSETS_VIEW,
+    RESET_VIEW,
+    STATE_VIEW,
+    GroupsOutput,
+    assignment_text,
+    described_rows,
+    group_row,
+    offset_row,
+)
+from .offset_reset import (
+    ResetError,
+    parse_datetime_ms,
+    parse_duration_ms,
+    parse_topics,
+    plan_reset,
+)
+
+ACTIONS = ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete")
+ALIASES = {a[2:]: a for a in ACTIONS}
+STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+RESETTABLE = ("Empty", "Dead")
+# Why a group could not be deleted, in the words of Kafka's exceptions.
+DELETE_REFUSALS = {
+    Errors.NON_EMPTY_GROUP: "the group is not empty",
+    Errors.GROUP_ID_NOT_FOUND: "the group id does not exist",
+}
+ADDRESS_HELP = (
+    "Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, else the one "
+    "cluster running on this machine"
+)
+SOURCE_HELP = "file:PATH (or a bare PATH), kafka:HOST:PORT[,HOST:PORT] or python:module:function"
+EPILOG = (
+    "exit status: 0 done, 1 the operation failed (unknown group, refused reset or delete, "
+    "unreachable offsets source), 2 usage error or no deployment reached"
+)
+OVERVIEW = f"""usage: groupcoord groups ACTION [options]   (groupcoord groups ACTION --help)
+
+Kafka's kafka-consumer-groups for groupcoord. One action:
+  --list            list the groups (--state [S,...]: with their state, or only those)
+  --describe        offsets and lag (default), --members or --state of groups
+  --reset-offsets   plan (--dry-run, the default) or --execute an offset reset
+  --delete-offsets  delete a group's offsets of some topics
+  --delete          delete groups that have no members
+
+{EPILOG}"""
+
+
+def _parser(action: str) -> argparse.ArgumentParser:
+    """The options of one action (a flag another action takes is refused here)."""
+    descriptions = {
+        "--list": "List the consumer groups; --state shows their state or keeps only those "
+        f"states ({', '.join(STATES)}; comma-separated).",
+        "--describe": "Describe groups: per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG and "
+        "owner (--offsets, the default), the members (--members; --verbose adds each "
+        "one's ASSIGNMENT), or the group (--state).",
+        "--reset-offsets": "Reset the committed offsets of groups without active members. A "
+        "dry run (prints the new offsets) unless --execute is given.",
+        "--delete-offsets": "Delete a group's committed offsets of the partitions named by "
+        "--topic (refused for topics the group still subscribes to).",
+        "--delete": "Delete groups; a group with members is refused (NON_EMPTY_GROUP).",
+    }
+    p = OneLineParser(
+        prog=f"groupcoord groups {action}",
+        description=descriptions[action],
+        epilog=EPILOG,
+        allow_abbrev=False,
+    )
+    p.add_argument(action, action="store_true", dest="action_flag", help="the action")
+    add_common(p, ADDRESS_HELP, DEFAULT_NAMESPACE)
+    if action == "--list":
+        p.add_argument(
+            "--state",
+            nargs="?",
+            const="",
+            default=None,
+            metavar="S[,S...]",
+            help="show each group's state; with states, only groups in them",
+        )
+        return p
+    if action == "--delete-offsets":
+        p.add_argument("--group", required=True, help="the group")
+        p.add_argument(
+            "--topic",
+            action="append",
+            required=True,
+            help="a topic (all its partitions) or topic:0,1,... (repeatable)",
+        )
+        return p
+    p.add_argument("--group", action="append", default=[], help="a group id (repeatable)")
+    p.add_argument("--all-groups", action="store_true", help="every group")
+    if action == "--describe":
+        view = p.add_mutually_exclusive_group()
+        view.add_argument("--offsets", action="store_true", help="offsets and lag (default)")
+        view.add_argument("--members", action="store_true", help="the members")
+        view.add_argument("--state", action="store_true", help="state, strategy, coordinator")
+        p.add_argument("--verbose", action="store_true", help="--members: add ASSIGNMENT")
+        p.add_argument("--end-offsets", metavar="SOURCE", help=f"log-end offsets: {SOURCE_HELP}")
+    elif action == "--reset-offsets":
+        scope = p.add_mutually_exclusive_group()
+        scope.add_argument("--topic", action="append", help="topic or topic:0,1 (repeatable)")
+        scope.add_argument("--all-topics", action="store_true", help="every committed partition")
+        scenario = p.add_mutually_exclusive_group(required=True)
+        scenario.add_argument("--to-earliest", action="store_true", help="log-start offsets")
+        scenario.add_argument("--to-latest", action="store_true", help="log-end offsets")
+        scenario.add_argument("--to-current", action="store_true", help="the committed offsets")
+        scenario.add_argument("--to-offset", type=int, metavar="N", help="offset N")
+        scenario.add_argument("--shift-by", type=int, metavar="N", help="committed + N (N < 0 ok)")
+        scenario.add_argument(
+            "--to-datetime", metavar="ISO", help="first offset at YYYY-MM-DDTHH:mm:SS[.sss][Z]"
+        )
+        scenario.add_argument(
+            "--by-duration", metavar="PnDTnHnMnS", help="first offset that long ago"
+        )
+        run = p.add_mutually_exclusive_group()
+        run.add_argument("--dry-run", action="store_true", help="only print the plan (default)")
+        run.add_argument("--execute", action="store_true", help="write the new offsets")
+        p.add_argument("--end-offsets", metavar="SOURCE", help=f"log-end offsets: {SOURCE_HELP}")
+        p.add_argument(
+            "--start-offsets",
+            metavar="SOURCE",
+            help="log-start offsets (default: the --end-offsets Kafka cluster's earliest, else 0)",
+        )
+    return p
+
+
+def _expand_alias(argv: list[str]) -> list[str]:
+    """``describe g1 g2 --json`` -> ``--describe --group g1 --group g2 --json``."""
+    if not argv or argv[0] not in ALIASES:
+        return argv
+    action, rest = ALIASES[argv[0]], argv[1:]
+    groups = []
+    while rest and not rest[0].startswith("-"):
+        groups.append(rest.pop(0))
+    expanded = [action, *(x for g in groups for x in ("--group", g)), *rest]
+    if action == "--reset-offsets" and not {"--topic", "--all-topics"} & set(rest):
+        expanded.append("--all-topics")
+    return expanded
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The parsed options (``args.action`` is the action flag), or None once help is printed."""
+    argv = _expand_alias(list(argv))
+    actions = [a for a in ACTIONS if a in argv]
+    if len(actions) != 1:
+        if not actions and ("-h" in argv or "--help" in argv):
+            print(OVERVIEW)
+            return None
+        raise UsageError(
+            f"groupcoord groups: give exactly one action: {', '.join(ACTIONS)} "
+            "(see groupcoord groups --help)"
+        )
+    parser = _parser(actions[0])
+    args = parser.parse_args(argv)
+    args.action = actions[0]
+    if args.action in ("--describe", "--delete", "--reset-offsets"):
+        if bool(args.group) == args.all_groups:
+            parser.error("give --group G (repeatable) or --all-groups")
+    if args.action == "--reset-offsets" and not (args.topic or args.all_topics):
+        parser.error("give the reset's scope: --topic T[:P,...] or --all-topics")
+    if args.action == "--list" and args.state:
+        args.state = _states(args.state)
+    return args
+
+
+def _states(text: str) -> list[str]:
+    """Comma-separated states, any case, as the coordinator spells them."""
+    canonical = {s.lower(): s for s in STATES}
+    wanted = [s.strip().lower() for s in text.split(",")]
+    bad = [s for s in wanted if s not in canonical]
+    if bad:
+        raise UsageError(
+            f"groupcoord groups --list: invalid state list {text!r}; valid states are: "
+            f"{', '.join(STATES)}"
+        )
+    return [canonical[s] for s in wanted]
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``groupcoord groups ARGV``; usage errors and connection failures propagate (the
+    entry point prints them), an operation that fails is reported here and returns 1."""
+    args = parse(argv)
+    if args is None:
+        return EXIT_OK
+    end_fn = end_offsets_source(args.end_offsets) if getattr(args, "end_offsets", None) else None
+    if args.action == "--reset-offsets":  # every usage error before reaching the cluster
+        args.scenario, args.value = _scenario(args)
+        args.start_fn, args.servers = _reset_sources(args, args.scenario)
+    deployment = connect_and_say(args.namespace, args.address)
+    out = GroupsOutput(args.json)
+    run = {
+        "--list": _list,
+        "--describe": _describe,
+        "--reset-offsets": _reset,
+        "--delete-offsets": _delete_offsets,
+        "--delete": _delete,
+    }[args.action]
+    try:
+        status = asyncio.run(run(args, deployment, out, end_fn))
+    # RuntimeError: AdminError, CoordinatorUnavailable, ResetError, a partition not serving.
+    except (RuntimeError, ConnectionError, TimeoutError) as exc:
+        out.error(f"groupcoord: {exc}")
+        status = EXIT_FAILED
+    out.finish()
+    return status
+
+
+async def _group_ids(args, admin: AdminClient) -> list[str]:
+    if args.all_groups:
+        return sorted(g.group_id for g in await admin.list_groups())
+    return list(dict.fromkeys(args.group))
+
+
+async def _list(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
+    infos = deployment.infos()
+    if any(i["state"] in bootstrap.BROKEN_STATES for i in infos):
+        # ListGroups would wait for them until it times out.
+        broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
+        raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
+    listed = await AdminClient(deployment.router).list_groups(args.state or ())
+    rows = [
+        group_row(group=g.group_id, state=g.group_state, protocol_type=g.protocol_type or None)
+        for g in sorted(listed, key=lambda g: g.group_id)
+    ]
+    out.add("groups", rows)
+    if args.state is None:
+        for row in rows:
+            out.text(row["group"])
+    else:
+        out.table(rows, (("group", "GROUP"), ("state", "STATE")))
+    return EXIT_OK
+
+
+async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int:
+    admin = AdminClient(deployment.router)
+    ids = await _group_ids(args, admin)
+    described = await admin.describe_groups(ids, with_offsets=True, end_offsets=end_fn)
+    kafka = {}
+    if args.state:
+        kafka = {i["partition"]: i.get("kafka") for i in deployment.infos()}
+    status = EXIT_OK
+    for d in described:
+        coordinator = partition_for(d.group_id, deployment.num_partitions)
+        group, members, offsets = described_rows(d, coordinator)
+        out.add("groups", [group])
+        if d.state == "Dead":
+            out.error(f"Error: Consumer group '{d.group_id}' does not exist.")
+            status = EXIT_FAILED
+            continue
+        out.add("members", members)
+        out.add("offsets", offsets)
+        if d.state == "Empty":
+            out.note(f"Consumer group '{d.group_id}' has no active members.")
+        elif d.state != "Stable":
+            out.note(f"Warning: Consumer group '{d.group_id}' is rebalancing.")
+        if args.state:
+            where = kafka.get(coordinator)
+            text = f"{where}  ({coordinator})" if where else f"partition-{coordinator}"
+            out.table([group | {"coordinator_text": text}], STATE_VIEW)
+        elif args.members:
+            # The header even without members, as Kafka prints it.
+            out.table(members_view(members, args.verbose), _members_columns(members, args))
+        elif offsets:
+            out.table(offsets, OFFSETS_VIEW)
+    if end_fn is not None and any(o["log_end_offset"] is None for o in out.document["offsets"]):
+        out.note(f"{args.end_offsets} has no end offset for some partitions: their LAG is -")
+    return status
+
+
+def members_view(members: list[dict], verbose: bool) -> list[dict]:
+    if not verbose:
+        return members
+    return [m | {"assignment_text": assignment_text(m["assignment"])} for m in members]
+
+
+def _members_columns(members: list[dict], args) -> list[tuple[str, str]]:
+    columns = [("group", "GROUP"), ("consumer_id", "CONSUMER-ID")]
+    if any(m["group_instance_id"] for m in members):  # Kafka shows it only when one has it
+        columns.append(("group_instance_id", "GROUP-INSTANCE-ID"))
+    columns += [("host", "HOST"), ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")]
+    if args.verbose:
+        columns.append(("assignment_text", "ASSIGNMENT"))
+    return columns
+
+
+def _targets(
+    topic_args: Sequence[str] | None,
+    committed: Mapping[tuple[str, int], int],
+    catalog: Mapping[str, int],
+) -> list[tuple[str, int]]:
+    """The partitions named by --topic (a whole topic: the catalog's partitions, else those the
+    group committed), or every committed partition when there is no --topic."""
+    if not topic_args:
+        return sorted(committed)
+    topics, partitions = parse_topics(topic_args)
+    chosen = set(partitions)
+    for topic in topics:
+        if topic in catalog:
+            chosen |= {(topic, p) for p in range(catalog[topic])}
+            continue
+        known = {tp for tp in committed if tp[0] == topic}
+        if not known:
+            raise ResetError(
+                f"topic '{topic}' is not in the topic catalog and has no committed offsets: "
+                f"name its partitions (--topic {topic}:0,1,...)"
+            )
+        chosen |= known
+    return sorted(chosen)
+
+
+def _scenario(args) -> tuple[str, int | None]:
+    for name in ("to_earliest", "to_latest", "to_current"):
+        if getattr(args, name):
+            return name.replace("_", "-"), None
+    if args.to_offset is not None:
+        if args.to_offset < 0:
+            raise UsageError("groupcoord groups --reset-offsets: --to-offset must be >= 0")
+        return "to-offset", args.to_offset
+    if args.shift_by is not None:
+        return "shift-by", args.shift_by
+    if args.to_datetime is not None:
+        return "to-datetime", parse_datetime_ms(args.to_datetime)
+    return "by-duration", parse_duration_ms(args.by_duration)
+
+
+def _kafka_servers(spec: str | None) -> str | None:
+    return spec[len("kafka:") :] if spec and spec.startswith("kafka:") else None
+
+
+def _reset_sources(args, scenario: str) -> tuple[EndOffsetsFn | None, str | None]:
+    """The reset's log-start source and the Kafka cluster asked for offsets by time; usage
+    errors for a scenario without the source it needs."""
+    servers = _kafka_servers(args.end_offsets)
+    prog = "groupcoord groups --reset-offsets"
+    if scenario == "to-latest" and not args.end_offsets:
+        raise UsageError(
+            f"{prog}: --to-latest needs --end-offsets SOURCE (log-end offsets live outside "
+            "groupcoord)"
+        )
+    if scenario in ("to-datetime", "by-duration") and servers is None:
+        raise UsageError(
+            f"{prog}: --{scenario} needs --end-offsets kafka:HOST:PORT (offsets by time come "
+            "from the Kafka cluster that holds the records)"
+        )
+    if args.start_offsets:
+        return start_offsets_source(args.start_offsets), servers
+    return (kafka_offsets(servers, earliest=True) if servers else None), servers
+
+
+async def _lookup(fn: EndOffsetsFn | None, targets: list[tuple[str, int]]):
+    """What ``fn`` knows of ``targets`` (None without a source), off the event loop: a Kafka
+    source blocks on its cluster."""
+    return None if fn is None else dict(await asyncio.to_thread(fn, targets))
+
+
+async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int:
+    scenario, value, start_fn, servers = args.scenario, args.value, args.start_fn, args.servers
+    if scenario == "by-duration":  # Kafka: now minus the duration
+        value = round(time.time() * 1000) - (value or 0)
+    time_fn = (
+        kafka_offsets_for_times(servers, value or 0)
+        if servers and scenario in ("to-datetime", "by-duration")
+        else None
+    )
+    admin = AdminClient(deployment.router)
+    catalog = await deployment.router.topics.remote() if args.topic else {}
+    rows: list[dict] = []
+    status = EXIT_OK
+    for group_id in await _group_ids(args, admin):
+        (described,) = await admin.describe_groups([group_id])
+        if described.state not in RESETTABLE:
+            out.add(
+                "groups",
+                [group_row(group=group_id, state=described.state, error="NON_EMPTY_GROUP")],
+            )
+            out.error(
+                f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
+                f"but the current state is {described.state}."
+            )
+            status = EXIT_FAILED
+            continue
+        try:
+            committed = await admin.fetch_offsets(group_id)
+            targets = _targets(args.topic, committed, catalog)
+            if not targets:
+                raise ResetError(
+                    f"group '{group_id}' has no committed offsets to reset",
+                    "GROUP_ID_NOT_FOUND" if described.state == "Dead" else "OFFSETS_UNKNOWN",
+                )
+            new, notes = plan_reset(
+                scenario,
+                targets,
+                committed,
+                value=value,
+                start=await _lookup(start_fn, targets),
+                end=await _lookup(end_fn, targets),
+                at_time=await _lookup(time_fn, targets),
+            )
+            if args.execute:
+                await admin.alter_offsets(group_id, new)
+        except (ResetError, AdminError) as exc:
+            out.add(
+                "groups",
+                [
+                    group_row(
+                        group=group_id,
+                        state=described.state,
+                        error=exc.error if isinstance(exc, ResetError) else exc.error.name,
+                    )
+                ],
+            )
+            out.error(f"Error: {group_id}: {exc}")
+            status = EXIT_FAILED
+            continue
+        out.add("groups", [group_row(group=group_id, state=described.state)])
+        for note in notes:
+            out.note(f"{group_id}: {note}")
+        if described.state == "Dead":
+            out.note(
+                f"consumer group '{group_id}' does not exist"
+                + ("; it now has these offsets" if args.execute else "")
+            )
+        rows += [
+            offset_row(
+                group=group_id,
+                topic=t,
+                partition=p,
+                current_offset=committed.get((t, p)),
+                new_offset=offset,
+            )
+            for (t, p), offset in sorted(new.items())
+        ]
+    out.add("offsets", rows)
+    if rows:
+        out.table(rows, RESET_VIEW)
+    if not args.execute:
+        out.note("dry run: nothing was written (add --execute to write these offsets)")
+    return status
+
+
+async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
+    admin = AdminClient(deployment.router)
+    catalog = await deployment.router.topics.remote()
+    committed = await admin.fetch_offsets(args.group)
+    targets = _targets(args.topic, committed, catalog)
+    try:
+        results = await admin.delete_offsets(args.group, targets)
+    except AdminError as exc:
+        out.add("groups", [group_row(group=args.group, error=exc.error.name)])
+        out.error(f"Error: {args.group}: {exc}")
+        return EXIT_FAILED
+    rows = [
+        offset_row(
+            group=args.group,
+            topic=t,
+            partition=p,
+            current_offset=committed.get((t, p)),
+            error=None if e == Errors.NONE else e.name,
+        )
+        for (t, p), e in sorted(results.items())
+    ]
+    out.add("groups", [group_row(group=args.group)])
+    out.add("offsets", rows)
+    failed = any(r["error"] for r in rows)
+    if failed:
+        out.error("Error: some partitions' offsets were not deleted (see STATUS)")
+    else:
+        out.text(f"Request succeeded for deleting offsets from group {args.group}.")
+    shown = [r | {"status": f"Error: {r['error']}" if r["error"] else "Successful"} for r in rows]
+    out.table(shown, DELETE_OFFSETS_VIEW)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _delete(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
+    admin = AdminClient(deployment.router)
+    results = await admin.delete_groups(await _group_ids(args, admin))
+    out.add(
+        "groups",
+        [
+            group_row(group=g, error=None if e == Errors.NONE else e.name)
+            for g, e in results.items()
+        ],
+    )
+    deleted = [g for g, e in results.items() if e == Errors.NONE]
+    failed = {g: e for g, e in results.items() if e != Errors.NONE}
+    if not failed:
+        names = ", ".join(f"'{g}'" for g in deleted)
+        out.text(f"Deletion of requested consumer groups ({names}) was successful.")
+        return EXIT_OK
+    for g, e in failed.items():
+        why = DELETE_REFUSALS.get(e, "")
+        out.error(
+            f"Error: Group '{g}' could not be deleted due to: {e.name}"
+            + (f" ({why})" if why else "")
+        )
+    if deleted:
+        out.note(
+            "These consumer groups were deleted successfully: "
+            + ", ".join(f"'{g}'" for g in deleted)
+        )
+    return EXIT_FAILED

@@ -1,0 +1,337 @@
+"""``groupcoord groups``, Kafka's kafka-consumer-groups options, in-process against the session's
+Ray: dry-run resets with --topic scopes, refusals and unknown groups with exit status 1, usage
+errors in one line with exit status 2, per-action help, one JSON schema with nulls and full ids,
+and Kafka's columns (HOST included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from groupcoord.actors import AdminClient, SyncGroupMember, start, stop
+from groupcoord.actors.cli import main
+from groupcoord.actors.groups_output import GROUP_KEYS, MEMBER_KEYS, OFFSET_KEYS
+from groupcoord.coordinator import CoordinatorConfig
+
+NS = "gc-cli-groups"
+# Longer than the 24/40 characters the old tables cut ids to.
+LONG_GROUP = "a-consumer-group-with-a-rather-long-name-0123456789"
+
+
+@pytest.fixture(scope="module")
+def served(ray_session, tmp_path_factory):
+    deployment = start(
+        2,
+        str(tmp_path_factory.mktemp("logs-cli-groups")),
+        namespace=NS,
+        config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+    )
+    deployment.wait_ready(120)
+    yield deployment
+    stop(deployment)
+
+
+@pytest.fixture(scope="module")
+def active(served):
+    """A Stable group whose one member records a client host, owning cli-t 0 and 1."""
+    member = SyncGroupMember(
+        served.router,
+        LONG_GROUP,
+        ["cli-t"],
+        topic_partitions={"cli-t": 2},
+        client_id="cli-client",
+        client_host="10.1.2.3",
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=1_000,
+    )
+    member.wait_assigned(30)
+    member.commit({("cli-t", 0): 5})
+    yield member
+    member.close()
+
+
+def commit(served, group: str, offsets: dict) -> None:
+    """Offsets committed as a non-member: the group exists and is Empty."""
+    asyncio.run(AdminClient(served.router).alter_offsets(group, offsets))
+
+
+def committed(served, group: str) -> dict:
+    return asyncio.run(AdminClient(served.router).fetch_offsets(group))
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["groups", *argv, "--namespace", NS])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str, expect: int = 0) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == expect, err
+    document = json.loads(out)
+    errors = [n for n in document["notes"] if n.startswith(("Error", "groupcoord"))]
+    assert bool(errors) == (expect == 1) and all(e in err for e in errors)  # stderr, too
+    assert set(document) == {"groups", "members", "offsets", "notes"}
+    for key, keys in (("groups", GROUP_KEYS), ("members", MEMBER_KEYS), ("offsets", OFFSET_KEYS)):
+        assert all(tuple(row) == keys for row in document[key]), document[key]
+    return document
+
+
+def last_line(err: str) -> str:
+    *_, line = err.strip().splitlines()
+    return line
+
+
+def test_reset_is_a_dry_run_unless_executed_and_covers_only_its_topics(served, capsys):
+    # Before: reset-offsets wrote at once and had no --topic (every committed partition).
+    commit(served, "reset-g", {("t", 0): 9, ("t", 1): 9, ("u", 0): 9})
+    argv = ("--reset-offsets", "--group", "reset-g", "--topic", "t:0", "--to-offset", "3")
+    planned = run_json(capsys, *argv)
+    assert [
+        (o["topic"], o["partition"], o["current_offset"], o["new_offset"])
+        for o in planned["offsets"]
+    ] == [("t", 0, 9, 3)]
+    assert any("dry run" in n for n in planned["notes"])
+    assert committed(served, "reset-g") == {("t", 0): 9, ("t", 1): 9, ("u", 0): 9}
+    run_json(capsys, *argv, "--execute")
+    assert committed(served, "reset-g") == {("t", 0): 3, ("t", 1): 9, ("u", 0): 9}
+    # A whole topic (its committed partitions: "t" is not in the catalog), shifted.
+    run_json(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "reset-g",
+        "--topic",
+        "t",
+        "--shift-by",
+        "-5",
+        "--execute",
+    )
+    assert committed(served, "reset-g") == {("t", 0): 0, ("t", 1): 4, ("u", 0): 9}
+    # --to-latest from a source that lacks t-1: refused for the group, nothing written.
+    code, _, err = run(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "reset-g",
+        "--all-topics",
+        "--to-latest",
+        "--end-offsets",
+        "python:tests.actors.offsets_sources:ends",
+        "--execute",
+    )
+    assert code == 1 and "no end offset known for t-1" in err
+    assert committed(served, "reset-g") == {("t", 0): 0, ("t", 1): 4, ("u", 0): 9}
+    # --to-earliest without a start source: 0, and a note saying so.
+    reset = run_json(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "reset-g",
+        "--topic",
+        "u:0",
+        "--to-earliest",
+        "--execute",
+    )
+    assert "no --start-offsets source: earliest is offset 0" in " ".join(reset["notes"])
+    assert committed(served, "reset-g")[("u", 0)] == 0
+    # The older spelling still works, now as a dry run over every committed partition.
+    old = run_json(capsys, "reset-offsets", "reset-g", "--to-offset", "1")
+    assert {o["new_offset"] for o in old["offsets"]} == {1} and len(old["offsets"]) == 3
+
+
+def test_resets_that_cannot_happen_fail_with_status_1(served, active, capsys):
+    # Kafka refuses a reset of a group with active members.
+    code, out, err = run(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        LONG_GROUP,
+        "--all-topics",
+        "--to-offset",
+        "0",
+        "--execute",
+    )
+    assert code == 1 and "inactive, but the current state is Stable" in err
+    assert committed(served, LONG_GROUP) == {("cli-t", 0): 5}
+    # Before: an unknown group printed an empty table and exited 0.
+    document = run_json(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "no-such-g",
+        "--all-topics",
+        "--to-offset",
+        "0",
+        expect=1,
+    )
+    assert document["offsets"] == [] and document["groups"][0]["error"] == "GROUP_ID_NOT_FOUND"
+    assert "has no committed offsets to reset" in " ".join(document["notes"])
+
+
+def test_describe_views_columns_and_json(served, active, capsys, tmp_path):
+    ends = tmp_path / "ends.json"
+    ends.write_text(json.dumps({"cli-t:0": 12}))  # no end offset for cli-t 1
+    # Before: a partition missing from the end offsets failed the whole describe.
+    document = run_json(capsys, "--describe", "--group", LONG_GROUP, "--end-offsets", str(ends))
+    (group,) = document["groups"]
+    assert group["group"] == LONG_GROUP and group["state"] == "Stable" and group["error"] is None
+    assert group["assignment_strategy"] == "range" and group["members"] == 1
+    (member,) = document["members"]
+    member_id = member["consumer_id"]
+    assert len(member_id) > 40 and group["leader"] == member_id  # full ids
+    assert member["host"] == "10.1.2.3" and member["group_instance_id"] is None
+    assert member["assignment"] == [
+        {"topic": "cli-t", "partition": 0},
+        {"topic": "cli-t", "partition": 1},
+    ]
+    rows = {o["partition"]: o for o in document["offsets"]}
+    assert (rows[0]["current_offset"], rows[0]["log_end_offset"], rows[0]["lag"]) == (5, 12, 7)
+    # Owned but never committed, and no end offset known: nulls, not "" or a failure.
+    assert (rows[1]["current_offset"], rows[1]["log_end_offset"], rows[1]["lag"]) == (
+        None,
+        None,
+        None,
+    )
+    assert rows[1]["consumer_id"] == member_id and rows[1]["host"] == "10.1.2.3"
+
+    code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--end-offsets", str(ends))
+    header, first, second = out.split("\n")[:3]
+    assert header.split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    assert first.split() == [
+        LONG_GROUP,
+        "cli-t",
+        "0",
+        "5",
+        "12",
+        "7",
+        member_id,
+        "10.1.2.3",
+        "cli-client",
+    ]
+    assert second.split()[3:6] == ["-", "-", "-"]
+    code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--members", "--verbose")
+    header, row = out.split("\n")[:2]
+    assert header.split() == [
+        "GROUP",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+    ]
+    assert row.split() == [LONG_GROUP, member_id, "10.1.2.3", "cli-client", "2", "cli-t:0,1"]
+    code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state")
+    header, row = out.split("\n")[:2]
+    assert (
+        header.startswith("GROUP") and "COORDINATOR (ID)" in header and header.endswith("#MEMBERS")
+    )
+    assert row.split()[-3:] == ["range", "Stable", "1"]
+
+
+def test_unknown_groups_and_refused_deletes_fail_with_status_1(served, active, capsys):
+    # Before: describing an unknown group printed state Dead and exited 0.
+    commit(served, "known-g", {("t", 0): 1})
+    document = run_json(capsys, "describe", "known-g", "no-such-g", expect=1)
+    assert [(g["group"], g["state"], g["error"]) for g in document["groups"]] == [
+        ("known-g", "Empty", None),
+        ("no-such-g", "Dead", "GROUP_ID_NOT_FOUND"),
+    ]
+    assert "Error: Consumer group 'no-such-g' does not exist." in " ".join(document["notes"])
+    code, out, err = run(capsys, "--describe", "--group", "known-g", "--members")
+    assert code == 0 and out.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    assert "Consumer group 'known-g' has no active members." in err
+    every = run_json(capsys, "--describe", "--all-groups", "--state")
+    assert {LONG_GROUP, "known-g"} <= {g["group"] for g in every["groups"]}
+    code, _, err = run(capsys, "--delete", "--group", LONG_GROUP)
+    assert code == 1 and f"'{LONG_GROUP}' could not be deleted due to: NON_EMPTY_GROUP" in err
+    listed = run_json(capsys, "--list", "--state", "stable,empty")
+    assert {(g["group"], g["state"]) for g in listed["groups"]} >= {
+        (LONG_GROUP, "Stable"),
+        ("known-g", "Empty"),
+    }
+    assert all(g["generation"] is None for g in listed["groups"])  # not known to ListGroups
+    code, out, _ = run(capsys, "--list")
+    assert code == 0 and {LONG_GROUP, "known-g"} <= set(out.split())
+    deleted = run_json(capsys, "--delete", "--group", "known-g")
+    assert deleted["groups"][0]["group"] == "known-g" and deleted["groups"][0]["error"] is None
+    code, out, _ = run(capsys, "--delete", "--group", "known-g")
+    assert code == 1
+
+
+def test_delete_offsets(served, active, capsys):
+    commit(served, "delete-offsets-g", {("t", 0): 1, ("t", 1): 2, ("u", 0): 3})
+    document = run_json(capsys, "--delete-offsets", "--group", "delete-offsets-g", "--topic", "t")
+    assert [(o["topic"], o["partition"], o["error"]) for o in document["offsets"]] == [
+        ("t", 0, None),
+        ("t", 1, None),
+    ]
+    assert committed(served, "delete-offsets-g") == {("u", 0): 3}
+    # The active group still subscribes to cli-t: refused per partition.
+    code, out, _ = run(capsys, "--delete-offsets", "--group", LONG_GROUP, "--topic", "cli-t:0")
+    assert code == 1 and "Error: GROUP_SUBSCRIBED_TO_TOPIC" in out
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["--describe", "--group", "g", "--bogus"], "unrecognized arguments: --bogus"),
+        (["--list", "--state", "bogus"], "valid states are: Empty, PreparingRebalance"),
+        (["--describe", "--list"], "exactly one action"),
+        (["--describe"], "--group G (repeatable) or --all-groups"),
+        (["--reset-offsets", "--group", "g", "--to-offset", "1"], "scope"),
+        (["--reset-offsets", "--group", "g", "--all-topics"], "one of the arguments --to-earliest"),
+        (
+            ["--reset-offsets", "--group", "g", "--all-topics", "--to-latest"],
+            "--to-latest needs --end-offsets",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--all-topics", "--by-duration", "PT1H"],
+            "kafka:HOST:PORT",
+        ),
+        (["--describe", "--group", "g", "--to-offset", "1"], "unrecognized arguments: --to-offset"),
+    ],
+)
+def test_usage_errors_are_one_line_and_status_2(served, capsys, argv, why):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and why in err and err.startswith("groupcoord groups"), err
+
+
+def test_a_malformed_end_offsets_file_is_named(served, capsys, tmp_path):
+    bad = tmp_path / "ends.json"
+    bad.write_text("{oops")
+    code, _, err = run(capsys, "--describe", "--group", "g", "--end-offsets", str(bad))
+    assert code == 2 and err.count("\n") == 1 and f"{bad}: not valid JSON" in err
+
+
+def test_help_version_and_top_level_flags(capsys):
+    helps = {}
+    for action in ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete"):
+        assert main(["groups", action, "--help"]) == 0
+        helps[action] = capsys.readouterr().out
+        assert helps[action].startswith(f"usage: groupcoord groups {action}")
+    assert len(set(helps.values())) == 5  # before: the same text for every action
+    assert "--execute" in helps["--reset-offsets"] and "--execute" not in helps["--describe"]
+    assert main(["groups", "describe", "--help"]) == 0  # the older spelling
+    assert capsys.readouterr().out == helps["--describe"]
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "groupcoord 0.1.0"
+    assert main(["status", "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "groupcoord status: unrecognized arguments: --bogus (see groupcoord status --help)\n"
+    )
