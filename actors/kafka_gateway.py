@@ -22,6 +22,7 @@ broker instead of spinning.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,7 +67,8 @@ class KafkaGateway:
     group; ``list_groups(request)`` one ListGroups answer covering every partition this
     listener speaks for (merged by the caller); ``coordinator_for(group_id)`` the listener of
     the group's partition (None while it is not serving); ``brokers()`` the listeners Metadata
-    names; ``topics()`` the topic catalog ({topic: partition count}); ``change_topics(changes)``
+    names; ``topics()`` the topic catalog ({topic: partition count}) and ``topic_ids()`` its
+    topics' ids ({topic: uuid}); ``change_topics(changes)``
     asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
     this listener, named as the leader of every topic partition in its Metadata answers when it
     is among the brokers (all listeners answer Fetch and ListOffsets alike).
@@ -83,6 +85,7 @@ class KafkaGateway:
         topics: Callable[[], Mapping[str, int]],
         change_topics: ChangeTopics,
         cluster_id: str,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]],
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
     ) -> None:
         if max_fetch_wait_ms < 0:
@@ -94,13 +97,15 @@ class KafkaGateway:
         self._brokers = brokers
         self._topics = topics
         self._change_topics = change_topics
+        self._topic_ids = topic_ids
         self.cluster_id = cluster_id
         self.max_fetch_wait_ms = max_fetch_wait_ms
 
     async def respond(self, request: WireRequest, client_host: str = "") -> object:
-        """kio's response to ``request``. ``ValueError`` when the request is well-formed on the
-        wire but not acceptable to the core: the listener closes the connection, as a broker
-        does with a request it cannot parse."""
+        """kio's response to ``request`` from a client at address ``client_host`` (which
+        DescribeGroups shows as Kafka does: "/127.0.0.1"). ``ValueError`` when the request is
+        well-formed on the wire but not acceptable to the core: the listener closes the
+        connection, as a broker does with a request it cannot parse."""
         match request.api_key:
             case ApiKey.API_VERSIONS:
                 return api_versions_response(request)
@@ -112,6 +117,7 @@ class KafkaGateway:
                     leader_id=self._leader_id(brokers),
                     partitions=self._topics(),
                     cluster_id=self.cluster_id,
+                    topic_ids=self._topic_ids(),
                 )
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request)
@@ -135,7 +141,10 @@ class KafkaGateway:
                 return response_from_core(request, await self._delete(request))
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 return topics_response(request, await self._change_topics(topic_changes(request)))
-        core_request = request_to_core(request, client_host=client_host)
+        # Kafka records a member's host as Java's InetAddress.toString(): "/" + the address.
+        core_request = request_to_core(
+            request, client_host=f"/{client_host}" if client_host else ""
+        )
         return response_from_core(request, await self._route(core_request.group_id, core_request))
 
     def _leader_id(self, brokers: Sequence[Node]) -> int:

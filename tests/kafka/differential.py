@@ -15,7 +15,9 @@ Normalisation (``normalise``): member ids become the name of the scenario member
 given them ("a", "a#2" for its second id), topic ids the name of their topic, and throttle
 times, node ids, hosts, ports and cluster ids are dropped; member lists whose order a server
 does not define (JoinGroup's, DescribeGroups') are sorted, and ListGroups keeps only the run's
-own groups (the servers are shared with other tests).
+own groups (the servers are shared with other tests). OffsetFetch's topics and partitions are
+sorted too (Kafka answers a fetch of all offsets in its hash maps' order), and so are the groups
+of answers about several groups (Kafka answers them by offsets partition).
 """
 
 from __future__ import annotations
@@ -265,23 +267,47 @@ def _resolve(value: Any, run: Run, member: str) -> Any:
     return value
 
 
+# Answers about several groups: Kafka answers them grouped by offsets partition, not in the
+# order asked (clients match them by group id).
+_BY_GROUP = {
+    (ApiKey.DESCRIBE_GROUPS, "groups"),
+    (ApiKey.DELETE_GROUPS, "results"),
+    (ApiKey.OFFSET_FETCH, "groups"),
+}
+
+
 def normalise(answer: Answer, run: Run, topic_ids: dict[str, str]) -> dict:
     """``answer``'s body with every server-made value replaced (see the module docstring);
     ``topic_ids`` ({id: alias}) is filled in as topic ids are first seen."""
     own_groups = set(run.names.values())
 
+    def topic_alias(topic_id: str, topic: str | None) -> str:
+        """ "id-of-<topic>" for the first id seen with that name, "id-of-<topic>#2" for a
+        second, so a topic whose id changes between answers shows as a difference."""
+        if topic_id not in topic_ids:
+            taken = set(topic_ids.values())
+            alias = f"id-of-{topic}"
+            count = 1
+            while alias in taken:
+                count += 1
+                alias = f"id-of-{topic}#{count}"
+            topic_ids[topic_id] = alias
+        return topic_ids[topic_id]
+
     def walk(value: Any, key: str | None = None) -> Any:
         if isinstance(value, dict):
             out = {k: walk(v, k) for k, v in value.items() if k not in DROPPED_FIELDS}
             if "topic_id" in out and value["topic_id"] is not None:
-                out["topic_id"] = topic_ids.setdefault(
-                    value["topic_id"], f"id-of-{value.get('name')}"
-                )
+                out["topic_id"] = topic_alias(value["topic_id"], value.get("name"))
             return out
         if isinstance(value, list):
             items = [walk(v) for v in value]
             if key == "members" and answer.api in (ApiKey.JOIN_GROUP, ApiKey.DESCRIBE_GROUPS):
                 items.sort(key=lambda m: str(m.get("member_id")))
+            if answer.api == ApiKey.OFFSET_FETCH and key in ("topics", "partitions"):
+                items.sort(key=lambda t: (t.get("name", ""), t.get("partition_index", 0)))
+            if (answer.api, key) in _BY_GROUP:
+                items.sort(key=lambda g: g["group_id"])
             if key == "groups" and answer.api == ApiKey.LIST_GROUPS:
                 items = sorted(
                     (g for g in items if g["group_id"] in own_groups), key=lambda g: g["group_id"]
@@ -292,6 +318,16 @@ def normalise(answer: Answer, run: Run, topic_ids: dict[str, str]) -> dict:
         return value
 
     return walk(answer.body)
+
+
+def error_codes(value: Any) -> set[str]:
+    """Every error code (by name) anywhere in a plain answer."""
+    if isinstance(value, dict):
+        found = {value["error_code"]} if "error_code" in value else set()
+        return found.union(*(error_codes(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(error_codes(v) for v in value))
+    return set()
 
 
 def differences(kafka: Any, groupcoord: Any, path: str = "") -> list[tuple[str, Any, Any]]:

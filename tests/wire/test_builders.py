@@ -23,6 +23,7 @@ from groupcoord.wire.builders import ZERO_TOPIC_ID
 from .frames import build_nested, request_frame, split_response
 
 CATALOG = {"events": 2, "clicks": 1}
+TOPIC_IDS = {"events": uuid.uuid4(), "clicks": uuid.uuid4()}
 NODE = Node(3, "coordinator-3.local", 9095)
 
 
@@ -92,7 +93,12 @@ def test_find_coordinator(version):
 def test_metadata(version):
     def answer(request):
         return metadata_response(
-            request, brokers=[NODE], leader_id=3, partitions=CATALOG, cluster_id="gc"
+            request,
+            brokers=[NODE],
+            leader_id=3,
+            partitions=CATALOG,
+            cluster_id="gc",
+            topic_ids=TOPIC_IDS,
         )
 
     every = exchange(
@@ -119,7 +125,7 @@ def test_metadata(version):
     if version >= 2:
         assert every.cluster_id == "gc"
     if version >= 10:
-        assert {t.topic_id for t in every.topics} == {ZERO_TOPIC_ID}
+        assert {t.name: t.topic_id for t in every.topics} == TOPIC_IDS
 
     topic = dict(name="nope") if version < 10 else dict(name="nope", topic_id=ZERO_TOPIC_ID)
     named = exchange(
@@ -143,10 +149,14 @@ def test_metadata(version):
             version,
             answer,
             _topics="MetadataRequestTopic",
-            topics=[dict(name=None, topic_id=uuid.uuid4())],
+            topics=[
+                dict(name=None, topic_id=uuid.uuid4()),
+                dict(name=None, topic_id=TOPIC_IDS["events"]),
+            ],
         )
-        assert [(t.name, t.error_code) for t in by_id.topics] == [
-            (None if version >= 12 else "", ErrorCode.unknown_topic_id)
+        assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in by_id.topics] == [
+            (None if version >= 12 else "", ZERO_TOPIC_ID, ErrorCode.unknown_topic_id, 0),
+            ("events", TOPIC_IDS["events"], ErrorCode.none, 2),
         ]
 
 
