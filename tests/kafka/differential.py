@@ -51,6 +51,7 @@ DROPPED_FIELDS = frozenset(
     }
 )
 METADATA_TIMEOUT_S = 20.0
+CLOSED = object()  # a step's answer when the server closed the connection
 METADATA_FLAGS = dict(
     allow_auto_topic_creation=False,
     include_cluster_authorized_operations=False,
@@ -216,10 +217,19 @@ class Run:
             return self._connections[key]
 
     def _send(self, step: Step) -> object:
+        """The step's answer, or ``CLOSED`` when the server closed the connection instead
+        (what both do with a request they refuse to read); the next step reconnects."""
         fields = _resolve(step.fields, self, step.member)
-        answer = self._connection(step.member, step.group, step.background).send(
-            step.api, self.versions[step.api], **fields
-        )
+        connection = self._connection(step.member, step.group, step.background)
+        try:
+            answer = connection.send(step.api, self.versions[step.api], **fields)
+        except ConnectionError:
+            with self._lock:
+                for key, held in list(self._connections.items()):
+                    if held is connection:
+                        del self._connections[key]
+            connection.close()
+            return CLOSED
         if step.api == ApiKey.JOIN_GROUP:
             self._joined(step.member, answer)
         return answer
@@ -237,7 +247,8 @@ class Run:
 
     def _record(self, step: Step, answer: object) -> None:
         version = self.versions[step.api]
-        self.answers.append(Answer(step.label, step.api, version, plain(answer)))
+        body = plain(answer) if answer is not CLOSED else {"connection": "closed"}
+        self.answers.append(Answer(step.label, step.api, version, body))
 
     def _wait_for_topics(self, step: WaitForTopics) -> None:
         wanted = [self.names[t] for t in step.topics]
