@@ -80,7 +80,8 @@ def find_coordinator_response(
             node_id=node.node_id,
             host=node.host,
             port=node.port,
-            error_message=None,
+            # Kafka 4.3's words for success: Errors.NONE's message in v1-3, "" from v4.
+            error_message="NONE" if request.api_version < 4 else "",
         )
 
     if request.api_version < 4:

@@ -7,18 +7,22 @@ servers play it at the same time, each with the same fresh group ids and topics.
 runs at three version profiles: "latest" pins every API to the highest version both servers
 announce in ApiVersions, "old" to an older version that still has the scenario's features,
 "oldest" to the lowest version both announce. A request a server refuses to read is answered
-by closing the connection, and that is compared too. Answers are normalised (member ids to the scenario member's name, topic ids to their topic's
-name; throttle times, node ids, hosts and ports dropped, see ``differential.normalise``), and
+by closing the connection, and that is compared too.
+
+Answers are normalised (member ids become the scenario member's name, topic ids their topic's
+name; throttle times, node ids, hosts and ports are dropped: ``differential.normalise``), and
 any remaining difference fails the test, naming the step, the field path and both values,
 unless it is listed in ``DELIBERATE_DIFFERENCES`` with its reason.
 
-All groups of one run hash to the same groupcoord partition, so requests naming several groups
-have one coordinator on both sides (Kafka's single broker coordinates every group).
+All groups of one run (and the empty group id) hash to the same groupcoord partition, so
+requests naming several groups have one coordinator on both sides (Kafka's single broker
+coordinates every group).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import uuid
 from collections.abc import Callable
@@ -29,21 +33,37 @@ import pytest
 
 from groupcoord.coordinator import partition_for
 from groupcoord.wire import ApiKey
+from tests.kafka.diff_steps import (
+    G2,
+    G3,
+    SHORT_REBALANCE_MS,
+    T,
+    commit,
+    create_topics,
+    delete_groups,
+    describe,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    join,
+    leave,
+    list_groups,
+    member,
+    metadata,
+    offset_delete,
+    sync,
+)
 from tests.kafka.differential import (
     GROUPS,
-    METADATA_FLAGS,
     TOPICS,
     Await,
     Pause,
     Run,
-    Step,
     WaitForTopics,
     assignment,
     differences,
     error_codes,
     generation,
-    member_id,
-    name,
     normalise,
     subscription,
 )
@@ -51,139 +71,6 @@ from tests.kafka.rawwire import api_versions
 
 # groupcoord_listeners' deployment (conftest.py) has two partitions.
 GROUPCOORD_PARTITIONS = 2
-
-G, G2, G3, T, T2 = name("G"), name("G2"), name("G3"), name("T"), name("T2")
-CONSUMER = "consumer"
-SESSION_MS = 10_000
-REBALANCE_MS = 5_000
-# A member that does not rejoin is removed after the rebalance timeout: short, to keep it quick.
-SHORT_REBALANCE_MS = 800
-
-
-# ---- steps ------------------------------------------------------------------------------------
-
-
-def join(label: str, member: str, *, background: bool = False, group: str = "G", **fields):
-    body = dict(
-        group_id=name(group),
-        member_id=member_id(),
-        protocol_type=CONSUMER,
-        protocols=[{"name": "range", "metadata": subscription(T)}],
-        session_timeout=SESSION_MS,
-        rebalance_timeout=REBALANCE_MS,
-    )
-    return Step(label, member, ApiKey.JOIN_GROUP, body | fields, group, background)
-
-
-def sync(label: str, member: str, *, background: bool = False, **fields):
-    body = dict(
-        group_id=G,
-        generation_id=generation(),
-        member_id=member_id(),
-        protocol_type=CONSUMER,
-        protocol_name="range",
-        assignments=[],
-    )
-    return Step(label, member, ApiKey.SYNC_GROUP, body | fields, background=background)
-
-
-def heartbeat(label: str, member: str, **fields):
-    body = dict(group_id=G, generation_id=generation(), member_id=member_id())
-    return Step(label, member, ApiKey.HEARTBEAT, body | fields)
-
-
-def leave(label: str, member: str, members: list[dict], group: str = "G"):
-    body = dict(group_id=name(group), member_id=member_id(), members=members)
-    return Step(label, member, ApiKey.LEAVE_GROUP, body, group)
-
-
-def commit(label: str, member: str, offsets: dict[str, dict[int, int]], **fields):
-    body = dict(
-        group_id=G,
-        generation_id_or_member_epoch=generation(),
-        member_id=member_id(),
-        topics=[
-            {
-                "name": name(topic),
-                "partitions": [
-                    {"partition_index": p, "committed_offset": o, "committed_metadata": f"m{o}"}
-                    for p, o in parts.items()
-                ],
-            }
-            for topic, parts in offsets.items()
-        ],
-    )
-    return Step(label, member, ApiKey.OFFSET_COMMIT, body | fields)
-
-
-def fetch(label: str, groups: dict[str, dict[str, list[int]] | None], require_stable=False):
-    """OffsetFetch of {group: {topic: partitions} or None (all)}; one group unless v8+."""
-
-    def topics(asked):
-        if asked is None:
-            return None
-        return [{"name": name(t), "partition_indexes": ps} for t, ps in asked.items()]
-
-    (first, first_topics), *_ = groups.items()
-    body = dict(
-        group_id=name(first),
-        topics=topics(first_topics),
-        groups=[{"group_id": name(g), "topics": topics(t)} for g, t in groups.items()],
-        require_stable=require_stable,
-    )
-    return Step(label, "admin", ApiKey.OFFSET_FETCH, body, first)
-
-
-def describe(label: str, *groups: str):
-    body = dict(groups=[name(g) for g in groups], include_authorized_operations=False)
-    return Step(label, "admin", ApiKey.DESCRIBE_GROUPS, body)
-
-
-def list_groups(label: str, states: list[str] | None = None):
-    return Step(label, "admin", ApiKey.LIST_GROUPS, dict(states_filter=states or []))
-
-
-def delete_groups(label: str, *groups: str):
-    return Step(label, "admin", ApiKey.DELETE_GROUPS, dict(groups_names=[name(g) for g in groups]))
-
-
-def offset_delete(label: str, partitions: dict[str, list[int]], group: str = "G"):
-    body = dict(
-        group_id=name(group),
-        topics=[
-            {"name": name(t), "partitions": [{"partition_index": p} for p in ps]}
-            for t, ps in partitions.items()
-        ],
-    )
-    return Step(label, "admin", ApiKey.OFFSET_DELETE, body, group)
-
-
-def create_topics(label: str, topics: dict[str, int]):
-    body = dict(
-        topics=[
-            {
-                "name": name(t),
-                "num_partitions": n,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-            for t, n in topics.items()
-        ],
-        timeout=10_000,
-        validate_only=False,
-    )
-    return Step(label, "admin", ApiKey.CREATE_TOPICS, body)
-
-
-def metadata(label: str, *topics: str):
-    body = dict(topics=[{"name": name(t), "topic_id": None} for t in topics], **METADATA_FLAGS)
-    return Step(label, "admin", ApiKey.METADATA, body)
-
-
-def member(of: str, instance: str | None = None, reason: str | None = None) -> dict:
-    return {"member_id": member_id(of), "group_instance_id": instance, "reason": reason}
-
 
 SETUP = [
     create_topics("create T (2 partitions) and T2 (1)", {"T": 2, "T2": 1}),
@@ -270,6 +157,7 @@ SCENARIOS = {
         Pause(300),
         heartbeat("a: heartbeat during the rebalance", "a"),
         commit("a: commits during the rebalance", "a", {"T": {0: 1}}),
+        describe("describe during the rebalance", "G"),
         list_groups("list PreparingRebalance groups", ["PreparingRebalance"]),
         join("a: rejoins", "a", background=True),
         Await("a: rejoins"),
@@ -278,6 +166,7 @@ SCENARIOS = {
         Pause(300),
         heartbeat("b: heartbeat while the leader has not synced", "b"),
         commit("b: commits before the leader synced", "b", {"T": {0: 2}}),
+        describe("describe while the leader has not synced", "G"),
         sync(
             "a: leader syncs two assignments",
             "a",
@@ -409,6 +298,17 @@ SCENARIOS = {
         fetch("fetch the simple group", {"G3": None}),
         describe("describe the simple group", "G3"),
         list_groups("list the run's groups"),
+        list_groups("list classic groups", types=["classic"]),
+        list_groups("list consumer-protocol groups", types=["consumer"]),
+        sync("a: syncs naming another protocol", "a", protocol_name="roundrobin"),
+        commit("a: commits too much metadata", "a", {"T": {0: 46}}, metadata="m" * 4097),
+        join("unknown member id in a stable group", "x", member_id="no-such-member"),
+        join("empty group id", "x", group_id=""),
+        commit("commit to an empty group id", "c", {"T": {0: 47}}, group_id=""),
+        offset_delete("offset delete of an unknown topic", {"T9": [0]}, group="G3"),
+        delete_groups("delete the simple group", "G3"),
+        find_coordinator("find G's coordinator", key_type=0),
+        find_coordinator("find a transaction coordinator", key_type=1),
     ],
 }
 
@@ -431,6 +331,8 @@ EXPECTED_KAFKA_ERRORS = {
     "static_members": {"fenced_instance_id", "unknown_member_id"},
     "invalid_requests": {
         "invalid_session_timeout",
+        "invalid_group_id",
+        "offset_metadata_too_large",
         "inconsistent_group_protocol",
         "unknown_member_id",
         "group_id_not_found",
@@ -481,13 +383,32 @@ DELIBERATE_DIFFERENCES = [
         "elections, and a known epoch makes consumers validate their positions with "
         "OffsetForLeaderEpoch, which groupcoord does not serve.",
     ),
+    *(
+        Difference(
+            api,
+            r"\.topics\[\d+\]\.partitions\[\d+\]\.error_code",
+            lambda kafka, groupcoord: (kafka, groupcoord) == ("unknown_topic_or_partition", "none"),
+            "OffsetCommit and OffsetDelete do not check topics against the catalog: the core "
+            "has no topic metadata (the classic contract), and groupcoord's Ray clients commit "
+            "without a catalog; Kafka refuses a partition its metadata does not have.",
+        )
+        for api in (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_DELETE)
+    ),
     Difference(
-        ApiKey.OFFSET_COMMIT,
-        r"\.topics\[\d+\]\.partitions\[\d+\]\.error_code",
-        lambda kafka, groupcoord: (kafka, groupcoord) == ("unknown_topic_or_partition", "none"),
-        "OffsetCommit does not check topics against the catalog: the core has no topic "
-        "metadata (the classic contract), and groupcoord's Ray clients commit without a "
-        "catalog; Kafka refuses a partition its metadata does not have.",
+        ApiKey.FIND_COORDINATOR,
+        r"(\.coordinators\[\d+\])?\.error_code",
+        # Kafka answers COORDINATOR_NOT_AVAILABLE until its transaction log exists.
+        lambda kafka, groupcoord: groupcoord == "invalid_request",
+        "FindCoordinator for a transactional id (key type 1) is INVALID_REQUEST: groupcoord "
+        "coordinates groups only, it has no transactions (DESIGN.md).",
+    ),
+    Difference(
+        ApiKey.DESCRIBE_GROUPS,
+        r"\.groups\[\d+\]\.members\[\d+\]\.member_assignment",
+        lambda kafka, groupcoord: groupcoord == b"",
+        "Outside Stable, DescribeGroups shows members without metadata and without their "
+        "assignment, as the spec (§2.9) and Kafka's coordinator before 4.0 do; Kafka 4's "
+        "coordinator still shows each member's last assignment there.",
     ),
     Difference(
         ApiKey.JOIN_GROUP,
@@ -529,8 +450,11 @@ COMPARED_APIS = (
     ApiKey.CREATE_TOPICS,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
-# lowest version both announce.
+# lowest version both announce (not below OLDEST_FLOOR).
 PROFILES = ("latest", "old", "oldest")
+# JoinGroup v0 has no rebalance timeout: the session timeout (at least 6 s) stands in for it,
+# which would make the timing scenarios slow. v1 differs from v0 in that field only.
+OLDEST_FLOOR = {ApiKey.JOIN_GROUP: 1}
 # Older versions that still carry what the scenarios use (static members: JoinGroup v5,
 # batched leaves: LeaveGroup v3), most of them before flexible versions (KIP-482).
 OLD_VERSIONS = {
@@ -566,25 +490,25 @@ def profile_versions(profile: str, announced) -> dict[ApiKey, int]:
     for api in COMPARED_APIS:
         low = max(kafka[api][0], groupcoord[api][0])
         high = min(kafka[api][1], groupcoord[api][1])
-        version = {"latest": high, "old": OLD_VERSIONS.get(api), "oldest": low}[profile]
+        version = {
+            "latest": high,
+            "old": OLD_VERSIONS.get(api),
+            "oldest": max(low, OLDEST_FLOOR.get(api, low)),
+        }[profile]
         assert low <= version <= high, f"{api.name} v{version} outside both ranges {low}..{high}"
         versions[api] = version
     return versions
 
 
 def run_names() -> dict[str, str]:
-    """Fresh group ids and topic names for one run; the groups share a groupcoord partition."""
+    """Fresh group ids and topic names for one run. The groups share the groupcoord partition
+    of the empty group id, which some steps use."""
     token = uuid.uuid4().hex[:10]
     names = {t: f"diff-{token}-{t.lower()}" for t in (*TOPICS, "T9")}
-    groups, suffix = [], 0
-    while len(groups) < len(GROUPS):
-        group_id = f"diff-{token}-group-{suffix}"
-        suffix += 1
-        if not groups or partition_for(group_id, GROUPCOORD_PARTITIONS) == partition_for(
-            groups[0], GROUPCOORD_PARTITIONS
-        ):
-            groups.append(group_id)
-    return names | dict(zip(GROUPS, groups, strict=True))
+    partition = partition_for("", GROUPCOORD_PARTITIONS)
+    candidates = (f"diff-{token}-group-{n}" for n in itertools.count())
+    groups = (g for g in candidates if partition_for(g, GROUPCOORD_PARTITIONS) == partition)
+    return names | dict(zip(GROUPS, itertools.islice(groups, len(GROUPS)), strict=True))
 
 
 def test_groupcoord_versions_are_within_kafkas(announced):

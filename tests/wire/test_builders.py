@@ -68,6 +68,8 @@ def test_find_coordinator(version):
             "coordinator-3.local",
             9095,
         )
+        if version >= 1:  # Kafka 4.3 names the success "NONE" (Errors.NONE.message()) in v1-3
+            assert found.error_message == "NONE"
         missing = exchange(ApiKey.FIND_COORDINATOR, version, answer, key="nobody", key_type=0)
         assert (missing.error_code, missing.node_id) == (ErrorCode.coordinator_not_available, -1)
     else:
@@ -82,6 +84,7 @@ def test_find_coordinator(version):
             ("orders", ErrorCode.none, 3, "coordinator-3.local", 9095),
             ("nobody", ErrorCode.coordinator_not_available, -1, "", -1),
         ]
+        assert found.coordinators[0].error_message == ""  # Kafka 4.3's, from v4
     if version >= 1:
         values = dict(key="txn-1") if version < 4 else dict(coordinator_keys=("txn-1",))
         refused = exchange(ApiKey.FIND_COORDINATOR, version, answer, key_type=1, **values)
