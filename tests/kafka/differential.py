@@ -9,7 +9,9 @@ bootstrap address, as a real client does. Request fields may hold placeholders (
 resolved when the step runs: the run's group and topic names, a member's current member id and
 generation. A step marked ``background`` is sent from a thread and answered later (a JoinGroup
 or SyncGroup that waits for the rest of the group); ``Await`` collects its answer. ``Pause``
-waits, for steps that depend on a server timer (a rebalance timeout).
+waits, for a background request to arrive. A step answered with a retriable coordinator error
+(loading, not available, not coordinator) is sent again, as a client would, for up to 10 s; a
+closed connection is an answer too (``CLOSED``).
 
 Normalisation (``normalise``): member ids become the name of the scenario member that was
 given them ("a", "a#2" for its second id), topic ids the name of their topic, and throttle
@@ -52,6 +54,9 @@ DROPPED_FIELDS = frozenset(
 )
 METADATA_TIMEOUT_S = 20.0
 CLOSED = object()  # a step's answer when the server closed the connection
+RETRY = {"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"}
+RETRIES = 100
+RETRY_PAUSE_S = 0.1
 METADATA_FLAGS = dict(
     allow_auto_topic_creation=False,
     include_cluster_authorized_operations=False,
@@ -222,7 +227,13 @@ class Run:
         fields = _resolve(step.fields, self, step.member)
         connection = self._connection(step.member, step.group, step.background)
         try:
-            answer = connection.send(step.api, self.versions[step.api], **fields)
+            for _ in range(RETRIES):
+                answer = connection.send(step.api, self.versions[step.api], **fields)
+                # A client retries these; a new broker answers them while its offsets
+                # partitions load, which is not what the step is about.
+                if step.api == ApiKey.FIND_COORDINATOR or not error_codes(plain(answer)) & RETRY:
+                    break
+                time.sleep(RETRY_PAUSE_S)
         except ConnectionError:
             with self._lock:
                 for key, held in list(self._connections.items()):
