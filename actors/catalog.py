@@ -7,13 +7,13 @@ rejoin (Kafka's metadata-change rebalance), so that the new partitions get owner
 One owner, one file. The router actor owns the catalog of a deployment; it lives in
 ``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}, "ids": {name: uuid}}``),
 replaced atomically (write, fsync, rename, fsync the directory) on every change, so a restarted
-router reads back exactly what it acknowledged. Every change bumps ``version``; listeners poll
-the router for the catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII letters,
-digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only grow;
-every topic has a topic id, a random (version 4) UUID given when it is created and kept until
+router reads back exactly what it acknowledged. Every change bumps ``version``; listeners poll the
+router for the catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII
+letters, digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only
+grow; every topic has a topic id, a random (version 4) UUID given when it is created and kept until
 it is deleted (Metadata and CreateTopics answers carry it; a topic created again after a delete
-gets a new one). A file written before topics had ids gets one for each topic on its first
-open, written back at once, so the ids clients see never change afterwards.
+gets a new one). A file written before topics had ids gets one for each topic on its first open,
+written back at once, so the ids clients see never change afterwards.
 """
 
 from __future__ import annotations
