@@ -5,11 +5,15 @@ consumer's subscription resolves against them, and a topic that grows makes the 
 rejoin (Kafka's metadata-change rebalance), so that the new partitions get owners.
 
 One owner, one file. The router actor owns the catalog of a deployment; it lives in
-``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}}``), replaced atomically
-(write, fsync, rename, fsync the directory) on every change, so a restarted router reads back
-exactly what it acknowledged. Every change bumps ``version``; listeners poll the router for the
-catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII letters,
-digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only grow.
+``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}, "ids": {name: uuid}}``),
+replaced atomically (write, fsync, rename, fsync the directory) on every change, so a restarted
+router reads back exactly what it acknowledged. Every change bumps ``version``; listeners poll the
+router for the catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII
+letters, digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only
+grow; every topic has a topic id, a random (version 4) UUID given when it is created and kept until
+it is deleted (Metadata and CreateTopics answers carry it; a topic created again after a delete
+gets a new one). A file written before topics had ids gets one for each topic on its first open,
+written back at once, so the ids clients see never change afterwards.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 
 from groupcoord.coordinator import Errors
 from groupcoord.storage.snapshot import write_atomically
@@ -76,37 +81,54 @@ class TopicCatalog:
 
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, CATALOG_FILE)
-        self.version, self._topics = self._read()
+        self.version, self._topics, self._ids = self._read()
+        if self._ids.keys() != self._topics.keys():  # written before topics had ids
+            self._write(
+                self._topics, {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
+            )
 
-    def _read(self) -> tuple[int, dict[str, int]]:
+    def _read(self) -> tuple[int, dict[str, int], dict[str, uuid.UUID]]:
         try:
             with open(self.path, "rb") as f:
                 raw = json.loads(f.read())
         except FileNotFoundError:
-            return 0, {}
+            return 0, {}, {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"{self.path}: unreadable topic catalog ({exc})") from None
         if (
             not isinstance(raw, dict)
             or type(raw.get("version")) is not int
             or not isinstance(raw.get("topics"), dict)
+            or not isinstance(raw.get("ids", {}), dict)
         ):
-            raise ValueError(f'{self.path}: expected {{"version": int, "topics": {{...}}}}')
+            raise ValueError(
+                f'{self.path}: expected {{"version": int, "topics": {{...}}, "ids": {{...}}}}'
+            )
         try:
             topics = {
                 check_topic_name(name): check_partitions(count)
                 for name, count in raw["topics"].items()
             }
+            ids = {
+                name: _topic_id(text) for name, text in raw.get("ids", {}).items() if name in topics
+            }
         except CatalogError as exc:
             raise ValueError(f"{self.path}: {exc}") from None
-        return raw["version"], topics
+        return raw["version"], topics, ids
 
     def topics(self) -> dict[str, int]:
         """A copy: {topic: partition count}."""
         return dict(self._topics)
 
-    def create(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
-        """Add a topic; CatalogError if it exists (TOPIC_ALREADY_EXISTS) or is illegal."""
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        """A copy: {topic: its topic id}."""
+        return dict(self._ids)
+
+    def create(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> uuid.UUID | None:
+        """Add a topic with a new topic id, returned (None when only validating); CatalogError
+        if it exists (TOPIC_ALREADY_EXISTS) or is illegal."""
         check_topic_name(name)
         check_partitions(partitions)
         if name in self._topics:
@@ -119,8 +141,11 @@ class TopicCatalog:
                 Errors.INVALID_REQUEST,
                 f"the catalog already holds {MAX_TOPICS} topics, the most it may",
             )
-        if not validate_only:
-            self._write({**self._topics, name: partitions})
+        if validate_only:
+            return None
+        topic_id = uuid.uuid4()
+        self._write({**self._topics, name: partitions}, {**self._ids, name: topic_id})
+        return topic_id
 
     def alter(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
         """Grow a topic to ``partitions``; CatalogError if unknown or not larger (Kafka's
@@ -134,20 +159,26 @@ class TopicCatalog:
                 f"partitions; a topic can only grow, not to {partitions}",
             )
         if not validate_only:
-            self._write({**self._topics, name: partitions})
+            self._write({**self._topics, name: partitions}, self._ids)
 
     def delete(self, name: str) -> None:
         self._known(name)
-        self._write({t: n for t, n in self._topics.items() if t != name})
+        self._write(
+            {t: n for t, n in self._topics.items() if t != name},
+            {t: i for t, i in self._ids.items() if t != name},
+        )
 
     def apply(self, changes: list[TopicChange]) -> list[TopicResult]:
         """Each change in turn, answered as a Kafka admin client expects: one result per
         change, a refused one with its error code and message (the others still apply)."""
         results = []
         for change in changes:
+            topic_id = None
             try:
                 if change.kind == "create":
-                    self.create(change.name, change.partitions, validate_only=change.validate_only)
+                    topic_id = self.create(
+                        change.name, change.partitions, validate_only=change.validate_only
+                    )
                 elif change.kind == "grow":
                     self.alter(change.name, change.partitions, validate_only=change.validate_only)
                 elif change.kind == "delete":
@@ -157,7 +188,7 @@ class TopicCatalog:
             except CatalogError as exc:
                 results.append(TopicResult(exc.error, str(exc)))
             else:
-                results.append(TopicResult(Errors.NONE, None, change.partitions))
+                results.append(TopicResult(Errors.NONE, None, change.partitions, topic_id))
         return results
 
     def _known(self, name: str) -> int:
@@ -166,8 +197,21 @@ class TopicCatalog:
             raise CatalogError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return count
 
-    def _write(self, topics: dict[str, int]) -> None:
+    def _write(self, topics: dict[str, int], ids: dict[str, uuid.UUID]) -> None:
         version = self.version + 1
-        data = json.dumps({"version": version, "topics": topics}, sort_keys=True).encode()
+        data = json.dumps(
+            {"version": version, "topics": topics, "ids": {t: str(i) for t, i in ids.items()}},
+            sort_keys=True,
+        ).encode()
         write_atomically(self.path, [data])  # fsyncs the file and the directory
-        self.version, self._topics = version, topics
+        self.version, self._topics, self._ids = version, topics, ids
+
+
+def _topic_id(text: object) -> uuid.UUID:
+    try:
+        topic_id = uuid.UUID(text) if isinstance(text, str) else None
+    except ValueError:
+        topic_id = None
+    if topic_id is None or topic_id.int == 0:
+        raise CatalogError(Errors.INVALID_REQUEST, f"bad topic id {text!r}")
+    return topic_id

@@ -24,6 +24,7 @@ Kafka does when such a request fails.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -71,7 +72,8 @@ class KafkaGateway:
     group; ``list_groups(request)`` one ListGroups answer covering every partition this
     listener speaks for (merged by the caller); ``coordinator_for(group_id)`` the listener of
     the group's partition (None while it is not serving); ``brokers()`` the listeners Metadata
-    names; ``topics()`` the topic catalog ({topic: partition count}); ``change_topics(changes)``
+    names; ``topics()`` the topic catalog ({topic: partition count}) and ``topic_ids()`` its
+    topics' ids ({topic: uuid}); ``change_topics(changes)``
     asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
     this listener, named as the leader of every topic partition in its Metadata answers when it
     is among the brokers (all listeners answer Fetch and ListOffsets alike).
@@ -88,6 +90,7 @@ class KafkaGateway:
         topics: Callable[[], Mapping[str, int]],
         change_topics: ChangeTopics,
         cluster_id: str,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]],
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
     ) -> None:
         if max_fetch_wait_ms < 0:
@@ -99,13 +102,15 @@ class KafkaGateway:
         self._brokers = brokers
         self._topics = topics
         self._change_topics = change_topics
+        self._topic_ids = topic_ids
         self.cluster_id = cluster_id
         self.max_fetch_wait_ms = max_fetch_wait_ms
 
     async def respond(self, request: WireRequest, client_host: str = "") -> object:
-        """kio's response to ``request``. ``ValueError`` when the request is well-formed on the
-        wire but not acceptable to the core: the listener closes the connection, as a broker
-        does with a request it cannot parse."""
+        """kio's response to ``request`` from a client at address ``client_host`` (which
+        DescribeGroups shows as Kafka does: "/127.0.0.1"). ``ValueError`` when the request is
+        well-formed on the wire but not acceptable to the core: the listener closes the
+        connection, as a broker does with a request it cannot parse."""
         match request.api_key:
             case ApiKey.API_VERSIONS:
                 return api_versions_response(request)
@@ -117,6 +122,7 @@ class KafkaGateway:
                     leader_id=self._leader_id(brokers),
                     partitions=self._topics(),
                     cluster_id=self.cluster_id,
+                    topic_ids=self._topic_ids(),
                 )
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request)
@@ -144,7 +150,10 @@ class KafkaGateway:
                 return response_from_core(request, await self._delete(request))
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 return topics_response(request, await self._change_topics(topic_changes(request)))
-        core_request = request_to_core(request, client_host=client_host)
+        # Kafka records a member's host as Java's InetAddress.toString(): "/" + the address.
+        core_request = request_to_core(
+            request, client_host=f"/{client_host}" if client_host else ""
+        )
         answer = await self._route(core_request.group_id, core_request)
         # Heartbeat and OffsetCommit, every member's steady traffic, skip kio's objects.
         return fast_response(request, answer) or response_from_core(request, answer)

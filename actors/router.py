@@ -131,6 +131,7 @@ class RouterActor:
                     self._nodes,
                     self.catalog.topics,
                     self.change_topics,
+                    self.catalog.topic_ids,
                 )
                 self._bootstrap_started = asyncio.get_running_loop().create_task(
                     self._bootstrap.start()
@@ -210,7 +211,10 @@ class RouterActor:
             raise CatalogError(result.error, result.message or "refused")
 
     def _directory(self) -> WireDirectory:
-        return WireDirectory(dict(self._nodes), self.catalog.topics(), self.catalog.version)
+        catalog = self.catalog
+        return WireDirectory(
+            dict(self._nodes), catalog.topics(), catalog.version, catalog.topic_ids()
+        )
 
     async def _publish_directory(self) -> None:
         directory = self._directory()

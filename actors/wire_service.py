@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -74,11 +75,13 @@ class WireConfig(msgspec.Struct, frozen=True):
 
 
 class WireDirectory(msgspec.Struct):
-    """What the router tells listeners: every partition's listener and the topic catalog."""
+    """What the router tells listeners: every partition's listener and the topic catalog
+    (partition counts and topic ids)."""
 
     nodes: dict[int, Node]
     topics: dict[str, int]
     catalog_version: int
+    topic_ids: dict[str, uuid.UUID] = msgspec.field(default_factory=dict)
 
 
 class PartitionListener:
@@ -105,6 +108,7 @@ class PartitionListener:
             topics=lambda: self.directory.topics,
             change_topics=self._change_topics,
             cluster_id=f"groupcoord-{self.num_partitions}",
+            topic_ids=lambda: self.directory.topic_ids,
         )
         self._listener = self.config.listener(
             gateway.respond, self.config.partition_port(self.partition)
@@ -144,7 +148,9 @@ class PartitionListener:
         taken (the next refresh corrects any stale one)."""
         held = self.directory
         if directory.catalog_version < held.catalog_version:
-            directory = WireDirectory(directory.nodes, held.topics, held.catalog_version)
+            directory = WireDirectory(
+                directory.nodes, held.topics, held.catalog_version, held.topic_ids
+            )
         self.directory = directory
 
     async def _refresh_forever(self) -> None:
@@ -170,6 +176,7 @@ class BootstrapListener:
         nodes: Mapping[int, Node],
         topics: Callable[[], Mapping[str, int]],
         change_topics: Any,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]],
     ) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._partition_handle = partition_handle
@@ -185,6 +192,7 @@ class BootstrapListener:
             topics=topics,
             change_topics=change_topics,
             cluster_id=f"groupcoord-{num_partitions}",
+            topic_ids=topic_ids,
         )
 
     async def start(self) -> Node:

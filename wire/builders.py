@@ -2,9 +2,10 @@
 ListOffsets, Fetch and Produce. Each takes what the caller knows and returns kio's response at the
 request's version.
 
-groupcoord holds no topic data, only a topic catalog ({topic: partition count}). So Metadata names
-one node as leader, sole replica and in-sync replica of every partition (the listener's own, or
-the bootstrap's) with the zero topic id (clients then use topic names, Fetch v12 and below);
+groupcoord holds no topic data, only a topic catalog ({topic: partition count}, and each topic's
+id). So Metadata names one node as leader, sole replica and in-sync replica of every partition
+(the listener's own, or the bootstrap's) with the catalog's topic id (Fetch stays at v12 and
+below, by topic name);
 ListOffsets answers from optional end offsets (0 by default: empty topics); Fetch answers every
 known partition with no records. A Fetch whose offset is beyond the end is answered as caught up
 (high watermark = its offset), not OFFSET_OUT_OF_RANGE, so a consumer that coordinates through
@@ -17,6 +18,7 @@ Fetch v4+ (its message-format v2 feature) and otherwise retries ListOffsets in a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -81,7 +83,8 @@ def find_coordinator_response(
             node_id=node.node_id,
             host=node.host,
             port=node.port,
-            error_message=None,
+            # Kafka 4.3's words for success: Errors.NONE's message in v1-3, "" from v4.
+            error_message="NONE" if request.api_version < 4 else "",
         )
 
     if request.api_version < 4:
@@ -102,26 +105,35 @@ def metadata_response(
     leader_id: int,
     partitions: Mapping[str, int],
     cluster_id: str | None = None,
+    topic_ids: Mapping[str, uuid.UUID] | None = None,
 ) -> Payload:
-    """Answer Metadata from the topic catalog ``partitions`` ({topic: partition count}): every
-    partition is led by ``leader_id``; unknown topics get UNKNOWN_TOPIC_OR_PARTITION (nothing is
-    created). No topics asked (v0: an empty list; v1+: null) means all of them."""
+    """Answer Metadata from the topic catalog ``partitions`` ({topic: partition count}) and
+    ``topic_ids`` ({topic: id}; a topic without one has the zero id): every partition is led
+    by ``leader_id``; unknown topics get UNKNOWN_TOPIC_OR_PARTITION, a topic asked by an
+    unknown id (v10+) UNKNOWN_TOPIC_ID (nothing is created). No topics asked (v0: an empty
+    list; v1+: null) means all of them."""
     cls = apis.response_class(request.api_key, request.api_version)
     version = request.api_version
     broker_cls = apis.nested_class(cls, "MetadataResponseBroker")
     topic_cls = apis.nested_class(cls, "MetadataResponseTopic")
     partition_cls = apis.nested_class(cls, "MetadataResponsePartition")
+    ids = topic_ids or {}
+    names_by_id = {topic_id: name for name, topic_id in ids.items()}
     asked = request.body.topics
     if asked is None or (version == 0 and not asked):
         names: list[str | None] = sorted(partitions)
     else:
-        names = [t.name for t in asked]
+        # A topic asked by id only (v10+) has a null name.
+        names = [
+            t.name if t.name is not None else names_by_id.get(getattr(t, "topic_id", None))
+            for t in asked
+        ]
 
     def topic(name: str | None):
         count = partitions.get(name) if name is not None else None
         if count is None:
-            # A topic asked by id only (v10+) cannot be known: ids here are all zero. Its name
-            # is null in the answer, which only v12+ can say ("" before).
+            # A topic asked by an id no topic has: its name is null in the answer, which only
+            # v12+ can say ("" before).
             error = (
                 ErrorCode.unknown_topic_or_partition
                 if name is not None
@@ -140,7 +152,7 @@ def metadata_response(
             topic_cls,
             error_code=ErrorCode.none,
             name=name,
-            topic_id=ZERO_TOPIC_ID,
+            topic_id=ids.get(name, ZERO_TOPIC_ID),
             is_internal=False,
             partitions=tuple(
                 build(

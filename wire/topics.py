@@ -10,6 +10,8 @@ they are accepted and ignored, and answered as a one-replica topic.
 
 from __future__ import annotations
 
+import uuid
+
 import msgspec
 from kio.schema.errors import ErrorCode
 
@@ -36,9 +38,12 @@ class TopicChange(msgspec.Struct, frozen=True):
 
 
 class TopicResult(msgspec.Struct, frozen=True):
+    """``topic_id``: a created topic's id (None: the zero id, as Kafka answers otherwise)."""
+
     error: Errors
     message: str | None = None
     partitions: int = -1
+    topic_id: uuid.UUID | None = None
 
 
 def topic_changes(request: WireRequest) -> list[TopicChange]:
@@ -88,7 +93,7 @@ def topics_response(request: WireRequest, results: list[TopicResult]):
         build(
             item,
             name=change.name,
-            topic_id=ZERO_TOPIC_ID,
+            topic_id=ZERO_TOPIC_ID if result.topic_id is None else result.topic_id,
             error_code=_code(result.error),
             error_message=result.message,
             topic_config_error_code=_code(Errors.NONE),

@@ -18,7 +18,8 @@ Version rules applied here, each Kafka's:
 - LeaveGroup v0-2 names one member; its error is the response's error.
 - OffsetCommit v2-4 carry a retention time (-1: the broker default); v6+ a leader epoch.
 - OffsetFetch v1 has no top-level error: a group error is repeated on every requested partition
-  with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list asks for all.
+  with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list (all topics) is
+  v2+, and Kafka closes the connection of a v1 request holding one.
 - ListGroups v5 filters on group type: groupcoord's groups are all "classic".
 - DescribeGroups never computes authorized operations (no ACLs): it answers Kafka's "not
   provided" value, as a broker does when they were not asked for.
@@ -175,8 +176,12 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
 
 
 def offset_fetch_to_core(request: WireRequest) -> list[core.OffsetFetchRequest]:
-    """One core OffsetFetch per group asked about, in the request's order (v8+ ask for many)."""
+    """One core OffsetFetch per group asked about, in the request's order (v8+ ask for many).
+    ``ValueError`` for a v1 request with a null topic list, which Kafka cannot read (null
+    means "all topics" from v2): the listener closes the connection, as Kafka does."""
     body = request.body
+    if request.api_version < 2 and body.topics is None:
+        raise ValueError("OffsetFetch v1 has no null topic list (all topics: v2+)")
     require_stable = getattr(body, "require_stable", False)
     groups = body.groups if request.api_version >= 8 else (body,)
     return [

@@ -81,6 +81,7 @@ class WirePartition:
             topics=lambda: self.topics,
             change_topics=change_topics,
             cluster_id="groupcoord-test",
+            topic_ids=self.catalog.topic_ids,
         )
         self.listener = KafkaListener(gateway.respond)
         port = await self.listener.start()

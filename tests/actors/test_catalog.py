@@ -15,6 +15,7 @@ from groupcoord.actors.catalog import (
     TopicCatalog,
 )
 from groupcoord.coordinator import Errors
+from groupcoord.wire.topics import TopicChange
 
 
 def test_changes_survive_a_reopen_and_bump_the_version(tmp_path):
@@ -69,11 +70,50 @@ def test_a_damaged_catalog_is_an_error_naming_the_file(tmp_path, content):
 
 
 def test_the_file_is_plain_json(tmp_path):
-    TopicCatalog(str(tmp_path)).create("events", 3)
+    topic_id = TopicCatalog(str(tmp_path)).create("events", 3)
     assert json.loads((tmp_path / CATALOG_FILE).read_text()) == {
         "version": 1,
         "topics": {"events": 3},
+        "ids": {"events": str(topic_id)},
     }
+
+
+def test_every_topic_gets_a_random_id_that_survives_a_reopen(tmp_path):
+    catalog = TopicCatalog(str(tmp_path))
+    first = catalog.create("events", 4)
+    (created,) = catalog.apply([TopicChange("create", "orders", 1)])
+    catalog.alter("events", 6)
+    assert first.version == 4 and created.topic_id.version == 4 and first != created.topic_id
+    assert catalog.topic_ids() == {"events": first, "orders": created.topic_id}
+    assert TopicCatalog(str(tmp_path)).topic_ids() == catalog.topic_ids()
+    # Validating assigns nothing; a topic created again after a delete is a new topic.
+    (validated,) = catalog.apply([TopicChange("create", "more", 1, validate_only=True)])
+    assert validated.error == Errors.NONE and validated.topic_id is None
+    catalog.delete("events")
+    assert "events" not in TopicCatalog(str(tmp_path)).topic_ids()
+    assert catalog.create("events", 1) not in (first, None)
+
+
+def test_a_catalog_written_before_topic_ids_gets_them_once(tmp_path):
+    path = tmp_path / CATALOG_FILE
+    path.write_text(json.dumps({"version": 3, "topics": {"events": 2, "orders": 1}}))
+    opened = TopicCatalog(str(tmp_path))
+    ids = opened.topic_ids()
+    assert sorted(ids) == ["events", "orders"] and len(set(ids.values())) == 2
+    assert opened.version == 4 and opened.topics() == {"events": 2, "orders": 1}
+    on_disk = json.loads(path.read_text())
+    assert on_disk["ids"] == {name: str(i) for name, i in ids.items()}
+    again = TopicCatalog(str(tmp_path))
+    assert (again.version, again.topic_ids()) == (4, ids)
+
+
+@pytest.mark.parametrize("topic_id", ["nope", 7, "00000000-0000-0000-0000-000000000000"])
+def test_a_damaged_topic_id_is_an_error_naming_the_file(tmp_path, topic_id):
+    (tmp_path / CATALOG_FILE).write_text(
+        json.dumps({"version": 1, "topics": {"events": 1}, "ids": {"events": topic_id}})
+    )
+    with pytest.raises(ValueError, match=CATALOG_FILE):
+        TopicCatalog(str(tmp_path))
 
 
 def test_a_refusal_survives_pickling_with_its_kafka_code():

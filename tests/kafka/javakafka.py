@@ -231,8 +231,13 @@ def broker_properties(
 
 
 def kafka_uuid() -> str:
-    """A random Kafka Uuid in Kafka's text form (URL-safe base64 without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random Kafka Uuid in Kafka's text form (URL-safe base64 without padding). Like Kafka's
+    Uuid.randomUuid, never one starting with "-", which command lines read as an option
+    (kafka-storage format --cluster-id fails on it)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaBroker:

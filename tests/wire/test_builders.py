@@ -25,6 +25,7 @@ from groupcoord.wire.builders import PRODUCE_REFUSED, ZERO_TOPIC_ID
 from .frames import build_nested, request_frame, split_response
 
 CATALOG = {"events": 2, "clicks": 1}
+TOPIC_IDS = {"events": uuid.uuid4(), "clicks": uuid.uuid4()}
 NODE = Node(3, "coordinator-3.local", 9095)
 
 
@@ -69,6 +70,8 @@ def test_find_coordinator(version):
             "coordinator-3.local",
             9095,
         )
+        if version >= 1:  # Kafka 4.3 names the success "NONE" (Errors.NONE.message()) in v1-3
+            assert found.error_message == "NONE"
         missing = exchange(ApiKey.FIND_COORDINATOR, version, answer, key="nobody", key_type=0)
         assert (missing.error_code, missing.node_id) == (ErrorCode.coordinator_not_available, -1)
     else:
@@ -83,6 +86,7 @@ def test_find_coordinator(version):
             ("orders", ErrorCode.none, 3, "coordinator-3.local", 9095),
             ("nobody", ErrorCode.coordinator_not_available, -1, "", -1),
         ]
+        assert found.coordinators[0].error_message == ""  # Kafka 4.3's, from v4
     if version >= 1:
         values = dict(key="txn-1") if version < 4 else dict(coordinator_keys=("txn-1",))
         refused = exchange(ApiKey.FIND_COORDINATOR, version, answer, key_type=1, **values)
@@ -94,7 +98,12 @@ def test_find_coordinator(version):
 def test_metadata(version):
     def answer(request):
         return metadata_response(
-            request, brokers=[NODE], leader_id=3, partitions=CATALOG, cluster_id="gc"
+            request,
+            brokers=[NODE],
+            leader_id=3,
+            partitions=CATALOG,
+            cluster_id="gc",
+            topic_ids=TOPIC_IDS,
         )
 
     every = exchange(
@@ -121,7 +130,7 @@ def test_metadata(version):
     if version >= 2:
         assert every.cluster_id == "gc"
     if version >= 10:
-        assert {t.topic_id for t in every.topics} == {ZERO_TOPIC_ID}
+        assert {t.name: t.topic_id for t in every.topics} == TOPIC_IDS
 
     topic = dict(name="nope") if version < 10 else dict(name="nope", topic_id=ZERO_TOPIC_ID)
     named = exchange(
@@ -145,10 +154,14 @@ def test_metadata(version):
             version,
             answer,
             _topics="MetadataRequestTopic",
-            topics=[dict(name=None, topic_id=uuid.uuid4())],
+            topics=[
+                dict(name=None, topic_id=uuid.uuid4()),
+                dict(name=None, topic_id=TOPIC_IDS["events"]),
+            ],
         )
-        assert [(t.name, t.error_code) for t in by_id.topics] == [
-            (None if version >= 12 else "", ErrorCode.unknown_topic_id)
+        assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in by_id.topics] == [
+            (None if version >= 12 else "", ZERO_TOPIC_ID, ErrorCode.unknown_topic_id, 0),
+            ("events", TOPIC_IDS["events"], ErrorCode.none, 2),
         ]
 
 

@@ -384,6 +384,17 @@ def test_version_rules_applied_to_core_responses():
         offset_fetch_from_core(request, [loading])
 
 
+def test_offset_fetch_v1_has_no_null_topic_list():
+    """Null ("all topics") arrived in v2; Kafka cannot read a v1 request holding it and closes
+    the connection, and the listener does the same on this ValueError."""
+    client = Client(new_shard())
+    request = client.wire(ApiKey.OFFSET_FETCH, 1, group_id=GROUP, topics=None)
+    with pytest.raises(ValueError, match="OffsetFetch v1"):
+        offset_fetch_to_core(request)
+    request = Client(new_shard()).wire(ApiKey.OFFSET_FETCH, 2, group_id=GROUP, topics=None)
+    assert [r.partitions for r in offset_fetch_to_core(request)] == [None]
+
+
 def join_request(client: Client, version: int):
     return client.wire(
         ApiKey.JOIN_GROUP,
