@@ -178,13 +178,17 @@ class ConsumerMembershipMixin:
             self._fence_consumer_member(group, member_id, "did not revoke in time")
 
     def _on_consumer_groups_loaded(self) -> None:
-        """Re-arm every member's session (soft state: ``now`` + session timeout) and the
-        rebalance timeout of members that must still revoke; then refresh partition counts
-        against the catalog if the runtime has handed one in already."""
+        """Re-arm every member's session (soft state: ``now`` + session timeout, a classic
+        member's own) and the rebalance timeout of members that must still revoke; then
+        refresh partition counts against the catalog if the runtime has handed one in."""
         session_ms = self.config.consumer_group_session_timeout_ms
         for group in list(self._consumer_groups.values()):
             for member in group.members.values():
-                self._arm(("consumer-session", group.group_id, member.member_id), session_ms)
+                classic_ms = member.subscription.classic_session_timeout_ms
+                self._arm(
+                    ("consumer-session", group.group_id, member.member_id),
+                    classic_ms if member.uses_classic_protocol else session_ms,
+                )
                 if member.assignment.state == UNREVOKED_PARTITIONS:
                     self._arm(
                         ("consumer-rebalance", group.group_id, member.member_id),

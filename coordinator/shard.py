@@ -32,8 +32,9 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
 The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
 delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
 consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
-``consumer_membership`` (the topic catalog, leaving, fencing, timers) and ``consumer_admin``
-(ConsumerGroupDescribe, and the classic APIs on a consumer group's id); their records go through
+``consumer_membership`` (the topic catalog, leaving, fencing, timers), ``consumer_admin``
+(ConsumerGroupDescribe, and the classic APIs on a consumer group's id) and ``consumer_classic``
+(classic members of consumer groups); their records go through
 ``consumer_group.apply``, live and on load.
 """
 
@@ -47,6 +48,7 @@ import msgspec
 
 from .config import CoordinatorConfig
 from .consumer_admin import ConsumerAdminMixin
+from .consumer_classic import ConsumerClassicMixin
 from .consumer_group import ConsumerGroup, apply
 from .consumer_heartbeat import ConsumerHeartbeatMixin
 from .consumer_membership import ConsumerMembershipMixin
@@ -128,6 +130,7 @@ class SequentialIds:
 
 class Shard(
     ConsumerAdminMixin,
+    ConsumerClassicMixin,
     ConsumerHeartbeatMixin,
     ConsumerMembershipMixin,
     MembershipMixin,

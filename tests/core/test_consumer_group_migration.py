@@ -1,0 +1,182 @@
+"""Classic members in consumer groups and online migration between the two group types,
+after Kafka's GroupMetadataManagerTest classic<->consumer scenarios (rewritten from the facts):
+classic JoinGroup/SyncGroup/Heartbeat/LeaveGroup served by a consumer group, an empty group of
+either type giving its id to the other, and the migration policy. Every step is checked for
+replay equivalence and single ownership by the harness."""
+
+import pytest
+
+from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.consumer_protocol import (
+    Subscription,
+    decode_assignment,
+    encode_subscription,
+)
+
+from .consumer_harness import ConsumerHarness
+from .harness import GROUP, replayed_shard
+
+CLASSIC_SESSION_MS = 3_000
+
+
+def subscription(topics=("foo", "bar"), owned=()):
+    return encode_subscription(Subscription(tuple(topics), None, tuple(owned)))
+
+
+def classic_join(h, member_id="", topics=("foo", "bar"), owned=(), require_known=False, **kw):
+    kw.setdefault("protocols", [("range", subscription(topics, owned))])
+    kw.setdefault("session_ms", CLASSIC_SESSION_MS)
+    return h.reply(h.join(member_id, require_known=require_known, **kw))
+
+
+def synced(h, member_id, generation):
+    response = h.reply(h.sync(member_id, generation))
+    assert response.error == Errors.NONE, response
+    assert (response.protocol_type, response.protocol_name) == ("consumer", "range")
+    parts = {}
+    for topic, p in decode_assignment(response.assignment).partitions:
+        parts.setdefault(topic, set()).add(p)
+    return parts
+
+
+def owned_list(parts):
+    return [(t, p) for t, ps in sorted(parts.items()) for p in sorted(ps)]
+
+
+def test_classic_member_joins_a_consumer_group_and_waits_for_released_partitions():
+    h = ConsumerHarness()
+    h.subscribe("m1")  # takes all 9 partitions of foo and bar
+    first = classic_join(h, require_known=True)
+    assert first.error == Errors.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+    assert h.group().group_epoch == 1  # asking for a member id changes nothing
+    joined = classic_join(h, first.member_id)
+    classic = joined.member_id
+    assert joined.error == Errors.NONE
+    assert (joined.generation_id, joined.protocol_name, joined.leader, joined.members) == (
+        2,
+        "range",
+        "",
+        [],
+    )
+    group = h.group()
+    assert group.group_epoch == 2 and group.members[classic].uses_classic_protocol
+    # m1 still owns everything: the classic member gets nothing yet and must wait.
+    assert synced(h, classic, 2) == {}
+    assert h.heartbeat(classic, 2) == Errors.NONE
+    # m1 learns its new target and revokes; the freed partitions are the classic member's.
+    target = group.target["m1"]
+    h.hb("m1", 1, owned={"foo": range(6), "bar": range(3)})
+    h.hb("m1", 1, owned=target)
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS  # released: rejoin
+    again = classic_join(h, classic)
+    assert (again.error, again.generation_id) == (Errors.NONE, 2)
+    mine = synced(h, classic, 2)
+    assert {t: frozenset(p) for t, p in mine.items()} == group.target[classic]
+    assert sum(map(len, mine.values())) + sum(map(len, target.values())) == 9
+    assert h.heartbeat(classic, 2) == Errors.NONE
+
+
+def test_classic_member_rejoins_when_the_group_epoch_moves_on():
+    h = ConsumerHarness()
+    h.subscribe("m1", names=["foo"])
+    classic = classic_join(h, topics=["foo"]).member_id
+    assert synced(h, classic, 2) == {}  # m1 holds foo until it revokes
+    h.hb("m1", 1, owned={"foo": range(6)})
+    h.hb("m1", 2, owned=h.group().target["m1"])
+    h.subscribe("m2", names=["foo"])  # epoch 3
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    assert h.reply(h.sync(classic, 2)).error == Errors.REBALANCE_IN_PROGRESS
+    rejoined = classic_join(h, classic, topics=["foo"])
+    assert rejoined.generation_id == 3
+    assert h.heartbeat(classic, 2) == Errors.ILLEGAL_GENERATION
+    assert h.reply(h.sync(classic, 1)).error == Errors.ILLEGAL_GENERATION
+    assert h.heartbeat("nobody", 3) == Errors.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("m1", 2) == Errors.UNKNOWN_MEMBER_ID  # not a classic member
+
+
+def test_cooperative_classic_member_revokes_through_its_owned_partitions():
+    h = ConsumerHarness()
+    h.subscribe("m1", names=["zar"])
+    classic = classic_join(h).member_id
+    held = synced(h, classic, 2)
+    assert sum(map(len, held.values())) == 9  # nobody else wants foo and bar
+    h.subscribe("m2")  # epoch 3: the classic member must give up part of its partitions
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    # Rejoining while still owning everything: it stays in epoch 2 with partitions to revoke.
+    still = classic_join(h, classic, owned=owned_list(held))
+    assert still.generation_id == 2
+    assert h.group().members[classic].assignment.state == "unrevoked_partitions"
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    keep = h.group().target[classic]
+    done = classic_join(h, classic, owned=owned_list(keep))
+    assert done.generation_id == 3
+    assert {t: frozenset(p) for t, p in synced(h, classic, 3).items()} == keep
+
+
+def test_classic_members_leave_and_expire_like_consumer_members():
+    h = ConsumerHarness(consumer_group_session_timeout_ms=60_000)
+    h.subscribe("m1")
+    first = classic_join(h).member_id
+    second = classic_join(h).member_id
+    assert h.group().group_epoch == 3
+    left = h.leave(first, "nobody")
+    assert left.error == Errors.NONE
+    assert [m.error for m in left.members] == [Errors.NONE, Errors.UNKNOWN_MEMBER_ID]
+    assert first not in h.group().members and h.group().group_epoch == 4
+    # The classic member's own session timeout applies, not the consumer group's.
+    h.hb("m1", 1)
+    h.advance(CLASSIC_SESSION_MS)
+    assert second not in h.group().members and "m1" in h.group().members
+
+
+def test_classic_join_refusals_change_nothing():
+    h = ConsumerHarness()
+    h.subscribe("m1")
+    before = len(h.records)
+    bad_metadata = h.reply(h.join(protocols=[("range", b"\x00")]))
+    assert bad_metadata.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    wrong_type = classic_join(h, protocol_type="connect")
+    assert wrong_type.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    as_classic = classic_join(h, "m1")  # a consumer-protocol member cannot join as classic
+    assert as_classic.error == Errors.UNKNOWN_MEMBER_ID
+    bad_session = classic_join(h, session_ms=1)
+    assert bad_session.error == Errors.INVALID_SESSION_TIMEOUT
+    classic = classic_join(h, protocols=[("roundrobin", subscription())]).member_id
+    no_common = classic_join(h)  # "range" only: no protocol in common with the member above
+    assert no_common.error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    assert h.reply(h.sync(classic, 2)).error == Errors.NONE
+    assert len(h.records) > before and h.group().group_epoch == 2
+
+
+def test_classic_join_takes_the_id_of_an_empty_consumer_group():
+    h = ConsumerHarness()
+    h.subscribe("m1")
+    h.commit({("foo", 0): 3}, member_id="m1", generation=1)
+    h.hb("m1", -1)
+    assert h.group().members == {}
+    rid = h.join(protocols=[("range", subscription())], session_ms=CLASSIC_SESSION_MS)
+    h.advance_until_answered([rid])  # a classic join phase (the initial rebalance delay)
+    response = h.reply(rid)
+    assert response.error == Errors.NONE and response.leader == response.member_id
+    assert h.shard.consumer_group(GROUP) is None
+    assert h.shard.group(GROUP).members.keys() == {response.member_id}
+    assert h.committed() == {("foo", 0): 3}  # offsets belong to the id, whatever its type
+
+
+def test_load_rearms_a_classic_members_own_session():
+    h = ConsumerHarness(consumer_group_session_timeout_ms=60_000)
+    h.subscribe("m1")
+    classic = classic_join(h).member_id
+    shard = replayed_shard(h.shard, h.records)
+    assert shard.consumer_durable_state() == h.shard.consumer_durable_state()
+    shard.on_loaded(h.now)
+    shard.update_topics(h.now, {"foo": 6, "bar": 3, "zar": 2})
+    shard.on_timer(h.now + CLASSIC_SESSION_MS)
+    assert set(shard.consumer_group(GROUP).members) == {"m1"}, classic
+
+
+def test_migration_policy_is_validated():
+    for policy in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        assert CoordinatorConfig(consumer_group_migration_policy=policy)
+    with pytest.raises(ValueError, match="consumer_group_migration_policy"):
+        CoordinatorConfig(consumer_group_migration_policy="sideways")
