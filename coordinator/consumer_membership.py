@@ -154,11 +154,16 @@ class ConsumerMembershipMixin:
 
     def _fence_consumer_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         """Kafka's ``consumerGroupFenceMember``: remove the member, free its partitions, and
-        bump the group epoch (the next heartbeat computes the new target assignment)."""
+        bump the group epoch (the next heartbeat computes the new target assignment). When
+        the last consumer-protocol member goes, the group may become classic again
+        (``consumer_migration``)."""
+        was_consumer = not group.members[member_id].uses_classic_protocol
         self._remove_member_records(group.group_id, member_id)
         self._refresh_partition_metadata(group, bump=True)
         self._cancel_consumer_timers(group.group_id, member_id)
         self._event("consumer-member-fenced", group.group_id, f"{member_id} {why}")
+        if was_consumer:
+            self._maybe_downgrade(group)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
         self._timer.cancel(("consumer-session", group_id, member_id))

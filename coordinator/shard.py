@@ -33,9 +33,9 @@ The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, Le
 delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
 consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
 ``consumer_membership`` (the topic catalog, leaving, fencing, timers), ``consumer_admin``
-(ConsumerGroupDescribe, and the classic APIs on a consumer group's id) and ``consumer_classic``
-(classic members of consumer groups); their records go through
-``consumer_group.apply``, live and on load.
+(ConsumerGroupDescribe, and the classic APIs on a consumer group's id), ``consumer_classic``
+(classic members of consumer groups) and ``consumer_migration`` (upgrade and downgrade); their
+records go through ``consumer_group.apply``, live and on load.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from .consumer_group import ConsumerGroup, apply
 from .consumer_heartbeat import ConsumerHeartbeatMixin
 from .consumer_membership import ConsumerMembershipMixin
 from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from .consumer_migration import ConsumerMigrationMixin
 from .consumer_records import CONSUMER_KEY_TYPES
 from .errors import Errors
 from .group import DEAD, Group, GroupState
@@ -133,6 +134,7 @@ class Shard(
     ConsumerClassicMixin,
     ConsumerHeartbeatMixin,
     ConsumerMembershipMixin,
+    ConsumerMigrationMixin,
     MembershipMixin,
     OffsetsMixin,
 ):

@@ -6,10 +6,12 @@ replay equivalence and single ownership by the harness."""
 
 import pytest
 
-from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator import CoordinatorConfig, Errors, GroupState
 from groupcoord.coordinator.consumer_protocol import (
+    Assignment,
     Subscription,
     decode_assignment,
+    encode_assignment,
     encode_subscription,
 )
 
@@ -180,3 +182,114 @@ def test_migration_policy_is_validated():
         assert CoordinatorConfig(consumer_group_migration_policy=policy)
     with pytest.raises(ValueError, match="consumer_group_migration_policy"):
         CoordinatorConfig(consumer_group_migration_policy="sideways")
+
+
+A_PARTS = {"foo": {0, 1, 2}, "bar": {0, 1}}
+B_PARTS = {"foo": {3, 4, 5}, "bar": {2}}
+
+
+def classic_group(h):
+    """Two classic members (ConsumerProtocol metadata) in a Stable classic group, the leader
+    having assigned A_PARTS and B_PARTS; returns their ids and the generation."""
+    protocols = [("range", subscription())]
+    rids = [h.join(protocols=protocols, session_ms=CLASSIC_SESSION_MS) for _ in range(2)]
+    h.advance_until_answered(rids)
+    a, b = (h.reply(r) for r in rids)
+    generation = a.generation_id
+    assignments = {
+        a.member_id: encode_assignment(Assignment(tuple(owned_list(A_PARTS)))),
+        b.member_id: encode_assignment(Assignment(tuple(owned_list(B_PARTS)))),
+    }
+    h.sync(a.member_id, generation, assignments)
+    h.sync(b.member_id, generation)
+    assert h.state() == GroupState.STABLE
+    return a.member_id, b.member_id, generation
+
+
+def as_frozen(parts):
+    return {t: frozenset(p) for t, p in parts.items()}
+
+
+def test_upgrade_keeps_classic_members_and_their_partitions():
+    h = ConsumerHarness()
+    a, b, generation = classic_group(h)
+    joined = h.subscribe("m1")
+    assert joined.error_code == Errors.NONE
+    group = h.group()
+    assert group.group_epoch == generation + 1
+    assert h.shard.group(GROUP).persisted is None  # the classic record is tombstoned
+    for member_id, parts in ((a, A_PARTS), (b, B_PARTS)):
+        member = group.members[member_id]
+        assert member.uses_classic_protocol
+        assert member.assignment.assigned == as_frozen(parts)  # kept, nobody lost a partition
+    # m1 waits for what a and b must give up; they learn it from their heartbeats.
+    assert joined.assignment.topic_partitions == []
+    assert h.heartbeat(a, generation) == Errors.REBALANCE_IN_PROGRESS
+    for member_id, parts in ((a, A_PARTS), (b, B_PARTS)):
+        keep = group.target[member_id]
+        assert classic_join(h, member_id, owned=owned_list(parts)).generation_id == generation
+        done = classic_join(h, member_id, owned=owned_list(keep))
+        assert done.generation_id == generation + 1
+        assert as_frozen(synced(h, member_id, generation + 1)) == keep
+    response = h.hb("m1", generation + 1)
+    mine = {tp.topic: frozenset(tp.partitions) for tp in response.assignment.topic_partitions}
+    assert mine == group.target["m1"] and sum(map(len, mine.values())) == 3
+
+
+def test_upgrade_is_refused_when_the_policy_forbids_it():
+    for policy in ("downgrade", "disabled"):
+        h = ConsumerHarness(consumer_group_migration_policy=policy)
+        classic_group(h)
+        before = len(h.records)
+        response = h.subscribe("m1")
+        assert response.error_code == Errors.GROUP_ID_NOT_FOUND
+        assert response.error_message == f"Group {GROUP} is not a consumer group."
+        assert len(h.records) == before and h.state() == GroupState.STABLE
+
+
+def test_upgrade_is_refused_for_other_metadata_and_static_members():
+    h = ConsumerHarness()
+    h.join_stable(1)  # metadata b"": no ConsumerProtocol subscription
+    assert h.subscribe("m1").error_code == Errors.GROUP_ID_NOT_FOUND
+    h = ConsumerHarness()
+    rid = h.join(protocols=[("range", subscription())], instance_id="i1")
+    h.advance_until_answered([rid])
+    assert h.subscribe("m1").error_code == Errors.GROUP_ID_NOT_FOUND
+
+
+def test_downgrade_when_the_last_consumer_member_leaves():
+    h = ConsumerHarness()
+    a, b, generation = classic_group(h)
+    h.subscribe("m1")
+    epoch = h.group().group_epoch
+    h.hb("m1", -1)  # the last consumer-protocol member leaves: the group is classic again
+    assert h.shard.consumer_group(GROUP) is None
+    classic = h.shard.group(GROUP)
+    assert classic.state == GroupState.PREPARING_REBALANCE
+    assert classic.persisted.generation == epoch + 1  # the epoch the leave bumped to
+    assert (classic.protocol_type, classic.protocol_name) == ("consumer", "range")
+    for member_id, parts in ((a, A_PARTS), (b, B_PARTS)):
+        assigned = decode_assignment(classic.members[member_id].assignment).partitions
+        assert sorted(assigned) == owned_list(parts)
+    # The members join again the classic way and the group settles.
+    assert h.heartbeat(a, generation) == Errors.ILLEGAL_GENERATION
+    rids = [h.join(m, protocols=[("range", subscription())]) for m in (a, b)]
+    h.advance_until_answered(rids)
+    assert {h.reply(r).error for r in rids} == {Errors.NONE}
+    assert h.reply(rids[0]).generation_id == epoch + 2
+
+
+def test_no_downgrade_under_upgrade_policy_or_with_consumer_members_left():
+    h = ConsumerHarness(consumer_group_migration_policy="upgrade")
+    a, b, _ = classic_group(h)
+    h.subscribe("m1")
+    h.hb("m1", -1)
+    assert set(h.group().members) == {a, b}  # still a consumer group, of classic members
+    h = ConsumerHarness(consumer_group_session_timeout_ms=60_000)
+    a, b, _ = classic_group(h)
+    h.subscribe("m1")
+    h.subscribe("m2")
+    h.hb("m1", -1)
+    assert set(h.group().members) == {a, b, "m2"}  # m2 still speaks the consumer protocol
+    h.advance(CLASSIC_SESSION_MS)  # the classic members stop heartbeating: only m2 is left
+    assert set(h.group().members) == {"m2"}
