@@ -17,6 +17,8 @@ the server assignor computes its target like anybody's. What differs is the conv
 * Heartbeat: REBALANCE_IN_PROGRESS when the member must join again: its epoch is behind the group
   epoch, it has partitions to revoke, or partitions it waited for have been released.
 * LeaveGroup: the member is fenced like a consumer member that leaves.
+* Deadlines (timers, soft state like the others): a member told to join again must do so
+  within its rebalance timeout, and send its SyncGroup within it after joining, or it is fenced.
 
 Only dynamic classic members join a consumer group here; a JoinGroup with an instance id gets
 INCONSISTENT_GROUP_PROTOCOL (static classic members are left for later). A classic JoinGroup on
@@ -147,6 +149,10 @@ class ConsumerClassicMixin:
         self._reconcile_member(group, group.members[member_id], owned)
         member = group.members[member_id]
         self._arm(("consumer-session", group_id, member_id), req.session_timeout_ms)
+        # It joined: the rejoin deadline is met, and its SyncGroup is due within the
+        # rebalance timeout (Kafka's consumer-group join and sync timeouts).
+        self._timer.cancel(("consumer-join", group_id, member_id))
+        self._arm(("consumer-sync", group_id, member_id), req.rebalance_timeout_ms)
         return JoinGroupResponse(
             Errors.NONE,
             member.member_epoch,
@@ -199,6 +205,7 @@ class ConsumerClassicMixin:
             ("consumer-session", group.group_id, member.member_id),
             member.subscription.classic_session_timeout_ms,
         )
+        self._timer.cancel(("consumer-sync", group.group_id, member.member_id))
         self._reply(
             request_id,
             SyncGroupResponse(
@@ -230,6 +237,12 @@ class ConsumerClassicMixin:
             or a.state == UNREVOKED_PARTITIONS
             or (a.state == UNRELEASED_PARTITIONS and not _waiting_on_others(group, member))
         )
+        if rejoin:
+            # It must join again within its rebalance timeout, or be fenced (Kafka's
+            # ``scheduleConsumerGroupJoinTimeoutIfAbsent``: the first such answer sets it).
+            key = ("consumer-join", group.group_id, member.member_id)
+            if self._timer.deadline_of(key) is None:
+                self._arm(key, member.subscription.rebalance_timeout_ms)
         self._reply(
             request_id, HeartbeatResponse(Errors.REBALANCE_IN_PROGRESS if rejoin else Errors.NONE)
         )
@@ -253,6 +266,15 @@ class ConsumerClassicMixin:
                 LeaveGroupResponseMember(identity.member_id, identity.group_instance_id, error)
             )
         self._reply(request_id, LeaveGroupResponse(Errors.NONE, answers))
+
+    def _expire_classic_deadline(self, key, _payload) -> None:
+        """A classic member did not join again (``consumer-join``) or did not send its
+        SyncGroup (``consumer-sync``) within its rebalance timeout: it is fenced."""
+        kind, group_id, member_id = key
+        group = self._consumer_groups.get(group_id)
+        if group is not None and member_id in group.members:
+            why = "did not rejoin in time" if kind == "consumer-join" else "did not sync in time"
+            self._fence_consumer_member(group, member_id, why)
 
 
 def _waiting_on_others(group: ConsumerGroup, member: ConsumerMember) -> bool:

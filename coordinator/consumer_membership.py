@@ -166,8 +166,8 @@ class ConsumerMembershipMixin:
             self._maybe_downgrade(group)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
-        self._timer.cancel(("consumer-session", group_id, member_id))
-        self._timer.cancel(("consumer-rebalance", group_id, member_id))
+        for kind in ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync"):
+            self._timer.cancel((kind, group_id, member_id))
 
     def _expire_consumer_session(self, key, _payload) -> None:
         _, group_id, member_id = key

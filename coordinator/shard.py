@@ -194,6 +194,8 @@ class Shard(
             "cleanup": self._run_offset_cleanup,
             "consumer-session": self._expire_consumer_session,
             "consumer-rebalance": self._expire_consumer_rebalance,
+            "consumer-join": self._expire_classic_deadline,
+            "consumer-sync": self._expire_classic_deadline,
         }
 
     # -- the contract ---------------------------------------------------------------------------

@@ -293,3 +293,25 @@ def test_no_downgrade_under_upgrade_policy_or_with_consumer_members_left():
     assert set(h.group().members) == {a, b, "m2"}  # m2 still speaks the consumer protocol
     h.advance(CLASSIC_SESSION_MS)  # the classic members stop heartbeating: only m2 is left
     assert set(h.group().members) == {"m2"}
+
+
+def test_classic_member_must_rejoin_and_sync_within_its_rebalance_timeout():
+    h = ConsumerHarness(consumer_group_session_timeout_ms=60_000)
+    h.subscribe("m1", names=["zar"])
+    classic = classic_join(h, rebalance_ms=1_000).member_id
+    h.advance(900)
+    assert synced(h, classic, 2)  # in time: the sync deadline is met
+    h.advance(200)
+    assert classic in h.group().members
+    h.hb("m1", 2)
+    h.subscribe("m2")  # epoch 3: the classic member is told to join again ...
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    h.advance(600)
+    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS  # the first answer's clock
+    h.advance(400)  # ... and keeps heartbeating without joining: fenced, its partitions freed
+    assert classic not in h.group().members
+    # A member that joins but never sends its SyncGroup is fenced the same way.
+    silent = classic_join(h, rebalance_ms=1_000).member_id
+    assert silent in h.group().members
+    h.advance(1_000)
+    assert silent not in h.group().members
