@@ -80,6 +80,9 @@ class ConsumerClassicMixin:
             # An empty consumer group gives its id to a classic group; offsets stay.
             self._delete_consumer_group(group)
             return self._handle_classic_join(request_id, req)
+        if self._topics is None:  # as ConsumerGroupHeartbeat: no assignment without a catalog
+            error = Errors.COORDINATOR_LOAD_IN_PROGRESS
+            return self._reply(request_id, self._join_error(error, req.member_id))
         try:
             response = self._classic_join(req, group)
         except Refusal as refusal:
@@ -252,6 +255,10 @@ class ConsumerClassicMixin:
             member_fields_ok(m.member_id, m.group_instance_id, 0, self.config) for m in req.members
         ):
             return self._reply(request_id, LeaveGroupResponse(Errors.INVALID_REQUEST, []))
+        if self._topics is None:  # fencing recomputes partition counts from the catalog
+            return self._reply(
+                request_id, LeaveGroupResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS, [])
+            )
         answers = []
         for identity in req.members:
             try:

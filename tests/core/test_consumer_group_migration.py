@@ -6,7 +6,14 @@ replay equivalence and single ownership by the harness."""
 
 import pytest
 
-from groupcoord.coordinator import CoordinatorConfig, Errors, GroupState
+from groupcoord.coordinator import (
+    CoordinatorConfig,
+    Errors,
+    GroupState,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    MemberIdentity,
+)
 from groupcoord.coordinator.consumer_protocol import (
     Assignment,
     Subscription,
@@ -16,7 +23,7 @@ from groupcoord.coordinator.consumer_protocol import (
 )
 
 from .consumer_harness import ConsumerHarness
-from .harness import GROUP, replayed_shard
+from .harness import GROUP, protocols_of, replayed_shard
 
 CLASSIC_SESSION_MS = 3_000
 
@@ -315,3 +322,19 @@ def test_classic_member_must_rejoin_and_sync_within_its_rebalance_timeout():
     assert silent in h.group().members
     h.advance(1_000)
     assert silent not in h.group().members
+
+
+def test_classic_join_and_leave_wait_for_the_topic_catalog():
+    h = ConsumerHarness()
+    h.subscribe("m1")
+    classic = classic_join(h).member_id
+    shard = replayed_shard(h.shard, h.records)
+    shard.on_loaded(h.now)  # loaded, but no catalog handed in yet
+    join = JoinGroupRequest(
+        GROUP, "", "consumer", protocols_of([("range", subscription())]), 3_000, 500
+    )
+    step = shard.handle(h.now, 1, join)
+    assert step.replies[0][1].error == Errors.COORDINATOR_LOAD_IN_PROGRESS and not step.records
+    step = shard.handle(h.now, 2, LeaveGroupRequest(GROUP, [MemberIdentity(classic)]))
+    assert step.replies[0][1].error == Errors.COORDINATOR_LOAD_IN_PROGRESS and not step.records
+    assert classic in shard.consumer_group(GROUP).members
