@@ -227,8 +227,10 @@ class ConsumerHeartbeatMixin:
         joining = epoch == 0
         group = self._consumer_group_for(group_id, create=joining)
         members = group.members if group is not None else {}
+        # A classic group about to be upgraded brings its members along.
+        size = len(members) if group is not None else len(self._classic_members(group_id))
         member_id = req.member_id
-        if len(members) >= self.config.consumer_group_max_size and member_id not in members:
+        if size >= self.config.consumer_group_max_size and member_id not in members:
             raise Refusal(
                 Errors.GROUP_MAX_SIZE_REACHED,
                 "The consumer group has reached its maximum capacity of "

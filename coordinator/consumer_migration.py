@@ -16,7 +16,8 @@ conversions keep the members:
   heartbeat gets GROUP_ID_NOT_FOUND, nothing changes) when the policy forbids it, the protocol
   type is not ``consumer``, a member's metadata is no ConsumerProtocol subscription, a member is
   static (static classic members inside consumer groups are not supported yet), or the group has
-  ``consumer_group_max_size`` members already.
+  more than ``consumer_group_max_size`` members (with exactly that many, the joining member gets
+  GROUP_MAX_SIZE_REACHED).
 * Downgrade (policy ``downgrade`` or ``bidirectional``): when the last consumer-protocol member
   of a consumer group leaves or is fenced and classic members remain (at most
   ``group_max_size``), the consumer group's records are tombstoned and a classic group record
@@ -65,8 +66,8 @@ class ConsumerMigrationMixin:
             return f"{prefix} because the online upgrade is disabled."
         if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return f"{prefix} because the group does not use the consumer embedded protocol."
-        if len(classic.members) >= self.config.consumer_group_max_size:
-            return f"{prefix} because the group has reached the consumer group maximum size."
+        if len(classic.members) > self.config.consumer_group_max_size:
+            return f"{prefix} because the group is larger than the consumer group maximum size."
         for member in classic.members.values():
             if member.group_instance_id is not None:
                 return f"{prefix} because it has static members."
@@ -77,6 +78,11 @@ class ConsumerMigrationMixin:
             except (ValueError, struct.error):
                 return f"{prefix} because a member's metadata is not a consumer subscription."
         return None
+
+    def _classic_members(self, group_id: str) -> dict:
+        """The members of the classic group of this id (none when there is none)."""
+        classic = self._groups.get(group_id)
+        return classic.members if classic is not None else {}
 
     @staticmethod
     def _classic_metadata(classic: Group, member) -> bytes:

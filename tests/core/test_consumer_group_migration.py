@@ -338,3 +338,15 @@ def test_classic_join_and_leave_wait_for_the_topic_catalog():
     step = shard.handle(h.now, 2, LeaveGroupRequest(GROUP, [MemberIdentity(classic)]))
     assert step.replies[0][1].error == Errors.COORDINATOR_LOAD_IN_PROGRESS and not step.records
     assert classic in shard.consumer_group(GROUP).members
+
+
+def test_upgrade_counts_the_classic_members_against_the_maximum_size():
+    h = ConsumerHarness(consumer_group_max_size=2)
+    classic_group(h)  # two members: the group is full once upgraded
+    before = len(h.records)
+    response = h.subscribe("m1")
+    assert response.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    assert len(h.records) == before and h.state() == GroupState.STABLE
+    h = ConsumerHarness(consumer_group_max_size=1)
+    classic_group(h)  # more members than a consumer group may have: no upgrade at all
+    assert h.subscribe("m1").error_code == Errors.GROUP_ID_NOT_FOUND
