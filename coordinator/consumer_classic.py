@@ -20,8 +20,10 @@ the server assignor computes its target like anybody's. What differs is the conv
 * Deadlines (timers, soft state like the others): a member told to join again must do so
   within its rebalance timeout, and send its SyncGroup within it after joining, or it is fenced.
 
-Only dynamic classic members join a consumer group here; a JoinGroup with an instance id gets
-INCONSISTENT_GROUP_PROTOCOL (static classic members are left for later). A classic JoinGroup on
+A static classic member (instance id) that joins without its member id after a restart takes
+over its predecessor's place and partitions; with another member's id it gets FENCED_INSTANCE_ID.
+(A consumer-protocol static member cannot be replaced by a classic one: UNKNOWN_MEMBER_ID.)
+A classic JoinGroup on
 an *empty* consumer group deletes it and joins a new classic group of that id (Kafka does the
 same, whatever the migration policy).
 """
@@ -43,7 +45,7 @@ from .messages import (
     LeaveGroupResponseMember,
     SyncGroupResponse,
 )
-from .reconcile import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
+from .reconcile import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, MemberAssignment
 from .record_size import record_bytes
 from .records import Record
 from .validation import join_request_ok, member_fields_ok
@@ -91,11 +93,7 @@ class ConsumerClassicMixin:
 
     def _classic_join(self, req, group: ConsumerGroup) -> JoinGroupResponse:
         group_id = group.group_id
-        if (
-            req.protocol_type != CONSUMER_PROTOCOL_TYPE
-            or not req.protocols
-            or req.group_instance_id is not None
-        ):
+        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols:
             raise Refusal(Errors.INCONSISTENT_GROUP_PROTOCOL)
         try:
             parsed = decode_subscription(req.protocols[0].metadata)
@@ -108,7 +106,13 @@ class ConsumerClassicMixin:
             }:
                 raise Refusal(Errors.INCONSISTENT_GROUP_PROTOCOL)  # no protocol in common
         member_id = req.member_id
-        existing = group.members.get(member_id)
+        instance_id = req.group_instance_id
+        replaced = group.static_member(instance_id) if instance_id is not None else None
+        if replaced is not None and replaced.member_id == member_id:
+            replaced = None  # the static member itself, joining again
+        elif replaced is not None and member_id:
+            raise Refusal(Errors.FENCED_INSTANCE_ID)  # another member holds the instance id
+        existing = group.members.get(member_id) if replaced is None else replaced
         if existing is not None and not existing.uses_classic_protocol:
             raise Refusal(Errors.UNKNOWN_MEMBER_ID)
         # A member id the group does not know joins as a new member (as Kafka's
@@ -116,15 +120,23 @@ class ConsumerClassicMixin:
         if existing is None and len(group.members) >= self.config.consumer_group_max_size:
             raise Refusal(Errors.GROUP_MAX_SIZE_REACHED)
         if not member_id:
-            member_id = f"{req.client_id}-{self._ids()}"
-            if req.require_known_member_id:
+            member_id = f"{instance_id or req.client_id}-{self._ids()}"
+            if req.require_known_member_id and instance_id is None:
                 return JoinGroupResponse(
                     Errors.MEMBER_ID_REQUIRED, -1, None, None, "", False, member_id, []
                 )
-        member = group.members.get(member_id) or ConsumerMember(member_id)
+        if replaced is not None:
+            # A static member that restarted: its new member id takes over the old one's
+            # subscription, target and partitions (Kafka's ``replaceMember``), at epoch 0.
+            a = replaced.assignment
+            member = ConsumerMember(
+                member_id, replaced.subscription, MemberAssignment(0, 0, a.state, a.assigned)
+            )
+        else:
+            member = group.members.get(member_id) or ConsumerMember(member_id)
         old = member.subscription
         subscription = ConsumerGroupMemberMetadataValue(
-            None,
+            instance_id,
             parsed.rack_id if parsed.rack_id is not None else old.rack_id,
             req.client_id,
             req.client_host,
@@ -142,6 +154,8 @@ class ConsumerClassicMixin:
         for topic, partition in parsed.owned_partitions:
             owned[topic] = owned.get(topic, frozenset()) | {partition}
         # -- nothing below refuses ----------------------------------------------------------
+        if replaced is not None:
+            self._replace_static_consumer_member(group, replaced, member)
         new_member = member_id not in group.members
         if new_member or subscription != old:
             self._emit_consumer(record.key, subscription)

@@ -14,10 +14,9 @@ conversions keep the members:
   REBALANCE_IN_PROGRESS. The joining member then bumps the epoch like any other, and the
   classic members learn from their next Heartbeat that they must join again. Refused (the
   heartbeat gets GROUP_ID_NOT_FOUND, nothing changes) when the policy forbids it, the protocol
-  type is not ``consumer``, a member's metadata is no ConsumerProtocol subscription, a member is
-  static (static classic members inside consumer groups are not supported yet), or the group has
-  more than ``consumer_group_max_size`` members (with exactly that many, the joining member gets
-  GROUP_MAX_SIZE_REACHED).
+  type is not ``consumer``, a member's metadata is no ConsumerProtocol subscription, or the
+  group has more than ``consumer_group_max_size`` members (with exactly that many, the joining
+  member gets GROUP_MAX_SIZE_REACHED). Static members stay static (their instance ids carry over).
 * Downgrade (policy ``downgrade`` or ``bidirectional``): when the last consumer-protocol member
   of a consumer group leaves or is fenced and classic members remain (at most
   ``group_max_size``), the consumer group's records are tombstoned and a classic group record
@@ -69,8 +68,6 @@ class ConsumerMigrationMixin:
         if len(classic.members) > self.config.consumer_group_max_size:
             return f"{prefix} because the group is larger than the consumer group maximum size."
         for member in classic.members.values():
-            if member.group_instance_id is not None:
-                return f"{prefix} because it has static members."
             try:
                 decode_subscription(self._classic_metadata(classic, member))
                 if member.assignment:
@@ -116,7 +113,7 @@ class ConsumerMigrationMixin:
         for member in members:
             parsed = decode_subscription(metadata[member.member_id])
             subscription = ConsumerGroupMemberMetadataValue(
-                None,
+                member.group_instance_id,
                 parsed.rack_id,
                 member.client_id,
                 member.client_host,
@@ -192,7 +189,7 @@ class ConsumerMigrationMixin:
             tuple(
                 MemberMetadataValue(
                     m.member_id,
-                    None,
+                    m.instance_id,
                     m.subscription.client_id,
                     m.subscription.client_host,
                     m.subscription.rebalance_timeout_ms,

@@ -254,14 +254,32 @@ def test_upgrade_is_refused_when_the_policy_forbids_it():
         assert len(h.records) == before and h.state() == GroupState.STABLE
 
 
-def test_upgrade_is_refused_for_other_metadata_and_static_members():
+def test_upgrade_is_refused_for_metadata_that_is_no_consumer_subscription():
     h = ConsumerHarness()
-    h.join_stable(1)  # metadata b"": no ConsumerProtocol subscription
+    h.join_stable(1)  # metadata b""
     assert h.subscribe("m1").error_code == Errors.GROUP_ID_NOT_FOUND
+
+
+def test_static_classic_members_upgrade_restart_and_downgrade():
     h = ConsumerHarness()
-    rid = h.join(protocols=[("range", subscription())], instance_id="i1")
+    rid = h.join(protocols=[("range", subscription())], instance_id="i1", session_ms=3_000)
     h.advance_until_answered([rid])
-    assert h.subscribe("m1").error_code == Errors.GROUP_ID_NOT_FOUND
+    old_id, generation = h.reply(rid).member_id, h.reply(rid).generation_id
+    h.sync(old_id, generation, {old_id: encode_assignment(Assignment(owned_list(A_PARTS)))})
+    assert h.subscribe("m1").error_code == Errors.NONE  # upgraded, the member stays static
+    assert h.group().static_member("i1").member_id == old_id
+    # Restarted, it joins without its member id: the new id takes over its partitions.
+    fenced = classic_join(h, "client-other", instance_id="i1")
+    assert fenced.error == Errors.FENCED_INSTANCE_ID
+    new = classic_join(h, instance_id="i1", owned=owned_list(A_PARTS))
+    assert new.error == Errors.NONE and new.member_id != old_id
+    group = h.group()
+    assert old_id not in group.members and group.static_member("i1").member_id == new.member_id
+    held = group.members[new.member_id].owned_partitions()
+    assert all(held[t] <= as_frozen(A_PARTS)[t] for t in held)
+    h.hb("m1", -1)  # downgrade: the classic group knows the instance id
+    classic = h.shard.group(GROUP)
+    assert classic.members[new.member_id].group_instance_id == "i1"
 
 
 def test_downgrade_when_the_last_consumer_member_leaves():
