@@ -5,10 +5,12 @@
 ids. So groups change type under the shard's ``bidirectional`` policy: a classic group with
 members is upgraded when a consumer-protocol consumer joins it, a consumer group whose last
 consumer-protocol member goes is downgraded, and classic members live inside consumer groups in
-between. Classic consumers are eager (they drop every partition before they join again) and,
-when one leads a classic group, assign by range. The base class's checks run after every step:
-no partition of a consumer group has two owners, and every consumer (classic ones included)
-consumes only what the coordinator has it hold; replay equivalence every 50 steps.
+between. Some classic consumers are static (instance ids): when they forget their member id they
+join without it and take their predecessor's place. Classic consumers are eager (they drop
+every partition before they join again) and, when one leads a classic group, assign by range.
+The base class's checks run after every step: no partition of a consumer group has two owners,
+and every consumer (classic ones included) consumes only what the coordinator has it hold;
+replay equivalence every 50 steps.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class ClassicConsumer:
         self.group_id = rng.choice(GROUPS)
         self.topics = tuple(rng.choice(SUBSCRIPTIONS))
         self.rebalance_ms = rng.choice((1_000, 4_000))
+        self.instance_id = f"classic-{index}" if rng.random() < 0.3 else None
         self.member_id = ""
         self.generation = -1
         self.owned: dict[str, frozenset[int]] = {}
@@ -96,11 +99,15 @@ class MixedSimulation(ConsumerSimulation):
         elif not c.joined:
             self.classic_join(c)
         elif roll < 0.05:
-            response = self.call(LeaveGroupRequest(c.group_id, [MemberIdentity(c.member_id)]))
+            response = self.call(
+                LeaveGroupRequest(c.group_id, [MemberIdentity(c.member_id, c.instance_id)])
+            )
             self._count("leave", response.error)
             c.rejoin(forget=True)
         else:
-            response = self.call(HeartbeatRequest(c.group_id, c.generation, c.member_id))
+            response = self.call(
+                HeartbeatRequest(c.group_id, c.generation, c.member_id, c.instance_id)
+            )
             self._count("heartbeat", response.error)
             if response.error in FORGET:
                 c.rejoin(forget=True)
@@ -121,6 +128,7 @@ class MixedSimulation(ConsumerSimulation):
                 [JoinGroupRequestProtocol("range", metadata)],
                 SESSION_MS,
                 c.rebalance_ms,
+                group_instance_id=c.instance_id,
                 client_id="classic",
                 require_known_member_id=False,
             )
@@ -136,7 +144,11 @@ class MixedSimulation(ConsumerSimulation):
         assignments = []
         if response.leader == c.member_id and response.members:
             assignments = self.range_assignment(response.members)
-        request_id = self.send(SyncGroupRequest(c.group_id, c.generation, c.member_id, assignments))
+        request_id = self.send(
+            SyncGroupRequest(
+                c.group_id, c.generation, c.member_id, assignments, group_instance_id=c.instance_id
+            )
+        )
         c.pending = ("sync", request_id)
 
     def on_sync(self, c: ClassicConsumer, response) -> None:
