@@ -48,6 +48,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/actors.py
 	$(VENV)/bin/python bench/export.py
 	$(VENV)/bin/python bench/wire.py
+	$(VENV)/bin/python bench/assignors.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

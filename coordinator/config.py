@@ -15,6 +15,9 @@ INT32_MAX = 2**31 - 1
 DAY_MS = 24 * 60 * 60 * 1000
 
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
 class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # -- Kafka's settings (spec §1) -----------------------------------------------------------
     group_min_session_timeout_ms: int = 6_000
@@ -61,10 +64,13 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Server-side assignors a member may name (server_assignors.SERVER_ASSIGNORS); the first is
     # the default. UNSUPPORTED_ASSIGNOR for any other name.
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+    # Kafka's group.consumer.migration.policy: whether a classic group may become a consumer
+    # group ("upgrade"), a consumer group a classic one ("downgrade"), both, or neither.
+    consumer_group_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
-            if name == "consumer_group_assignors":
+            if name in ("consumer_group_assignors", "consumer_group_migration_policy"):
                 continue
             value = getattr(self, name)
             if type(value) is not int:
@@ -110,8 +116,23 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
                 "CoordinatorConfig.consumer_group_assignors must be a non-empty tuple of "
                 f"{sorted(SERVER_ASSIGNORS)}, got {assignors!r}"
             )
+        if self.consumer_group_migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(
+                "CoordinatorConfig.consumer_group_migration_policy must be one of "
+                f"{', '.join(MIGRATION_POLICIES)}, got {self.consumer_group_migration_policy!r}"
+            )
         # Kafka does not check min <= max; nor do we (every join then fails
         # INVALID_SESSION_TIMEOUT).
+
+    @property
+    def upgrade_allowed(self) -> bool:
+        """Whether a classic group may be converted to a consumer group."""
+        return self.consumer_group_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_allowed(self) -> bool:
+        """Whether a consumer group may be converted to a classic group."""
+        return self.consumer_group_migration_policy in ("bidirectional", "downgrade")
 
     @classmethod
     def from_retention_minutes(cls, minutes: int, **kwargs) -> CoordinatorConfig:

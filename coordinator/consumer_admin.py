@@ -8,8 +8,8 @@ where every group's offsets live: an offsets-only classic ``Group`` of the same 
 retention and the snapshot path are the classic ones. The overrides below (each falls back to
 the classic handler for every other group id) make that holder invisible:
 
-* JoinGroup, SyncGroup, Heartbeat, LeaveGroup: INCONSISTENT_GROUP_PROTOCOL (online migration of
-  classic members into a consumer group is not implemented).
+* JoinGroup, SyncGroup, Heartbeat, LeaveGroup: served to classic members by
+  ``consumer_classic`` (an empty consumer group gives its id to a classic group on JoinGroup).
 * OffsetCommit: Kafka's ``ConsumerGroup.validateOffsetCommit``: with members, the member must
   exist (UNKNOWN_MEMBER_ID) and ``generation_id`` must be its member epoch (STALE_MEMBER_EPOCH);
   an empty group takes commits with ``generation_id`` < 0 (admin clients).
@@ -48,8 +48,6 @@ from .messages import (
     DeleteGroupsResponse,
     DescribedGroup,
     DescribeGroupsResponse,
-    HeartbeatResponse,
-    LeaveGroupResponse,
     ListedGroup,
     ListGroupsResponse,
     OffsetCommitResponse,
@@ -134,24 +132,32 @@ class ConsumerAdminMixin:
     # -- classic membership APIs on a consumer group ------------------------------------------
 
     def _handle_join(self, request_id, req) -> None:
-        if self._consumer_group(req.group_id) is None:
+        group = self._consumer_group(req.group_id)
+        if group is None:
             return super()._handle_join(request_id, req)
-        self._reply(request_id, self._join_error(INCONSISTENT, req.member_id))
+        self._classic_join_consumer_group(request_id, req, group)
+
+    def _handle_classic_join(self, request_id, req) -> None:
+        """The classic group's JoinGroup, past the consumer-group override."""
+        super()._handle_join(request_id, req)
 
     def _handle_sync(self, request_id, req) -> None:
-        if self._consumer_group(req.group_id) is None:
+        group = self._consumer_group(req.group_id)
+        if group is None:
             return super()._handle_sync(request_id, req)
-        self._reply(request_id, self._sync_error(INCONSISTENT))
+        self._classic_sync_consumer_group(request_id, req, group)
 
     def _handle_heartbeat(self, request_id, req) -> None:
-        if self._consumer_group(req.group_id) is None:
+        group = self._consumer_group(req.group_id)
+        if group is None:
             return super()._handle_heartbeat(request_id, req)
-        self._reply(request_id, HeartbeatResponse(INCONSISTENT))
+        self._classic_heartbeat_consumer_group(request_id, req, group)
 
     def _handle_leave(self, request_id, req) -> None:
-        if self._consumer_group(req.group_id) is None:
+        group = self._consumer_group(req.group_id)
+        if group is None:
             return super()._handle_leave(request_id, req)
-        self._reply(request_id, LeaveGroupResponse(INCONSISTENT, []))
+        self._classic_leave_consumer_group(request_id, req, group)
 
     # -- offsets ------------------------------------------------------------------------------
 

@@ -62,6 +62,11 @@ class ConsumerMember(msgspec.Struct, frozen=True):
     def instance_id(self) -> str | None:
         return self.subscription.instance_id
 
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """A classic member: it joined with JoinGroup and is served through SyncGroup."""
+        return bool(self.subscription.classic_protocols)
+
     def owned_partitions(self) -> Partitions:
         """Assigned and pending revocation: every partition this member may be consuming."""
         owned = dict(self.assignment.assigned)

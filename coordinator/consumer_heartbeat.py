@@ -169,7 +169,8 @@ class ConsumerHeartbeatMixin:
 
     def _consumer_group_for(self, group_id: str, create: bool) -> ConsumerGroup | None:
         """The consumer group, or None when a join may create it; Refusal otherwise. A
-        classic group of that id may be replaced only while joining and Empty."""
+        classic group of that id may be replaced only while joining: when Empty, or when it
+        has members and may be upgraded (``consumer_migration``)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -177,6 +178,9 @@ class ConsumerHeartbeatMixin:
         if classic is not None and (
             not create or classic.state is not CLASSIC_EMPTY or classic.members
         ):
+            if create and classic.members and self._upgrade_refusal(classic) is None:
+                return None
+            # Kafka's message whatever the reason (it only logs why it could not upgrade).
             raise Refusal(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise Refusal(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -223,8 +227,10 @@ class ConsumerHeartbeatMixin:
         joining = epoch == 0
         group = self._consumer_group_for(group_id, create=joining)
         members = group.members if group is not None else {}
+        # A classic group about to be upgraded brings its members along.
+        size = len(members) if group is not None else len(self._classic_members(group_id))
         member_id = req.member_id
-        if len(members) >= self.config.consumer_group_max_size and member_id not in members:
+        if size >= self.config.consumer_group_max_size and member_id not in members:
             raise Refusal(
                 Errors.GROUP_MAX_SIZE_REACHED,
                 "The consumer group has reached its maximum capacity of "
@@ -286,6 +292,8 @@ class ConsumerHeartbeatMixin:
             # Bounded like a classic group record, so the log never meets a record it refuses.
             raise Refusal(Errors.INVALID_REQUEST, "The subscription is too large.")
         # -- nothing below refuses: records from here on ------------------------------------
+        if group is None and group_id in self._groups and self._groups[group_id].members:
+            group = self._upgrade_classic_group(self._groups[group_id])
         if group is None:
             classic = self._groups.get(group_id)
             if classic is not None and classic.persisted is not None:

@@ -154,15 +154,20 @@ class ConsumerMembershipMixin:
 
     def _fence_consumer_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         """Kafka's ``consumerGroupFenceMember``: remove the member, free its partitions, and
-        bump the group epoch (the next heartbeat computes the new target assignment)."""
+        bump the group epoch (the next heartbeat computes the new target assignment). When
+        the last consumer-protocol member goes, the group may become classic again
+        (``consumer_migration``)."""
+        was_consumer = not group.members[member_id].uses_classic_protocol
         self._remove_member_records(group.group_id, member_id)
         self._refresh_partition_metadata(group, bump=True)
         self._cancel_consumer_timers(group.group_id, member_id)
         self._event("consumer-member-fenced", group.group_id, f"{member_id} {why}")
+        if was_consumer:
+            self._maybe_downgrade(group)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
-        self._timer.cancel(("consumer-session", group_id, member_id))
-        self._timer.cancel(("consumer-rebalance", group_id, member_id))
+        for kind in ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync"):
+            self._timer.cancel((kind, group_id, member_id))
 
     def _expire_consumer_session(self, key, _payload) -> None:
         _, group_id, member_id = key
@@ -178,13 +183,17 @@ class ConsumerMembershipMixin:
             self._fence_consumer_member(group, member_id, "did not revoke in time")
 
     def _on_consumer_groups_loaded(self) -> None:
-        """Re-arm every member's session (soft state: ``now`` + session timeout) and the
-        rebalance timeout of members that must still revoke; then refresh partition counts
-        against the catalog if the runtime has handed one in already."""
+        """Re-arm every member's session (soft state: ``now`` + session timeout, a classic
+        member's own) and the rebalance timeout of members that must still revoke; then
+        refresh partition counts against the catalog if the runtime has handed one in."""
         session_ms = self.config.consumer_group_session_timeout_ms
         for group in list(self._consumer_groups.values()):
             for member in group.members.values():
-                self._arm(("consumer-session", group.group_id, member.member_id), session_ms)
+                classic_ms = member.subscription.classic_session_timeout_ms
+                self._arm(
+                    ("consumer-session", group.group_id, member.member_id),
+                    classic_ms if member.uses_classic_protocol else session_ms,
+                )
                 if member.assignment.state == UNREVOKED_PARTITIONS:
                     self._arm(
                         ("consumer-rebalance", group.group_id, member.member_id),

@@ -62,6 +62,11 @@ class ConsumerGroupMemberMetadataValue(msgspec.Struct, frozen=True):
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    # Kafka's ClassicMemberMetadata: set for a member that speaks the classic protocol
+    # (JoinGroup/SyncGroup/Heartbeat) inside a consumer group; its session timeout and the
+    # (name, ConsumerProtocol subscription bytes) pairs of its JoinGroup.
+    classic_session_timeout_ms: int = -1
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
 
 
 class ConsumerGroupTargetAssignmentMetadataKey(msgspec.Struct, frozen=True):

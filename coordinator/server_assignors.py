@@ -110,12 +110,14 @@ class RangeAssignor(ServerAssignor):
 class UniformAssignor(ServerAssignor):
     """Spreads partitions as evenly as subscriptions allow, keeping partitions where they are.
 
+    When every member subscribes to the same topics, ``_assign_homogeneous`` does it in counts
+    (Kafka's ``UniformHomogeneousAssignmentBuilder``). Otherwise:
+
     1. Sticky: every member keeps the partitions of its current target that still exist and it
-       still subscribes to, up to its share when all members subscribe to the same topics
-       (``total // n``, plus one for the first ``total % n`` members by how much they hold).
+       still subscribes to.
     2. Fill: each unassigned partition goes to the least loaded member subscribed to its topic
        (ties: member order).
-    3. Balance (different subscriptions only): per topic, while a holder of its partitions holds
+    3. Balance: per topic, while a holder of its partitions holds
        two or more more than one of its subscribers, move one (``_balance``).
     """
 
@@ -128,22 +130,19 @@ class UniformAssignor(ServerAssignor):
             return {}
         existing = frozenset(spec.topics)
         subscriptions = {m: spec.members[m].subscribed_topics & existing for m in members}
-        homogeneous = len(set(subscriptions.values())) == 1
+        if len(set(subscriptions.values())) == 1:
+            return _assign_homogeneous(spec, members, sorted(subscriptions[members[0]]))
         load = dict.fromkeys(members, 0)
-        owned: set[tuple[str, int]] = set()
-        caps = self._caps(spec, members, subscriptions) if homogeneous else None
+        owned: dict[str, set[int]] = {topic: set() for topic in spec.topics}
         for m in members:
-            cap = caps[m] if caps is not None else None
             for topic, parts in sorted(spec.members[m].current.items()):
                 if topic not in subscriptions[m]:
                     continue
-                for p in sorted(parts):
-                    if cap is not None and load[m] >= cap:
-                        break
-                    if p < spec.topics[topic] and (topic, p) not in owned:
-                        owned.add((topic, p))
-                        result[m].setdefault(topic, set()).add(p)
-                        load[m] += 1
+                keep = {p for p in parts if 0 <= p < spec.topics[topic]} - owned[topic]
+                if keep:
+                    owned[topic] |= keep
+                    result[m].setdefault(topic, set()).update(keep)
+                    load[m] += len(keep)
         subscribers = _subscribers(spec)
         by_subscribers: dict[tuple[str, ...], list[str]] = {}
         for topic, subs in subscribers.items():
@@ -154,35 +153,13 @@ class UniformAssignor(ServerAssignor):
             heap = [(load[m], m) for m in subs]
             heapq.heapify(heap)
             for topic in sorted(topics):
-                for p in range(spec.topics[topic]):
-                    if (topic, p) in owned:
-                        continue
+                for p in sorted(set(range(spec.topics[topic])) - owned[topic]):
                     _, m = heapq.heappop(heap)
                     result[m].setdefault(topic, set()).add(p)
                     load[m] += 1
                     heapq.heappush(heap, (load[m], m))
-        if not homogeneous:
-            self._balance(result, load, subscribers)
+        self._balance(result, load, subscribers)
         return _freeze(result)
-
-    @staticmethod
-    def _caps(spec: AssignmentSpec, members: list[str], subscriptions) -> dict[str, int]:
-        """Each member's share when all subscribe alike: the members that hold the most of
-        their current assignment get the ``total % n`` extra partitions."""
-        topics = subscriptions[members[0]]
-        total = sum(spec.topics[t] for t in topics)
-        base, extra = divmod(total, len(members))
-
-        def kept(m: str) -> int:
-            current = spec.members[m].current
-            return sum(
-                sum(1 for p in parts if p < spec.topics[t])
-                for t, parts in current.items()
-                if t in topics
-            )
-
-        ranked = sorted(members, key=lambda m: (-kept(m), m))
-        return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
 
     @staticmethod
     def _balance(result, load: dict[str, int], subscribers: dict[str, list[str]]) -> None:
@@ -226,6 +203,83 @@ class UniformAssignor(ServerAssignor):
 
 
 BALANCE_MAX_PASSES = 64
+
+
+def _assign_homogeneous(spec: AssignmentSpec, members: list[str], topics: list[str]) -> Assignment:
+    """Every member subscribes to ``topics``: each gets ``total // n`` partitions and
+    ``total % n`` of them one more, the extra going to those that hold the most already. Work is
+    counted in members x topics and whole-set operations (done in C), never a Python object
+    per partition, so 1,000 members x 10,000 partitions take milliseconds.
+
+    1. Keep: each member keeps the partitions of its current target that exist and that no
+       earlier member (in id order) kept, up to its quota (the smallest partition numbers when
+       it must give some up); an unchanged topic keeps its very frozenset.
+    2. Fill: the partitions nobody kept, in topic then partition order, go in contiguous runs
+       to the members below their quota, in member order (as Kafka's builder hands them out).
+    """
+    counts = {t: spec.topics[t] for t in topics}
+    every = {t: frozenset(range(n)) for t, n in counts.items()}
+    kept: dict[str, dict[str, frozenset[int]]] = {}
+    claimed: dict[str, set[int]] = {t: set() for t in topics}
+    held: dict[str, int] = {}
+    for m in members:
+        mine: dict[str, frozenset[int]] = {}
+        current = spec.members[m].current
+        for topic in sorted(current.keys() & counts.keys()):
+            parts = current[topic]
+            if not parts:
+                continue
+            taken = claimed[topic]
+            if not (parts <= every[topic] and taken.isdisjoint(parts)):
+                # Gone partitions, or ones an earlier member kept (an inconsistent spec).
+                parts = frozenset(parts & every[topic] - taken)
+                if not parts:
+                    continue
+            taken.update(parts)
+            mine[topic] = parts
+        kept[m] = mine
+        held[m] = sum(map(len, mine.values()))
+    base, extra = divmod(sum(counts.values()), len(members))
+    ranked = sorted(members, key=lambda m: (-held[m], m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    for m in members:  # give back what is over the quota, the largest partition numbers first
+        surplus = held[m] - quota[m]
+        if surplus <= 0:
+            continue
+        mine = kept[m]
+        for topic in sorted(mine, reverse=True):
+            parts = sorted(mine[topic])
+            drop = min(surplus, len(parts))
+            claimed[topic].difference_update(parts[len(parts) - drop :])
+            if drop == len(parts):
+                del mine[topic]
+            else:
+                mine[topic] = frozenset(parts[: len(parts) - drop])
+            surplus -= drop
+            if not surplus:
+                break
+        held[m] = quota[m]
+    free = [
+        (topic, sorted(set(range(counts[topic])) - claimed[topic]))
+        if claimed[topic]
+        else (topic, list(range(counts[topic])))
+        for topic in topics
+    ]
+    run, index = 0, 0  # the next free partition: free[run][1][index]
+    for m in members:
+        want = quota[m] - held[m]
+        mine = kept[m]
+        while want and run < len(free):
+            topic, parts = free[run]
+            piece = parts[index : index + want]
+            if piece:
+                have = mine.get(topic)
+                mine[topic] = frozenset(piece) if have is None else have.union(piece)
+                want -= len(piece)
+                index += len(piece)
+            if index >= len(parts):
+                run, index = run + 1, 0
+    return kept
 
 
 SERVER_ASSIGNORS: dict[str, ServerAssignor] = {

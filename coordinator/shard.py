@@ -32,9 +32,10 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
 The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
 delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
 consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
-``consumer_membership`` (the topic catalog, leaving, fencing, timers) and ``consumer_admin``
-(ConsumerGroupDescribe, and the classic APIs on a consumer group's id); their records go through
-``consumer_group.apply``, live and on load.
+``consumer_membership`` (the topic catalog, leaving, fencing, timers), ``consumer_admin``
+(ConsumerGroupDescribe, and the classic APIs on a consumer group's id), ``consumer_classic``
+(classic members of consumer groups) and ``consumer_migration`` (upgrade and downgrade); their
+records go through ``consumer_group.apply``, live and on load.
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ import msgspec
 
 from .config import CoordinatorConfig
 from .consumer_admin import ConsumerAdminMixin
+from .consumer_classic import ConsumerClassicMixin
 from .consumer_group import ConsumerGroup, apply
 from .consumer_heartbeat import ConsumerHeartbeatMixin
 from .consumer_membership import ConsumerMembershipMixin
 from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from .consumer_migration import ConsumerMigrationMixin
 from .consumer_records import CONSUMER_KEY_TYPES
 from .errors import Errors
 from .group import DEAD, Group, GroupState
@@ -128,8 +131,10 @@ class SequentialIds:
 
 class Shard(
     ConsumerAdminMixin,
+    ConsumerClassicMixin,
     ConsumerHeartbeatMixin,
     ConsumerMembershipMixin,
+    ConsumerMigrationMixin,
     MembershipMixin,
     OffsetsMixin,
 ):
@@ -189,6 +194,8 @@ class Shard(
             "cleanup": self._run_offset_cleanup,
             "consumer-session": self._expire_consumer_session,
             "consumer-rebalance": self._expire_consumer_rebalance,
+            "consumer-join": self._expire_classic_deadline,
+            "consumer-sync": self._expire_classic_deadline,
         }
 
     # -- the contract ---------------------------------------------------------------------------

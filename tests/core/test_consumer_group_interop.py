@@ -58,14 +58,16 @@ def test_fetch_checks_member_epoch_when_given():
     assert h.call(OffsetFetchRequest(GROUP, parts)).error == Errors.NONE  # admin fetch
 
 
-def test_classic_requests_on_a_consumer_group_are_inconsistent():
+def test_classic_requests_for_consumer_protocol_members_are_refused():
     h = ConsumerHarness()
     h.subscribe("m1")
-    join = h.reply(h.join())
+    join = h.reply(h.join())  # its metadata is no ConsumerProtocol subscription
     assert join.error == Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.reply(h.sync("m1", 1)).error == Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.heartbeat("m1", 1) == Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.leave("m1").error == Errors.INCONSISTENT_GROUP_PROTOCOL
+    # m1 speaks the consumer protocol: the classic APIs do not know it (Kafka's answer).
+    assert h.reply(h.sync("m1", 1)).error == Errors.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("m1", 1) == Errors.UNKNOWN_MEMBER_ID
+    assert [m.error for m in h.leave("m1").members] == [Errors.UNKNOWN_MEMBER_ID]
+    assert "m1" in h.group().members
     assert h.shard.group(GROUP) is None  # no classic group appeared
 
 

@@ -134,3 +134,94 @@ def test_no_members_and_unknown_topics():
     spec = spec_of({"A": (["gone"], {"gone": frozenset({0})})}, {"t": 3})
     assert UniformAssignor().assign(spec) == {"A": {}}
     assert RangeAssignor().assign(spec) == {"A": {}}
+
+
+def fs(*parts):
+    return frozenset(parts)
+
+
+def test_uniform_homogeneous_kafka_examples_first_assignment():
+    # Kafka's UniformHomogeneousAssignmentBuilderTest, first assignments.
+    # No subscribed topic that exists: nobody gets anything.
+    spec = spec_of({"A": ([], {})}, {"topic1": 3})
+    assert UniformAssignor().assign(spec) == {"A": {}}
+    # Two members, two topics (3 and 2 partitions): 3 and 2, contiguous runs in topic order.
+    topics = {"topic1": 3, "topic3": 2}
+    spec = spec_of({"A": (topics, {}), "B": (topics, {})}, topics)
+    assert UniformAssignor().assign(spec) == {
+        "A": {"topic1": fs(0, 1, 2)},
+        "B": {"topic3": fs(0, 1)},
+    }
+    # More members than partitions: one member gets the only partition, the other nothing.
+    spec = spec_of({"A": (["topic3"], {}), "B": (["topic3"], {})}, {"topic3": 1})
+    assert UniformAssignor().assign(spec) == {"A": {"topic3": fs(0)}, "B": {}}
+
+
+def test_uniform_homogeneous_kafka_examples_reassignment():
+    topics = {"topic1": 3, "topic2": 3}
+    # Unbalanced previous assignment (4 and 2): A gives back one partition, B takes it.
+    # (Kafka's expected result, partition for partition.)
+    spec = spec_of(
+        {
+            "A": (topics, {"topic1": fs(0, 1), "topic2": fs(0, 1)}),
+            "B": (topics, {"topic1": fs(2), "topic2": fs(2)}),
+        },
+        topics,
+    )
+    assert UniformAssignor().assign(spec) == {
+        "A": {"topic1": fs(0, 1), "topic2": fs(0)},
+        "B": {"topic1": fs(2), "topic2": fs(1, 2)},
+    }
+    # Partitions added (topic1 3 -> 6, topic2 3 -> 5): both keep all they had, 11 = 6 + 5.
+    a = {"topic1": fs(0, 2), "topic2": fs(0)}
+    b = {"topic1": fs(1), "topic2": fs(1, 2)}
+    grown = {"topic1": 6, "topic2": 5}
+    result = UniformAssignor().assign(spec_of({"A": (grown, a), "B": (grown, b)}, grown))
+    check_valid(spec_of({"A": (grown, a), "B": (grown, b)}, grown), result)
+    assert sorted(load(result, m) for m in "AB") == [5, 6]
+    for m, before in (("A", a), ("B", b)):
+        assert all(parts <= result[m][t] for t, parts in before.items())
+    # A member joins the same group: each ends with 2, A and B only give partitions up.
+    spec = spec_of({"A": (topics, a), "B": (topics, b), "C": (topics, {})}, topics)
+    assert UniformAssignor().assign(spec) == {
+        "A": {"topic1": fs(0, 2)},
+        "B": {"topic1": fs(1), "topic2": fs(1)},
+        "C": {"topic2": fs(0, 2)},
+    }
+    # A member leaves a group of three: its partitions go to the two that stay.
+    spec = spec_of(
+        {
+            "A": (topics, {"topic1": fs(0), "topic2": fs(0)}),
+            "B": (topics, {"topic1": fs(1), "topic2": fs(1)}),
+        },
+        topics,
+    )
+    assert UniformAssignor().assign(spec) == {
+        "A": {"topic1": fs(0, 2), "topic2": fs(0)},
+        "B": {"topic1": fs(1), "topic2": fs(1, 2)},
+    }
+    # Both unsubscribe from topic1: its partitions are dropped, topic2 is rebalanced.
+    spec = spec_of({"A": (["topic2"], a), "B": (["topic2"], b)}, {"topic2": 3})
+    assert UniformAssignor().assign(spec) == {
+        "A": {"topic2": fs(0)},
+        "B": {"topic2": fs(1, 2)},
+    }
+
+
+def test_uniform_homogeneous_keeps_up_to_quota_at_scale():
+    # 1,000 members x 10,000 partitions (10 topics), then one more member: balance within one,
+    # and every member of the first round keeps all it had up to its new quota.
+    topics = {f"t{i}": 1_000 for i in range(10)}
+    members = {f"m{i:04d}": (topics, {}) for i in range(1_000)}
+    first = UniformAssignor().assign(spec_of(members, topics))
+    assert {load(first, m) for m in members} == {10}
+    members = {m: (topics, first[m]) for m in members} | {"new": (topics, {})}
+    spec = spec_of(members, topics)
+    second = UniformAssignor().assign(spec)
+    check_valid(spec, second)
+    loads = [load(second, m) for m in members]
+    assert max(loads) - min(loads) <= 1
+    for m in first:
+        kept = sum(len(second[m].get(t, fs()) & parts) for t, parts in first[m].items())
+        assert kept == load(second, m)  # nothing new: only the newcomer takes partitions
+    assert load(second, "new") == 10_000 - sum(load(second, m) for m in first)

@@ -7,6 +7,8 @@ from groupcoord.coordinator import Shard
 from groupcoord.coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
     ConsumerGroupTopicPartitions,
@@ -17,6 +19,7 @@ from groupcoord.storage.codec import decode_records, encode_payload, envelopes_o
 from groupcoord.storage.snapshot import SnapGroup, list_snapshots, read_snapshot
 
 from ..core.consumer_simulation import ConsumerSimulation
+from ..core.mixed_simulation import MixedSimulation
 
 CONFIG = dict(segment_bytes=64 * 1024, snapshot_every_bytes=0, snapshot_every_records=0)
 
@@ -71,5 +74,37 @@ def test_reload_from_log_and_snapshots_rebuilds_the_live_consumer_groups(tmp_pat
     shard = Shard(0, 1, config=sim.config)
     summary = load(path, shard)
     assert summary.snapshot_offset >= 0
+    assert shard.consumer_durable_state() == sim.shard.consumer_durable_state()
+    assert shard.durable_state() == sim.shard.durable_state()
+
+
+def test_classic_member_metadata_round_trips_and_mixed_groups_reload(tmp_path):
+    # A classic member's subscription record (its JoinGroup protocols are bytes).
+    record = Record(
+        ConsumerGroupMemberMetadataKey("g", "m"),
+        ConsumerGroupMemberMetadataValue(
+            client_id="c",
+            subscribed_topic_names=("t",),
+            rebalance_timeout_ms=500,
+            classic_session_timeout_ms=6_000,
+            classic_protocols=(("range", b"\x00\x03\xff"),),
+        ),
+    )
+    assert decode_records(encode_payload(envelopes_of([record]))) == [record]
+    # Groups that upgrade and downgrade while running, through the real log and snapshots.
+    path = str(tmp_path)
+    sim = MixedSimulation(seed=5, check_replay_every=0)
+    with open_partition_log(path, LogConfig(**CONFIG)) as log:
+        log.load_into(Shard(0, 1))
+        written = 0
+        for step in range(400):
+            sim.step()
+            log.append(sim.records[written:])
+            written = len(sim.records)
+            if step % 89 == 0:
+                log.snapshot()
+    assert sim.migrations["upgraded"] and sim.migrations["downgraded"]
+    shard = Shard(0, 1, config=sim.config)
+    load(path, shard)
     assert shard.consumer_durable_state() == sim.shard.consumer_durable_state()
     assert shard.durable_state() == sim.shard.durable_state()
