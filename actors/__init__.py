@@ -3,7 +3,8 @@
 ``start()`` / ``connect()`` give a ``Deployment`` (the router handle and its partitions);
 ``GroupMember`` / ``SyncGroupMember`` are consumer-group members; ``AdminClient`` lists,
 describes and deletes groups and resets offsets. ``PartitionRuntime`` is the Ray-free core of a
-partition actor (see runtime.py's theory of operation).
+partition actor (see runtime.py's theory of operation). ``WireConfig`` starts Kafka listeners,
+secured by its ``ListenerSecurity``; ``UsersFile`` manages their SASL users.
 """
 
 from .admin import AdminClient, AdminError, GroupDescription
@@ -12,6 +13,7 @@ from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
 from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
 from .runtime import PartitionRuntime
+from .security import ListenerSecurity, UsersFile
 from .wire_service import WireConfig
 
 __all__ = [
@@ -26,9 +28,11 @@ __all__ = [
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",
+    "ListenerSecurity",
     "PartitionRuntime",
     "RebalanceListener",
     "SyncGroupMember",
+    "UsersFile",
     "WireConfig",
     "connect",
     "start",

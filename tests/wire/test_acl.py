@@ -142,7 +142,8 @@ host = "10.0.0.9"
         ),
         ('{"acl": []}', "acl"),
         ('{"super_users": ["admin"]}', "super_users"),
-        ("[1, 2", "truncated|malformed|Input"),
+        ('{"acls": [', "truncated|malformed|Input"),
+        ("[1, 2]", "object"),
     ],
 )
 def test_bad_acl_files_are_refused_with_the_reason(document, complaint):

@@ -16,8 +16,8 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from groupcoord.wire import Connection
 from groupcoord.wire.sasl import (
-    ScramCredential,
     SaslServer,
+    ScramCredential,
     illegal_state_response,
     scram_credential,
 )
