@@ -167,13 +167,14 @@ def _wire_config(args) -> WireConfig | None:
         ssl_keyfile=args.ssl_keyfile and os.path.abspath(args.ssl_keyfile),
         acls=read_acl_file(args.acl_file) if args.acl_file else None,
     )
-    security.check()
-    return WireConfig(
+    wire = WireConfig(
         host=args.kafka_host,
         bootstrap_port=args.kafka_port,
         partition_ports=args.kafka_partition_ports,
         security=security,
     )
+    security.check()
+    return wire
 
 
 def cmd_serve(args, out: Output) -> int:

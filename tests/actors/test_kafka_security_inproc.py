@@ -2,7 +2,7 @@
 
 Real clients authenticate as Kafka users do: librdkafka (confluent-kafka) with SCRAM-SHA-512 and
 PLAIN over SASL_PLAINTEXT and with SCRAM over SASL_SSL (a self-signed certificate made here with
-the openssl CLI), kafka-python with SCRAM-SHA-256. A wrong password or an unauthenticated
+the openssl CLI, tls.py), kafka-python with SCRAM-SHA-256. A wrong password or an unauthenticated
 request is refused and changes nothing. With an ACL file, a principal without Read cannot join
 or commit, ListGroups hides the groups it may not Describe, DeleteGroups needs Delete, and
 topic changes need a super user.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import subprocess
 import time
 
 import pytest
@@ -29,6 +28,7 @@ from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_fil
 
 from ..wire.frames import request_frame
 from .kafka_inproc import WirePartition
+from .tls import self_signed_cert
 
 TOPICS = {"events": 2}
 POLL_LIMIT = 200  # polls of 0.05 s
@@ -56,31 +56,7 @@ def files(tmp_path_factory):
         users.add(name, password)
     acl_path = root / "acls.json"
     acl_path.write_text(json.dumps(ACLS))
-    cert, key = root / "cert.pem", root / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(root)
     return root, users.path, str(acl_path), str(cert), str(key)
 
 
