@@ -20,8 +20,8 @@ Version rules applied here, each Kafka's:
 - OffsetFetch v1 has no top-level error: a group error is repeated on every requested partition
   with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list asks for all.
 - ListGroups v5 filters on group type: groupcoord's groups are all "classic".
-- DescribeGroups never computes authorized operations (no ACLs): it answers Kafka's "not
-  provided" value, as a broker does when they were not asked for.
+- DescribeGroups never computes authorized operations: it answers Kafka's "not provided"
+  value, as a broker does when they were not asked for.
 """
 
 from __future__ import annotations

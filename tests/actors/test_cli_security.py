@@ -5,14 +5,16 @@ Ray serves a Kafka client through its bootstrap and partition listeners, with AC
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import os
+import pickle
 import stat
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from groupcoord.actors import connect, stop
+from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
 
 from .tls import self_signed_cert
@@ -181,3 +183,11 @@ def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
     again = _consumer(deployment.kafka, cert, "alice", "team-orders")
     assert again.committed([TopicPartition("orders", 0)], timeout=10)[0].offset == 17
     again.close()
+
+
+def test_a_wildcard_listener_advertises_this_nodes_address():
+    sasl = ListenerSecurity("SASL_SSL", users_file="users.json", ssl_certfile="cert.pem")
+    wildcard = WireConfig(host="0.0.0.0", security=sasl)
+    assert ipaddress.ip_address(wildcard.advertised_host()) != ipaddress.ip_address("0.0.0.0")
+    assert WireConfig(host="127.0.0.2").advertised_host() == "127.0.0.2"
+    assert pickle.loads(pickle.dumps(wildcard)) == wildcard  # it travels to partition actors

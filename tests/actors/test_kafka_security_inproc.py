@@ -10,6 +10,9 @@ topic changes need a super user.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import socket
 import struct
@@ -21,12 +24,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
+from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_file
 
-from ..wire.frames import request_frame
+from ..wire.frames import request_frame, split_response
 from .kafka_inproc import WirePartition
 from .tls import self_signed_cert
 
@@ -228,6 +234,9 @@ def test_unauthenticated_requests_are_refused(sasl_plaintext):
         correlation_id, error_code = struct.unpack(">ih", frame[:6])
         assert (correlation_id, error_code) == (7, 33)  # UNSUPPORTED_SASL_MECHANISM
         assert _closed(sock)
+    with _connect(address) as sock:  # before authentication, frames are capped at 512 KiB
+        sock.sendall(struct.pack(">i", 600 * 1024) + b"\0" * 1024)
+        assert _closed(sock)
     # A client that does not speak SASL at all is disconnected and never reaches the group.
     errors = []
     consumer = _consumer({"bootstrap.servers": address, "error_cb": errors.append}, "app-nosasl")
@@ -290,3 +299,52 @@ def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext
         created["alices-topic"].result()
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "alices-topic" not in served.topics
+
+
+def _scram_login(sock: socket.socket, user: str) -> None:
+    """SCRAM-SHA-512 by hand (RFC 5802's client side), leaving ``sock`` authenticated."""
+    sock.sendall(request_frame(SaslHandshakeRequest(mechanism="SCRAM-SHA-512")))
+    assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 0)
+    bare = f"n={user},r=client-nonce"
+    sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=f"n,,{bare}".encode())))
+    server_first = _authenticate_answer(sock).auth_bytes.decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        "sha512", PASSWORDS[user].encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    without_proof = f"c=biws,r={fields['r']}"
+    message = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha512(client_key).digest(), message, "sha512").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    final = f"{without_proof},p={proof.decode()}".encode()
+    sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=final)))
+    answer = _authenticate_answer(sock)
+    assert answer.error_code == ErrorCode.none and answer.auth_bytes.startswith(b"v=")
+
+
+def _authenticate_answer(sock: socket.socket):
+    frame = _answer(sock)
+    _, body = split_response(
+        struct.pack(">i", len(frame)) + frame, SaslAuthenticateResponse, header_version=1
+    )
+    return body
+
+
+def test_sasl_requests_without_an_exchange_get_illegal_sasl_state(sasl_plaintext, tmp_path):
+    served, address = sasl_plaintext
+    with _connect(address) as sock:  # after authentication, as Kafka without re-authentication
+        _scram_login(sock, "alice")
+        sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=b"again")))
+        answer = _authenticate_answer(sock)
+        assert answer.error_code == ErrorCode.illegal_sasl_state
+        sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN")))
+        assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 34)  # and the connection stays
+    plaintext = WirePartition(str(tmp_path / "log"), TOPICS)  # a listener without SASL
+    plain_address = plaintext.start()
+    try:
+        with _connect(plain_address) as sock:
+            sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN")))
+            assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 34)
+    finally:
+        plaintext.stop()
