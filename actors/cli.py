@@ -3,7 +3,7 @@
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
-                       [--ssl-certfile F [--ssl-keyfile F]] [--acl-file F]]
+                       [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
     groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
                       [--users-file F | --log-dir DIR]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
@@ -136,6 +136,7 @@ _SECURITY_FLAGS = (
     "users_file",
     "ssl_certfile",
     "ssl_keyfile",
+    "ssl_cafile",
     "acl_file",
 )
 
@@ -165,6 +166,7 @@ def _wire_config(args) -> WireConfig | None:
         users_file=os.path.abspath(_users_file(args)) if sasl else args.users_file,
         ssl_certfile=args.ssl_certfile and os.path.abspath(args.ssl_certfile),
         ssl_keyfile=args.ssl_keyfile and os.path.abspath(args.ssl_keyfile),
+        ssl_cafile=args.ssl_cafile and os.path.abspath(args.ssl_cafile),
         acls=read_acl_file(args.acl_file) if args.acl_file else None,
     )
     wire = WireConfig(
@@ -459,7 +461,8 @@ def parser() -> argparse.ArgumentParser:
         "--kafka-host",
         default="127.0.0.1",
         help="the listeners' bind address (default 127.0.0.1). Anything but loopback needs "
-        "--kafka-security-protocol SASL_SSL or SASL_PLAINTEXT; 0.0.0.0 listens everywhere and "
+        "--kafka-security-protocol SASL_SSL or SASL_PLAINTEXT (or SSL with --ssl-cafile); "
+        "0.0.0.0 listens everywhere and "
         "tells clients each node's address",
     )
     serve.add_argument(
@@ -495,6 +498,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--ssl-keyfile", default=None, help="PEM private key, if not in --ssl-certfile"
+    )
+    serve.add_argument(
+        "--ssl-cafile",
+        default=None,
+        help="SSL only: require client certificates signed by these PEM CAs; the principal is "
+        "User:<certificate subject>, e.g. User:CN=alice,O=acme",
     )
     serve.add_argument(
         "--acl-file",

@@ -22,10 +22,12 @@ speaks TLS; with SASL_PLAINTEXT or SASL_SSL each connection has a ``SaslServer``
 ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated (frames are
 limited to Kafka's 512 KiB ``sasl.server.max.receive.size`` meanwhile) and closes the connection
 on anything else or on a failed authentication, as Kafka does; no request reaches the gateway
-before then. The gateway is told the connection's principal (``User:<name>``, else
-``User:ANONYMOUS``) for its ACL checks. A listener binds loopback unless told otherwise, and only
-a SASL listener may bind anything else (``check_host``): without authentication anyone who can
-reach the port could reset a group's offsets.
+before then. An SSL listener with a CA file requires client certificates signed by it. The
+gateway is told the connection's principal (``User:<name>`` from SASL, ``User:<subject>`` from a
+client certificate, else ``User:ANONYMOUS``) for its ACL checks. A listener binds loopback
+unless told otherwise, and only one that authenticates may bind anything else
+(``check_host``): without authentication anyone who can reach the port could reset a group's
+offsets.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, 
 from groupcoord.wire.connection import MAX_READ_BYTES
 from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer
 
-from .security import ListenerSecurity, UserStore
+from .security import ListenerSecurity, UserStore, certificate_principal
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -70,11 +72,11 @@ def check_host(host: str, security: ListenerSecurity) -> None:
     """ValueError unless ``host`` is loopback or the listener authenticates its clients."""
     if not host:
         raise ValueError("listener host must not be empty")
-    if not is_loopback(host) and not security.sasl:
+    if not is_loopback(host) and not security.authenticates:
         raise ValueError(
             f"listener host {host} is not a loopback address: a non-loopback listener needs "
-            f"authentication (security protocol SASL_SSL or SASL_PLAINTEXT, not "
-            f"{security.protocol})"
+            f"authentication (security protocol SASL_SSL or SASL_PLAINTEXT, or SSL with client "
+            f"certificates from --ssl-cafile; not {security.protocol} without)"
         )
 
 
@@ -190,6 +192,8 @@ class KafkaListener:
         sasl: SaslServer | None,
     ) -> None:
         principal = ANONYMOUS
+        if self.security.client_certificates:  # verified by the TLS handshake
+            principal = certificate_principal(writer.get_extra_info("peercert"))
         while True:
             while released:
                 item = released.popleft()

@@ -5,9 +5,12 @@ partition actor (which Ray may restart on another node), so it holds file paths 
 ACLs, never open files or keys. The users file and the TLS files must be readable wherever a
 partition actor runs (the log directory's shared filesystem is the natural place).
 
-Security protocols are Kafka's: PLAINTEXT, SSL (TLS, no client identity: principal
-``User:ANONYMOUS``), SASL_PLAINTEXT and SASL_SSL (SASL, without or over TLS). Only the SASL ones
-authenticate, so only they may listen beyond loopback (``kafka_listener.check_host``).
+Security protocols are Kafka's: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT and SASL_SSL (SASL,
+without or over TLS). Clients are authenticated by SASL, or on an SSL listener with
+``ssl_cafile`` by a client certificate that CA signed (Kafka's ``ssl.client.auth=required``;
+the principal is ``User:`` and the certificate's subject as an RFC 2253 name, like Kafka's
+default ``User:CN=alice,O=acme``); otherwise the principal is ``User:ANONYMOUS``. Only a
+listener that authenticates may listen beyond loopback (``kafka_listener.check_host``).
 
 The users file is JSON, ``{"users": {name: {mechanism: credential}}}``, holding Kafka's SCRAM
 credentials (salt, iterations, stored key, server key; bytes in base64) and never a password.
@@ -56,6 +59,7 @@ class ListenerSecurity(msgspec.Struct, frozen=True):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     acls: AclFile | None = None
+    ssl_cafile: str | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -71,8 +75,10 @@ class ListenerSecurity(msgspec.Struct, frozen=True):
             raise ValueError(f"a users file needs SASL_PLAINTEXT or SASL_SSL, not {self.protocol}")
         if self.tls and not self.ssl_certfile:
             raise ValueError(f"{self.protocol} needs a certificate file (--ssl-certfile)")
-        if not self.tls and (self.ssl_certfile or self.ssl_keyfile):
+        if not self.tls and (self.ssl_certfile or self.ssl_keyfile or self.ssl_cafile):
             raise ValueError(f"certificate files need SSL or SASL_SSL, not {self.protocol}")
+        if self.sasl and self.ssl_cafile:
+            raise ValueError("client certificates (--ssl-cafile) authenticate SSL listeners only")
 
     @property
     def sasl(self) -> bool:
@@ -82,13 +88,26 @@ class ListenerSecurity(msgspec.Struct, frozen=True):
     def tls(self) -> bool:
         return self.protocol.endswith("SSL")
 
+    @property
+    def client_certificates(self) -> bool:
+        return self.ssl_cafile is not None
+
+    @property
+    def authenticates(self) -> bool:
+        return self.sasl or self.client_certificates
+
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The server's TLS context (None without TLS); OSError or ssl.SSLError for files that
-        cannot be read or do not hold a certificate and its key."""
+        """The server's TLS context (None without TLS): TLS 1.2 or later, client certificates
+        required and checked against ``ssl_cafile`` alone when it is set. OSError or
+        ssl.SSLError for files that cannot be read or do not hold what they should."""
         if not self.tls:
             return None
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)  # type: ignore[arg-type]
+        if self.ssl_cafile:
+            context.load_verify_locations(cafile=self.ssl_cafile)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
 
     def authorizer(self) -> Authorizer | None:
@@ -100,13 +119,50 @@ class ListenerSecurity(msgspec.Struct, frozen=True):
         try:
             self.ssl_context()
         except (OSError, ssl.SSLError) as exc:
-            raise ValueError(f"TLS certificate/key {self.ssl_certfile}: {exc}") from None
+            files = ", ".join(
+                f for f in (self.ssl_certfile, self.ssl_keyfile, self.ssl_cafile) if f
+            )
+            raise ValueError(f"TLS files {files}: {exc}") from None
         if self.users_file:
             users = read_users(self.users_file, missing_ok=False)
             if not users:
                 raise ValueError(
                     f"{self.users_file} has no users: add one with `groupcoord users add`"
                 )
+
+
+# RFC 4514's short names for the attributes Python's ssl module spells out.
+_DN_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+_DN_SPECIAL = ',+"\\<>;'
+
+
+def _dn_value(value: str) -> str:
+    escaped = "".join("\\" + c if c in _DN_SPECIAL else c for c in value)
+    if escaped.startswith((" ", "#")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def certificate_principal(peer_certificate: dict) -> str:
+    """``User:`` and the subject of a verified client certificate (``SSLSocket.getpeercert()``)
+    as an RFC 2253 name, most specific part first: ``User:CN=alice,OU=eng,O=acme``."""
+    rdns = [
+        "+".join(f"{_DN_NAMES.get(k, k)}={_dn_value(v)}" for k, v in rdn)
+        for rdn in reversed(peer_certificate.get("subject", ()))
+    ]
+    return "User:" + ",".join(rdns)
 
 
 def read_acl_file(path: str) -> AclFile:
@@ -127,7 +183,7 @@ def read_acl_file(path: str) -> AclFile:
 Users = dict[str, dict[str, ScramCredential]]
 
 
-class _UsersDocument(msgspec.Struct, forbid_unknown_fields=True):
+class _UsersDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     users: Users = {}
 
 

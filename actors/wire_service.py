@@ -52,7 +52,7 @@ class WireConfig(msgspec.Struct, frozen=True):
     """Where the Kafka listeners listen. ``bootstrap_port`` 0: any free port. ``partition_ports``
     0: each partition listener takes any free port; else partition n listens on
     ``partition_ports + n`` (stable addresses across restarts on the same node). ``host`` must be
-    loopback unless ``security`` authenticates clients (SASL_PLAINTEXT or SASL_SSL)."""
+    loopback unless ``security`` authenticates clients (SASL, or client certificates)."""
 
     host: str = "127.0.0.1"
     bootstrap_port: int = 9092

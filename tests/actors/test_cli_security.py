@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
+from groupcoord.actors.security import certificate_principal
 
 from .tls import self_signed_cert
 
@@ -191,3 +192,16 @@ def test_a_wildcard_listener_advertises_this_nodes_address():
     assert ipaddress.ip_address(wildcard.advertised_host()) != ipaddress.ip_address("0.0.0.0")
     assert WireConfig(host="127.0.0.2").advertised_host() == "127.0.0.2"
     assert pickle.loads(pickle.dumps(wildcard)) == wildcard  # it travels to partition actors
+
+
+def test_certificate_subjects_become_rfc_2253_principals():
+    subject = (
+        (("countryName", "DE"),),
+        (("organizationName", "Acme, Inc."),),
+        (("organizationalUnitName", "eng"), ("userId", "42")),
+        (("commonName", " alice+bob "),),
+    )
+    assert (
+        certificate_principal({"subject": subject})
+        == "User:CN=\\ alice\\+bob\\ ,OU=eng+UID=42,O=Acme\\, Inc.,C=DE"
+    )

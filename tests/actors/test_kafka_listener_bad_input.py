@@ -137,5 +137,7 @@ def test_only_loopback_listeners_without_authentication(host, protocol):
         KafkaListener(lambda request, peer, principal: None, host=host, security=security)
     sasl = ListenerSecurity("SASL_PLAINTEXT", users_file="users.json")
     check_host(host, sasl)  # SASL authenticates: any address may be bound
+    certificates = ListenerSecurity("SSL", ssl_certfile="cert.pem", ssl_cafile="ca.pem")
+    check_host(host, certificates)  # so do required client certificates
     for loopback in ("127.0.0.1", "::1", "localhost"):
         check_host(loopback, security)

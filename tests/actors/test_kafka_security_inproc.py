@@ -5,7 +5,8 @@ PLAIN over SASL_PLAINTEXT and with SCRAM over SASL_SSL (a self-signed certificat
 the openssl CLI, tls.py), kafka-python with SCRAM-SHA-256. A wrong password or an unauthenticated
 request is refused and changes nothing. With an ACL file, a principal without Read cannot join
 or commit, ListGroups hides the groups it may not Describe, DeleteGroups needs Delete, and
-topic changes need a super user.
+topic changes need a super user. On an SSL listener with a CA file, a client certificate is
+the identity (``User:CN=...``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_file
+from groupcoord.wire import parse_acl_file
 
 from ..wire.frames import request_frame, split_response
 from .kafka_inproc import WirePartition
-from .tls import self_signed_cert
+from .tls import self_signed_cert, signed_client_cert
 
 TOPICS = {"events": 2}
 POLL_LIMIT = 200  # polls of 0.05 s
@@ -348,3 +350,48 @@ def test_sasl_requests_without_an_exchange_get_illegal_sasl_state(sasl_plaintext
             assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 34)
     finally:
         plaintext.stop()
+
+
+def test_client_certificates_authenticate_on_an_ssl_listener(files):
+    root, _, _, cert, key = files
+    carol_cert, carol_key = signed_client_cert(root, cert, key, "/O=acme, inc/CN=carol")
+    carol = "User:CN=carol,O=acme\\, inc"
+    acls = {
+        "acls": [
+            {"principal": carol, "group": "tls-", "pattern": "prefixed", "operations": ["Read"]},
+            {"principal": carol, "group": "*", "operations": ["Describe"]},
+        ]
+    }
+    security = ListenerSecurity(
+        "SSL",
+        ssl_certfile=cert,
+        ssl_keyfile=key,
+        ssl_cafile=cert,
+        acls=parse_acl_file(json.dumps(acls).encode(), toml=False),
+    )
+    served = WirePartition(str(root / "mtls-log"), TOPICS, security=security)
+    address = served.start()
+    try:
+        tls = {"bootstrap.servers": address, "security.protocol": "SSL", "ssl.ca.location": cert}
+        with_cert = tls | {"ssl.certificate.location": carol_cert, "ssl.key.location": carol_key}
+        _join_commit_fetch(with_cert, "tls-carol")  # User:CN=carol,O=acme\, inc may Read tls-*
+        denied = _consumer(with_cert, "other-group")
+        with pytest.raises(KafkaException) as refused:
+            denied.commit(offsets=[TopicPartition("events", 0, 1)], asynchronous=False)
+        assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+        denied.close()
+        errors = []  # no client certificate: the TLS handshake fails
+        anonymous = _consumer(tls | {"error_cb": errors.append}, "tls-anonymous")
+        anonymous.subscribe(["events"])
+        for _ in range(POLL_LIMIT):
+            anonymous.poll(0.05)
+            if errors:
+                break
+        anonymous.close()
+        refused_codes = {KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+        assert {e.code() for e in errors} & refused_codes
+        admin = AdminClient(with_cert)  # kept: a dropped client cancels its requests
+        listed = admin.list_consumer_groups(request_timeout=10).result()
+        assert {g.group_id for g in listed.valid} == {"tls-carol"}
+    finally:
+        served.stop()

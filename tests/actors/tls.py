@@ -1,5 +1,6 @@
-"""A self-signed TLS certificate for 127.0.0.1 and localhost, made at test time with the openssl
-command-line tool (clients verify the host name, hence the subject alternative names)."""
+"""TLS certificates made at test time with the openssl command-line tool: a self-signed one for
+127.0.0.1 and localhost (clients verify the host name, hence the subject alternative names),
+which also serves as the CA of client certificates."""
 
 from __future__ import annotations
 
@@ -30,6 +31,55 @@ def self_signed_cert(directory: pathlib.Path) -> tuple[str, str]:
             "/CN=localhost",
             "-addext",
             "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+def signed_client_cert(
+    directory: pathlib.Path, ca_cert: str, ca_key: str, subject: str
+) -> tuple[str, str]:
+    """(certificate file, key file) for ``subject`` (``/O=acme/CN=carol``), signed by the CA."""
+    name = subject.strip("/").replace("/", "_").replace("=", "-")
+    cert, key, request = (directory / f"{name}.{x}" for x in ("pem", "key", "csr"))
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(request),
+            "-subj",
+            subject,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(request),
+            "-CA",
+            ca_cert,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-out",
+            str(cert),
+            "-days",
+            "1",
         ],
         check=True,
         capture_output=True,
