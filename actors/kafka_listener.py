@@ -22,12 +22,13 @@ speaks TLS; with SASL_PLAINTEXT or SASL_SSL each connection has a ``SaslServer``
 ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated (frames are
 limited to Kafka's 512 KiB ``sasl.server.max.receive.size`` meanwhile) and closes the connection
 on anything else or on a failed authentication, as Kafka does; no request reaches the gateway
-before then. An SSL listener with a CA file requires client certificates signed by it. The
-gateway is told the connection's principal (``User:<name>`` from SASL, ``User:<subject>`` from a
-client certificate, else ``User:ANONYMOUS``) for its ACL checks. A listener binds loopback
-unless told otherwise, and only one that authenticates may bind anything else
-(``check_host``): without authentication anyone who can reach the port could reset a group's
-offsets.
+before then. SaslAuthenticate is evaluated in a worker thread (PLAIN's key derivation costs
+~10 ms of CPU, which must not stall the partition's timers and heartbeats). An SSL listener
+with a CA file requires client certificates signed by it. The gateway is told the connection's
+principal (``User:<name>`` from SASL, ``User:<subject>`` from a client certificate, else
+``User:ANONYMOUS``) for its ACL checks. A listener binds loopback unless told otherwise, and
+only one that authenticates may bind anything else (``check_host``): without authentication
+anyone who can reach the port could reset a group's offsets.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
+from groupcoord.wire import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ApiKey,
+    Connection,
+    ProtocolError,
+    WireRequest,
+)
 from groupcoord.wire.connection import MAX_READ_BYTES
 from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer
 
@@ -202,7 +209,12 @@ class KafkaListener:
                     log.info("closing connection from %s: %s", client_host, item.reason)
                     return
                 if sasl is not None and not sasl.complete:
-                    step = sasl.receive(item)
+                    if item.api_key == ApiKey.SASL_AUTHENTICATE:
+                        # PLAIN derives a PBKDF2 key (~10 ms); hashlib releases the GIL, so a
+                        # worker thread keeps it off the partition's event loop.
+                        step = await asyncio.to_thread(sasl.receive, item)
+                    else:
+                        step = sasl.receive(item)
                     if step.response is not None:
                         writer.write(connection.send_response(item, step.response))
                         await writer.drain()

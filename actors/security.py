@@ -296,7 +296,8 @@ class UsersFile:
 class UserStore:
     """A listener's view of the users file: ``lookup(name, mechanism)`` re-reads the file when
     its identity, size or modification time changed, and keeps the last good contents (with a
-    warning) if a change cannot be read."""
+    warning) if a change cannot be read. Listeners call it from worker threads: two racing
+    lookups may both re-read the file, and each sees a whole table either way."""
 
     def __init__(self, path: str) -> None:
         self.path = path
