@@ -1,6 +1,7 @@
-"""``groupcoord users`` and ``serve``'s security flags: users files hold SCRAM credentials only,
-bad security settings are one-line errors before anything starts, and a SASL_SSL deployment on
-Ray serves a Kafka client through its bootstrap and partition listeners, with ACLs."""
+"""``groupcoord users`` and ``serve``'s security flags: users files hold SCRAM credentials only
+and listeners follow their changes, bad security settings are one-line errors before anything
+starts, and a SASL_SSL deployment on Ray serves a Kafka client through its bootstrap and
+partition listeners, with ACLs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
-from groupcoord.actors.security import certificate_principal
+from groupcoord.actors.security import UsersFile, UserStore, certificate_principal
 
 from .tls import self_signed_cert
 
@@ -205,3 +206,19 @@ def test_certificate_subjects_become_rfc_2253_principals():
         certificate_principal({"subject": subject})
         == "User:CN=\\ alice\\+bob\\ ,OU=eng+UID=42,O=Acme\\, Inc.,C=DE"
     )
+
+
+def test_listeners_see_users_added_and_deleted_without_a_restart(tmp_path, caplog):
+    users = UsersFile(str(tmp_path / "users.json"))
+    users.add("alice", "pw-a")
+    store = UserStore(users.path)
+    assert store.lookup("alice", "SCRAM-SHA-512") is not None
+    assert store.lookup("bob", "SCRAM-SHA-512") is None
+    users.add("bob", "pw-b", ["SCRAM-SHA-256"])
+    assert store.lookup("bob", "SCRAM-SHA-256") is not None
+    assert store.lookup("bob", "SCRAM-SHA-512") is None
+    users.delete("alice")
+    assert store.lookup("alice", "SCRAM-SHA-512") is None
+    (tmp_path / "users.json").write_text("{not json")  # a bad edit keeps the last good users
+    assert store.lookup("bob", "SCRAM-SHA-256") is not None
+    assert "keeping the previous users" in caplog.text
