@@ -222,6 +222,7 @@ class KafkaListener:
                         self.authentication_failures += 1
                         log.info("closing connection from %s: %s", client_host, step.reason)
                         return
+                    connection.raw_sasl_tokens = sasl.raw_tokens and not sasl.complete
                     if sasl.principal is not None:
                         principal = sasl.principal
                         connection.max_frame_bytes = self.max_frame_bytes

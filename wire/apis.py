@@ -7,10 +7,8 @@ what current clients negotiate (librdkafka 2.x, kafka-python 2.x, aiokafka, the 
 clients. Versions are left out where their meaning needs state groupcoord does not keep:
 OffsetCommit v10 and OffsetFetch v10 (KIP-848's topic ids), Fetch v13+ (topic ids; Metadata
 answers carry the zero topic id, so clients fall back to names), Metadata v13 adds nothing a
-coordinator can fill. SaslHandshake v0 is left out: after it Kafka reads raw SASL tokens
-without request headers, which only clients older than 1.0 send. OffsetCommit v0-1,
-OffsetFetch v0, ListOffsets v0 and Fetch v0-3 are gone from Kafka 4's schemas (KIP-896) and so
-from kio; no current client needs them.
+coordinator can fill. OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0 and Fetch v0-3 are
+gone from Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
 """
 
 from __future__ import annotations
@@ -69,7 +67,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),

@@ -1,9 +1,11 @@
 """SASL authentication of one Kafka connection, sans-IO: PLAIN and SCRAM-SHA-256/512.
 
 ``SaslServer`` is the state machine of Kafka's ``SaslServerAuthenticator`` for one connection
-(KIP-43, KIP-152): before authentication only ApiVersions (once), SaslHandshake (v1) and then
-SaslAuthenticate (v0-2) are accepted. Its ``receive(request)`` returns a ``SaslStep``: the answer
-to write, and whether the connection must then close. As in Kafka:
+(KIP-43, KIP-152): before authentication only ApiVersions (once), SaslHandshake and then
+SaslAuthenticate (v0-2) are accepted. After a SaslHandshake v0 the client sends bare SASL tokens
+instead (``raw_tokens``; the listener switches its ``Connection`` to them), answered with bare
+tokens, and a failure closes the connection without an answer. ``receive(request)`` returns a
+``SaslStep``: the answer to write, and whether the connection must then close. As in Kafka:
 
 * any other request before the handshake closes the connection without an answer;
 * a mechanism that is not enabled is answered UNSUPPORTED_SASL_MECHANISM (with the enabled
@@ -281,6 +283,7 @@ class SaslServer:
         self._versions_answered = False
         self._exchange: _Scram | _Plain | None = None
         self.principal: str | None = None
+        self.raw_tokens = False  # SaslHandshake v0: bare tokens follow
 
     @property
     def complete(self) -> bool:
@@ -298,7 +301,7 @@ class SaslServer:
             if key == ApiKey.SASL_HANDSHAKE:
                 return self._handshake(request)
             return SaslStep(None, True, f"api key {key} before SASL authentication")
-        if key == ApiKey.SASL_AUTHENTICATE:
+        if key == ApiKey.SASL_AUTHENTICATE and request.raw_sasl_token == self.raw_tokens:
             return self._authenticate(request)
         response = _illegal_state(request, f"api key {key} during SASL authentication")
         return SaslStep(response, True, f"api key {key} during SASL authentication")
@@ -312,6 +315,7 @@ class SaslServer:
                 True,
                 f"SASL mechanism {mechanism!r} is not enabled",
             )
+        self.raw_tokens = request.api_version == 0
         if mechanism == PLAIN:
             self._exchange = _Plain(self._credentials)
         else:
@@ -325,6 +329,9 @@ class SaslServer:
         try:
             token, done = exchange.evaluate(request.body.auth_bytes)
         except _Failed as failed:
+            reason = f"{exchange.mechanism} authentication failed for {exchange.user!r}: {failed}"
+            if request.raw_sasl_token:  # a bare exchange has no way to say why
+                return SaslStep(None, True, reason)
             return SaslStep(
                 cls(
                     error_code=ErrorCode.sasl_authentication_failed,
@@ -332,7 +339,7 @@ class SaslServer:
                     auth_bytes=b"",
                 ),
                 True,
-                f"{exchange.mechanism} authentication failed for {exchange.user!r}: {failed}",
+                reason,
             )
         if done:
             self.principal = f"User:{exchange.user}"

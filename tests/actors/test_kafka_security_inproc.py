@@ -395,3 +395,25 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files):
         assert {g.group_id for g in listed.valid} == {"tls-carol"}
     finally:
         served.stop()
+
+
+def test_a_v0_handshake_authenticates_with_bare_tokens(sasl_plaintext):
+    served, address = sasl_plaintext
+    with _connect(address) as sock:
+        handshake = SaslHandshakeRequest(mechanism="PLAIN")
+        sock.sendall(request_frame(handshake, api_version=0))
+        assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 0)
+        token = b"\0alice\0" + PASSWORDS["alice"].encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)  # no request header
+        assert _answer(sock) == b""  # PLAIN's empty challenge, as a bare token
+        heartbeat = HeartbeatRequest(group_id="app-v0", generation_id=1, member_id="m")
+        sock.sendall(request_frame(heartbeat, correlation_id=8))  # Kafka framing again
+        frame = _answer(sock)
+        assert struct.unpack(">i", frame[:4]) == (8,)
+        assert struct.unpack(">h", frame[9:11]) == (25,)  # UNKNOWN_MEMBER_ID: it was authorized
+    with _connect(address) as sock:  # a wrong password: closed, no answer
+        sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN"), api_version=0))
+        _answer(sock)
+        token = b"\0alice\0wrong"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert _closed(sock)

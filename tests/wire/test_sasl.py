@@ -1,10 +1,11 @@
 """SASL state machine (wire/sasl.py), sans-IO: RFC 7677's SCRAM-SHA-256 test vector, SCRAM-SHA-512
-and PLAIN exchanges driven by real kio frames, and Kafka's refusals (wrong state, unknown
-mechanism, bad proof, unknown user)."""
+and PLAIN exchanges driven by real kio frames (and bare tokens after a v0 handshake), and
+Kafka's refusals (wrong state, unknown mechanism, bad proof, unknown user)."""
 
 import base64
 import hashlib
 import hmac
+import struct
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -245,3 +246,45 @@ def test_unknown_mechanisms_are_refused():
         SaslServer(("GSSAPI",), Users().lookup, lambda: "n")
     with pytest.raises(ValueError, match="at least one"):
         SaslServer((), Users().lookup, lambda: "n")
+
+
+def test_handshake_v0_switches_to_bare_tokens_as_kafka_before_kip_152():
+    users = Users()
+    users.add("dora", "pw-d", "SCRAM-SHA-256")
+    server = _server(users)
+    connection = Connection()
+    (handshake,) = connection.receive_data(
+        request_frame(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), api_version=0)
+    )
+    step = server.receive(handshake)
+    assert step.response.error_code == ErrorCode.none and server.raw_tokens
+    connection.send_response(handshake, step.response)
+    connection.raw_sasl_tokens = True  # what the listener does after a v0 handshake
+
+    def exchange(token: bytes) -> bytes:
+        (request,) = connection.receive_data(struct.pack(">i", len(token)) + token)
+        assert request.raw_sasl_token
+        answer = server.receive(request)
+        assert not answer.close
+        frame = connection.send_response(request, answer.response)
+        (size,) = struct.unpack_from(">i", frame)
+        assert size == len(frame) - 4  # a bare token: no correlation id, no header
+        return frame[4:]
+
+    server_first = exchange(b"n,,n=dora,r=abc").decode()
+    final, expected = _client_final("SCRAM-SHA-256", "pw-d", "n=dora,r=abc", server_first)
+    assert exchange(final.encode()).decode() == expected
+    assert server.principal == "User:dora"
+
+
+def test_a_failed_bare_token_exchange_closes_without_an_answer():
+    users = Users()
+    users.add("dora", "pw-d", "SCRAM-SHA-256")
+    server = _server(users)
+    server.receive(_request(SaslHandshakeRequest(mechanism="PLAIN"), version=0))
+    connection = Connection()
+    connection.raw_sasl_tokens = True
+    token = b"\0dora\0wrong"
+    (request,) = connection.receive_data(struct.pack(">i", len(token)) + token)
+    step = server.receive(request)
+    assert step.response is None and step.close and not server.complete
