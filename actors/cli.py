@@ -224,8 +224,14 @@ def cmd_serve(args, out: Output) -> int:
                 else ""
             )
         )
-        if deployment.kafka is not None:
-            out.note(f"Kafka clients: bootstrap.servers={deployment.kafka}")
+        if deployment.kafka is not None and wire is not None:
+            security = wire.security
+            out.note(
+                f"Kafka clients: bootstrap.servers={deployment.kafka} "
+                f"security.protocol={security.protocol}"
+                + (f" sasl.mechanism={'|'.join(security.sasl_mechanisms)}" if security.sasl else "")
+                + (" (group ACLs on)" if security.acls is not None else "")
+            )
         out.document.update(
             kafka=deployment.kafka,
             ray_address=deployment.ray_address,
