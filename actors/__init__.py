@@ -5,7 +5,8 @@
 describes and deletes groups and resets offsets; ``end_offsets_source`` gives an ``EndOffsetsFn``
 (log-end offsets from a JSON file, an upstream Kafka cluster or Python code) for lag.
 ``PartitionRuntime`` is the Ray-free core of a partition actor (see runtime.py's theory of
-operation).
+operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecurity``;
+``UsersFile`` manages their SASL users.
 """
 
 from .admin import AdminClient, AdminError, GroupDescription
@@ -23,6 +24,7 @@ from .end_offsets import (
     start_offsets_source,
 )
 from .runtime import PartitionRuntime
+from .security import ListenerSecurity, UsersFile
 from .wire_service import WireConfig
 
 __all__ = [
@@ -38,9 +40,11 @@ __all__ = [
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",
+    "ListenerSecurity",
     "PartitionRuntime",
     "RebalanceListener",
     "SyncGroupMember",
+    "UsersFile",
     "WireConfig",
     "connect",
     "end_offsets_source",

@@ -1,7 +1,11 @@
 """``groupcoord``: run the coordinator, watch it survive a failure, administer groups.
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
-                      [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]]
+                      [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
+                       [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
+                       [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
+    groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
+                      [--users-file F | --log-dir DIR]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
                       | delete TOPIC
     groupcoord demo   [--seconds S] [--log-dir DIR]
@@ -25,6 +29,7 @@ requests answered, logs flushed, writer locks released), stops its embedded Ray 
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import sys
@@ -41,6 +46,14 @@ from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, ensure_ray, start, st
 from .cli_common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, connect_and_say
 from .demo_run import run_demo
 from .output import Output
+from .security import (
+    DEFAULT_SASL_MECHANISMS,
+    PROTOCOLS,
+    USERS_FILE_NAME,
+    ListenerSecurity,
+    UsersFile,
+    read_acl_file,
+)
 from .wire_service import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
@@ -91,15 +104,53 @@ def _raise_stopped(signum, frame) -> None:
     raise Stopped(signum)
 
 
+_SECURITY_FLAGS = (
+    "kafka_security_protocol",
+    "sasl_mechanisms",
+    "users_file",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cafile",
+    "acl_file",
+)
+
+
+def _users_file(args) -> str:
+    return args.users_file or os.path.join(args.log_dir, USERS_FILE_NAME)
+
+
 def _wire_config(args) -> WireConfig | None:
-    """The Kafka listeners serve asked for; ValueError (before Ray starts) for a bad one."""
+    """The Kafka listeners serve asked for; ValueError (before Ray starts) for a bad one,
+    including security files that cannot be read (users, TLS, ACLs)."""
     if args.kafka_port is None:
+        given = [f for f in _SECURITY_FLAGS if getattr(args, f) is not None]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --kafka-port")
         return None
-    return WireConfig(
+    protocol = args.kafka_security_protocol or "PLAINTEXT"
+    sasl = protocol.startswith("SASL_")
+    mechanisms = DEFAULT_SASL_MECHANISMS
+    if args.sasl_mechanisms is not None:
+        if not sasl:
+            raise ValueError(f"--sasl-mechanisms needs a SASL security protocol, not {protocol}")
+        mechanisms = tuple(m.strip() for m in args.sasl_mechanisms.split(",") if m.strip())
+    security = ListenerSecurity(
+        protocol=protocol,
+        sasl_mechanisms=mechanisms,
+        users_file=os.path.abspath(_users_file(args)) if sasl else args.users_file,
+        ssl_certfile=args.ssl_certfile and os.path.abspath(args.ssl_certfile),
+        ssl_keyfile=args.ssl_keyfile and os.path.abspath(args.ssl_keyfile),
+        ssl_cafile=args.ssl_cafile and os.path.abspath(args.ssl_cafile),
+        acls=read_acl_file(args.acl_file) if args.acl_file else None,
+    )
+    wire = WireConfig(
         host=args.kafka_host,
         bootstrap_port=args.kafka_port,
         partition_ports=args.kafka_partition_ports,
+        security=security,
     )
+    security.check()
+    return wire
 
 
 def cmd_serve(args, out: Output) -> int:
@@ -147,8 +198,14 @@ def cmd_serve(args, out: Output) -> int:
                 else ""
             )
         )
-        if deployment.kafka is not None:
-            out.note(f"Kafka clients: bootstrap.servers={deployment.kafka}")
+        if deployment.kafka is not None and wire is not None:
+            security = wire.security
+            out.note(
+                f"Kafka clients: bootstrap.servers={deployment.kafka} "
+                f"security.protocol={security.protocol}"
+                + (f" sasl.mechanism={'|'.join(security.sasl_mechanisms)}" if security.sasl else "")
+                + (" (group ACLs on)" if security.acls is not None else "")
+            )
         out.document.update(
             kafka=deployment.kafka,
             ray_address=deployment.ray_address,
@@ -223,6 +280,38 @@ def cmd_topics(args, out: Output) -> int:
     return 0
 
 
+# -- users -------------------------------------------------------------------------------------
+
+
+def _password(args) -> str:
+    if args.password is not None:
+        return args.password
+    if sys.stdin.isatty():
+        return getpass.getpass(f"password for {args.name}: ")
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def cmd_users(args, out: Output) -> int:
+    users = UsersFile(_users_file(args))
+    if args.action in ("add", "delete") and not args.name:
+        raise ValueError(f"users {args.action} needs a user name")
+    if args.action == "add":
+        mechanisms = args.mechanism or DEFAULT_SASL_MECHANISMS
+        users.add(args.name, _password(args), mechanisms, args.iterations)
+        out.note(f"user {args.name!r}: {', '.join(mechanisms)} credentials in {users.path}")
+    elif args.action == "delete":
+        users.delete(args.name)
+        out.note(f"user {args.name!r} deleted from {users.path}")
+    rows = [
+        {"user": name, "mechanism": mechanism, "iterations": credential.iterations}
+        for name, credentials in sorted(users.list().items())
+        for mechanism, credential in sorted(credentials.items())
+    ]
+    out.show("users", f"users in {users.path}", rows, ("user", "mechanism", "iterations"))
+    out.finish()
+    return 0
+
+
 # -- demo --------------------------------------------------------------------------------------
 
 
@@ -292,7 +381,10 @@ def parser() -> OneLineParser:
     serve.add_argument(
         "--kafka-host",
         default="127.0.0.1",
-        help="the listeners' address (loopback only: no SASL/TLS yet)",
+        help="the listeners' bind address (default 127.0.0.1). Anything but loopback needs "
+        "--kafka-security-protocol SASL_SSL or SASL_PLAINTEXT (or SSL with --ssl-cafile); "
+        "0.0.0.0 listens everywhere and "
+        "tells clients each node's address",
     )
     serve.add_argument(
         "--kafka-partition-ports",
@@ -300,6 +392,68 @@ def parser() -> OneLineParser:
         default=0,
         help="partition n listens on BASE + n (default 0: any free port)",
     )
+    serve.add_argument(
+        "--kafka-security-protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="Kafka's security.protocol for every listener (default PLAINTEXT): SSL is TLS "
+        "without client identity, SASL_PLAINTEXT and SASL_SSL authenticate users from "
+        "--users-file (SASL_SSL over TLS)",
+    )
+    serve.add_argument(
+        "--sasl-mechanisms",
+        default=None,
+        help="comma-separated SASL mechanisms to enable, from PLAIN, SCRAM-SHA-256, "
+        f"SCRAM-SHA-512 (default {','.join(DEFAULT_SASL_MECHANISMS)})",
+    )
+    serve.add_argument(
+        "--users-file",
+        default=None,
+        help="SASL users and their SCRAM credentials, as `groupcoord users` writes them "
+        f"(default LOG_DIR/{USERS_FILE_NAME}); must be readable on every node",
+    )
+    serve.add_argument(
+        "--ssl-certfile",
+        default=None,
+        help="PEM certificate chain the listeners present (SSL, SASL_SSL); may hold the key",
+    )
+    serve.add_argument(
+        "--ssl-keyfile", default=None, help="PEM private key, if not in --ssl-certfile"
+    )
+    serve.add_argument(
+        "--ssl-cafile",
+        default=None,
+        help="SSL only: require client certificates signed by these PEM CAs; the principal is "
+        "User:<certificate subject>, e.g. User:CN=alice,O=acme",
+    )
+    serve.add_argument(
+        "--acl-file",
+        default=None,
+        help="group ACLs (.json or .toml; README: Security). With it, anything not allowed "
+        "is denied; without it every client may do everything",
+    )
+
+    users = sub.add_parser("users", help="SASL users of the Kafka listeners (SCRAM credentials)")
+    users.add_argument("action", choices=("add", "list", "delete"))
+    users.add_argument("name", nargs="?", help="add/delete: the user name")
+    users.add_argument("--users-file", default=None, help=f"default LOG_DIR/{USERS_FILE_NAME}")
+    users.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
+    users.add_argument(
+        "--mechanism",
+        action="append",
+        choices=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+        help="add: store a credential for this mechanism (repeatable; default both). PLAIN "
+        "passwords are checked against the SCRAM credentials",
+    )
+    users.add_argument(
+        "--iterations", type=int, default=4096, help="add: PBKDF2 iterations (4096-16384)"
+    )
+    users.add_argument(
+        "--password",
+        default=None,
+        help="add: the password (default: read from the terminal, or one line of stdin)",
+    )
+    users.add_argument("--json", action="store_true", help="one JSON document, no tables")
 
     demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
     demo.add_argument("--seconds", type=float, default=6.0, help="consuming time per phase")
@@ -353,6 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": cmd_demo,
         "status": cmd_status,
         "topics": cmd_topics,
+        "users": cmd_users,
     }
     try:
         if argv and argv[0] == "groups":

@@ -19,6 +19,16 @@ at ``max_fetch_wait_ms``, so a subscribed consumer with nothing to read waits as
 broker instead of spinning. Produce is refused per partition (``produce_response``); one with
 acks=0 expects no answer, so it is refused by closing the connection (``ValueError``), as
 Kafka does when such a request fails.
+
+Authorization (with an ``Authorizer``; without one every principal may do everything) follows
+Kafka's group ACLs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch
+need Read on the group; DescribeGroups and FindCoordinator need Describe; DeleteGroups and
+OffsetDelete need Delete. A denied group is answered GROUP_AUTHORIZATION_FAILED (per group where
+the answer is per group) and its partition never sees the request; ListGroups leaves out the
+groups the principal may not Describe. Topic catalog changes (CreateTopics, DeleteTopics,
+CreatePartitions) need a super user once ACLs are on (TOPIC_AUTHORIZATION_FAILED otherwise):
+groupcoord has no topic ACLs. Metadata, ListOffsets, Produce and Fetch describe the catalog
+only and are answered to any authenticated principal.
 """
 
 from __future__ import annotations
@@ -29,18 +39,23 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from groupcoord.coordinator import (
+    DeletableGroupResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    Errors,
     ListGroupsRequest,
     ListGroupsResponse,
+    OffsetFetchResponse,
 )
 from groupcoord.wire import (
     ApiKey,
     Node,
     WireRequest,
     api_versions_response,
+    error_response,
     fast_response,
     fetch_response,
     find_coordinator_response,
@@ -53,6 +68,8 @@ from groupcoord.wire import (
     request_to_core,
     response_from_core,
 )
+from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer
+from groupcoord.wire.sasl import ANONYMOUS, illegal_state_response
 from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
 from groupcoord.wire.translate import millis
 
@@ -63,6 +80,16 @@ Route = Callable[[str, Any], Awaitable[Any]]
 ChangeTopics = Callable[[list[TopicChange]], Awaitable[list[TopicResult]]]
 ListAll = Callable[[ListGroupsRequest], Awaitable[ListGroupsResponse]]
 Locate = Callable[[str], Awaitable[Node | None]]
+# The operation each single-group request needs (Kafka's KafkaApis authorizes the same way).
+_GROUP_OPERATION = {
+    ApiKey.JOIN_GROUP: READ,
+    ApiKey.SYNC_GROUP: READ,
+    ApiKey.HEARTBEAT: READ,
+    ApiKey.LEAVE_GROUP: READ,
+    ApiKey.OFFSET_COMMIT: READ,
+    ApiKey.OFFSET_DELETE: DELETE,
+}
+_DENIED = Errors.GROUP_AUTHORIZATION_FAILED
 
 
 class KafkaGateway:
@@ -76,7 +103,8 @@ class KafkaGateway:
     topics' ids ({topic: uuid}); ``change_topics(changes)``
     asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
     this listener, named as the leader of every topic partition in its Metadata answers when it
-    is among the brokers (all listeners answer Fetch and ListOffsets alike).
+    is among the brokers (all listeners answer Fetch and ListOffsets alike). ``authorizer``
+    decides group ACLs (None: everything is allowed).
     """
 
     def __init__(
@@ -92,6 +120,7 @@ class KafkaGateway:
         cluster_id: str,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
+        authorizer: Authorizer | None = None,
     ) -> None:
         if max_fetch_wait_ms < 0:
             raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
@@ -105,15 +134,29 @@ class KafkaGateway:
         self._topic_ids = topic_ids
         self.cluster_id = cluster_id
         self.max_fetch_wait_ms = max_fetch_wait_ms
+        self.authorizer = authorizer
 
-    async def respond(self, request: WireRequest, client_host: str = "") -> object:
-        """kio's response to ``request`` from a client at address ``client_host`` (which
-        DescribeGroups shows as Kafka does: "/127.0.0.1"). ``ValueError`` when the request is
-        well-formed on the wire but not acceptable to the core: the listener closes the
-        connection, as a broker does with a request it cannot parse."""
+    async def respond(
+        self, request: WireRequest, client_host: str = "", principal: str = ANONYMOUS
+    ) -> object:
+        """kio's response to ``request`` from ``principal`` (authenticated by the listener) at
+        address ``client_host`` (which DescribeGroups shows as Kafka does: "/127.0.0.1").
+        ``ValueError`` when the request is well-formed on the wire but not acceptable to the
+        core: the listener closes the connection, as a broker does with a request it cannot
+        parse."""
+
+        def allowed(operation: str, group_id: str) -> bool:
+            return self.authorizer is None or self.authorizer.allowed(
+                principal, client_host, operation, group_id
+            )
+
         match request.api_key:
             case ApiKey.API_VERSIONS:
                 return api_versions_response(request)
+            case ApiKey.SASL_HANDSHAKE | ApiKey.SASL_AUTHENTICATE:
+                return illegal_state_response(
+                    request, "no SASL exchange is in progress on this connection"
+                )
             case ApiKey.METADATA:
                 brokers = self._brokers()
                 return metadata_response(
@@ -125,7 +168,7 @@ class KafkaGateway:
                     topic_ids=self._topic_ids(),
                 )
             case ApiKey.FIND_COORDINATOR:
-                return await self._find_coordinator(request)
+                return await self._find_coordinator(request, allowed)
             case ApiKey.LIST_OFFSETS:
                 return list_offsets_response(request, partitions=self._topics())
             case ApiKey.PRODUCE:
@@ -137,23 +180,38 @@ class KafkaGateway:
                 await asyncio.sleep(max(wait_ms, 0) / 1000)
                 return fetch_response(request, partitions=self._topics())
             case ApiKey.OFFSET_FETCH:
-                asked = offset_fetch_to_core(request)
-                answers = [await self._route(one.group_id, one) for one in asked]
+                answers = [
+                    await self._route(one.group_id, one)
+                    if allowed(READ, one.group_id)
+                    else OffsetFetchResponse(_DENIED, [])
+                    for one in offset_fetch_to_core(request)
+                ]
                 return offset_fetch_from_core(request, answers)
             case ApiKey.LIST_GROUPS:
-                return response_from_core(
-                    request, await self._list_groups(request_to_core(request))
-                )
+                listed = await self._list_groups(request_to_core(request))
+                if self.authorizer is not None:
+                    visible = [g for g in listed.groups if allowed(DESCRIBE, g.group_id)]
+                    listed = ListGroupsResponse(listed.error, visible)
+                return response_from_core(request, listed)
             case ApiKey.DESCRIBE_GROUPS:
-                return response_from_core(request, await self._describe(request))
+                return response_from_core(request, await self._describe(request, allowed))
             case ApiKey.DELETE_GROUPS:
-                return response_from_core(request, await self._delete(request))
+                return response_from_core(request, await self._delete(request, allowed))
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
-                return topics_response(request, await self._change_topics(topic_changes(request)))
+                changes = topic_changes(request)
+                if self.authorizer is not None and not self.authorizer.is_super_user(principal):
+                    denied = TopicResult(
+                        Errors.TOPIC_AUTHORIZATION_FAILED, "topic changes need a super user"
+                    )
+                    return topics_response(request, [denied] * len(changes))
+                return topics_response(request, await self._change_topics(changes))
         # Kafka records a member's host as Java's InetAddress.toString(): "/" + the address.
         core_request = request_to_core(
             request, client_host=f"/{client_host}" if client_host else ""
         )
+        operation = _GROUP_OPERATION.get(ApiKey(request.api_key))
+        if operation is not None and not allowed(operation, core_request.group_id):
+            return error_response(request, _DENIED)
         answer = await self._route(core_request.group_id, core_request)
         # Heartbeat and OffsetCommit, every member's steady traffic, skip kio's objects.
         return fast_response(request, answer) or response_from_core(request, answer)
@@ -165,24 +223,38 @@ class KafkaGateway:
             return self.node.node_id
         return brokers[0].node_id
 
-    async def _find_coordinator(self, request: WireRequest) -> object:
+    async def _find_coordinator(
+        self, request: WireRequest, allowed: Callable[[str, str], bool]
+    ) -> object:
         body = request.body
         keys = list(body.coordinator_keys) if request.api_version >= 4 else [body.key]
-        found = {key: await self._coordinator_for(key) for key in dict.fromkeys(keys)}
-        return find_coordinator_response(request, found.get)
+        keys = list(dict.fromkeys(keys))
+        denied = {key for key in keys if not allowed(DESCRIBE, key)}
+        found = {key: await self._coordinator_for(key) for key in keys if key not in denied}
+        return find_coordinator_response(request, found.get, denied)
 
-    async def _describe(self, request: WireRequest) -> DescribeGroupsResponse:
+    async def _describe(
+        self, request: WireRequest, allowed: Callable[[str, str], bool]
+    ) -> DescribeGroupsResponse:
         asked: DescribeGroupsRequest = request_to_core(request)
         groups = []
         for group_id in asked.group_ids:
+            if not allowed(DESCRIBE, group_id):
+                groups.append(DescribedGroup(_DENIED, group_id, "", "", "", [], -1, ""))
+                continue
             answer = await self._route(group_id, DescribeGroupsRequest([group_id]))
             groups.extend(answer.groups)
         return DescribeGroupsResponse(groups)
 
-    async def _delete(self, request: WireRequest) -> DeleteGroupsResponse:
+    async def _delete(
+        self, request: WireRequest, allowed: Callable[[str, str], bool]
+    ) -> DeleteGroupsResponse:
         asked: DeleteGroupsRequest = request_to_core(request)
         results = []
         for group_id in dict.fromkeys(asked.group_ids):
+            if not allowed(DELETE, group_id):
+                results.append(DeletableGroupResult(group_id, _DENIED))
+                continue
             answer = await self._route(group_id, DeleteGroupsRequest([group_id]))
             results.extend(answer.results)
         return DeleteGroupsResponse(results)

@@ -17,8 +17,18 @@ Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) an
   together by ``max_buffered_bytes``: a read that would pass it closes its connection (else a
   thousand clients each holding a partial 10 MiB frame could hold 10 GiB).
 
-Only loopback addresses may be bound: authentication (SASL, TLS) and ACLs are not implemented
-yet, and an open listener would let anyone reset a group's offsets.
+Security (``ListenerSecurity``, Kafka's security protocols): with SSL or SASL_SSL the socket
+speaks TLS; with SASL_PLAINTEXT or SASL_SSL each connection has a ``SaslServer`` that answers
+ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated (frames are
+limited to Kafka's 512 KiB ``sasl.server.max.receive.size`` meanwhile) and closes the connection
+on anything else or on a failed authentication, as Kafka does; no request reaches the gateway
+before then. SaslAuthenticate is evaluated in a worker thread (PLAIN's key derivation costs
+~10 ms of CPU, which must not stall the partition's timers and heartbeats). An SSL listener
+with a CA file requires client certificates signed by it. The gateway is told the connection's
+principal (``User:<name>`` from SASL, ``User:<subject>`` from a client certificate, else
+``User:ANONYMOUS``) for its ACL checks. A listener binds loopback unless told otherwise, and
+only one that authenticates may bind anything else (``check_host``): without authentication
+anyone who can reach the port could reset a group's offsets.
 """
 
 from __future__ import annotations
@@ -26,11 +36,22 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import secrets
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Connection, ProtocolError, WireRequest
+from groupcoord.wire import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ApiKey,
+    Connection,
+    ProtocolError,
+    WireRequest,
+)
 from groupcoord.wire.connection import MAX_READ_BYTES
+from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer
+
+from .security import ListenerSecurity, UserStore, certificate_principal
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -38,23 +59,31 @@ DEFAULT_MAX_CONNECTIONS = 1_000
 DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # every connection's unparsed bytes together
 
-Respond = Callable[[WireRequest, str], Awaitable[object]]
+# (request, client host, principal) -> kio response
+Respond = Callable[[WireRequest, str, str], Awaitable[object]]
+# Bytes of a SCRAM server nonce before base64 (RFC 5802 asks for an unpredictable one).
+NONCE_BYTES = 24
 
 
-def check_loopback(host: str) -> None:
-    """ValueError unless ``host`` is a loopback address or ``localhost``."""
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (a host name is not)."""
     if host == "localhost":
-        return
+        return True
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
+        return False
+
+
+def check_host(host: str, security: ListenerSecurity) -> None:
+    """ValueError unless ``host`` is loopback or the listener authenticates its clients."""
+    if not host:
+        raise ValueError("listener host must not be empty")
+    if not is_loopback(host) and not security.authenticates:
         raise ValueError(
-            f"listener host must be an IP address or localhost, got {host!r}"
-        ) from None
-    if not loopback:
-        raise ValueError(
-            f"listener host {host} is not a loopback address: authentication "
-            "(SASL/TLS) is not implemented yet, so only local listeners are allowed"
+            f"listener host {host} is not a loopback address: a non-loopback listener needs "
+            f"authentication (security protocol SASL_SSL or SASL_PLAINTEXT, or SSL with client "
+            f"certificates from --ssl-cafile; not {security.protocol} without)"
         )
 
 
@@ -72,8 +101,10 @@ class KafkaListener:
         connection_max_idle_ms: int = DEFAULT_CONNECTION_MAX_IDLE_MS,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        security: ListenerSecurity | None = None,
     ) -> None:
-        check_loopback(host)
+        security = security or ListenerSecurity()
+        check_host(host, security)
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {port}")
         if max_connections < 1 or connection_max_idle_ms < 1:
@@ -85,18 +116,27 @@ class KafkaListener:
         self.connection_max_idle_ms = connection_max_idle_ms
         self.max_frame_bytes = max_frame_bytes
         self.max_buffered_bytes = max_buffered_bytes
+        self.security = security
+        self._users: UserStore | None = None
         self.buffered_bytes = 0  # unparsed bytes of every connection
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self.refused_connections = 0
         self.protocol_errors = 0
+        self.authentication_failures = 0
 
     @property
     def connections(self) -> int:
         return len(self._tasks)
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        """Bind and listen. The users file and TLS files are read here: ValueError, OSError or
+        ssl.SSLError when they cannot be."""
+        if self.security.sasl:
+            self._users = UserStore(self.security.users_file)  # type: ignore[arg-type]
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, ssl=self.security.ssl_context()
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -119,8 +159,8 @@ class KafkaListener:
         self._tasks.add(task)
         try:
             await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass  # the client went away, or its TLS was broken
         except asyncio.CancelledError:
             # close() ends every connection. Ending as cancelled would make asyncio's stream
             # callback ask a cancelled task for its exception and log a spurious traceback.
@@ -135,8 +175,16 @@ class KafkaListener:
         connection = Connection(max_frame_bytes=self.max_frame_bytes)
         idle_s = self.connection_max_idle_ms / 1000
         released: deque[WireRequest | ProtocolError] = deque()
+        sasl = None
+        if self._users is not None:
+            sasl = SaslServer(
+                self.security.sasl_mechanisms,
+                self._users.lookup,
+                lambda: secrets.token_urlsafe(NONCE_BYTES),
+            )
+            connection.max_frame_bytes = min(self.max_frame_bytes, MAX_RECEIVE_BYTES)
         try:
-            await self._answer(connection, reader, writer, client_host, idle_s, released)
+            await self._answer(connection, reader, writer, client_host, idle_s, released, sasl)
         finally:
             self.buffered_bytes -= connection.buffered_bytes
 
@@ -148,7 +196,11 @@ class KafkaListener:
         client_host: str,
         idle_s: float,
         released: deque[WireRequest | ProtocolError],
+        sasl: SaslServer | None,
     ) -> None:
+        principal = ANONYMOUS
+        if self.security.client_certificates:  # verified by the TLS handshake
+            principal = certificate_principal(writer.get_extra_info("peercert"))
         while True:
             while released:
                 item = released.popleft()
@@ -156,8 +208,28 @@ class KafkaListener:
                     self.protocol_errors += 1
                     log.info("closing connection from %s: %s", client_host, item.reason)
                     return
+                if sasl is not None and not sasl.complete:
+                    if item.api_key == ApiKey.SASL_AUTHENTICATE:
+                        # PLAIN derives a PBKDF2 key (~10 ms); hashlib releases the GIL, so a
+                        # worker thread keeps it off the partition's event loop.
+                        step = await asyncio.to_thread(sasl.receive, item)
+                    else:
+                        step = sasl.receive(item)
+                    if step.response is not None:
+                        writer.write(connection.send_response(item, step.response))
+                        await writer.drain()
+                    if step.close:
+                        self.authentication_failures += 1
+                        log.info("closing connection from %s: %s", client_host, step.reason)
+                        return
+                    connection.raw_sasl_tokens = sasl.raw_tokens and not sasl.complete
+                    if sasl.principal is not None:
+                        principal = sasl.principal
+                        connection.max_frame_bytes = self.max_frame_bytes
+                    released.extend(self._feed(connection, b""))
+                    continue
                 try:
-                    response = await self._respond(item, client_host)
+                    response = await self._respond(item, client_host, principal)
                 except ValueError as exc:
                     self.protocol_errors += 1
                     log.info(

@@ -16,6 +16,12 @@ Theory of operation
   ``bootstrap.servers``. It answers Metadata with the partition listeners as the brokers (not
   itself: an admin client that lists groups on every broker would see groups twice),
   FindCoordinator, and any group request, which it forwards to the group's partition actor.
+* **One security config for all.** ``WireConfig.security`` (``ListenerSecurity``: protocol,
+  SASL users file, TLS files, ACLs) travels with the config to every partition actor, so the
+  bootstrap listener and every partition listener authenticate and authorize alike; a request
+  is authorized by the listener that received it (the partition a bootstrap listener forwards
+  to trusts it). A listener bound to a wildcard address (``0.0.0.0``, ``::``) tells clients the
+  address of the node it runs on.
 """
 
 from __future__ import annotations
@@ -27,14 +33,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
+import ray
 from ray.exceptions import RayActorError
 
 from groupcoord.coordinator import Errors, partition_for
 from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 
 from .kafka_gateway import KafkaGateway
-from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_loopback
+from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_host
 from .responses import error_response
+from .security import ListenerSecurity
+
+WILDCARD_HOSTS = ("0.0.0.0", "::")
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -42,7 +52,8 @@ log = logging.getLogger("groupcoord.listener")
 class WireConfig(msgspec.Struct, frozen=True):
     """Where the Kafka listeners listen. ``bootstrap_port`` 0: any free port. ``partition_ports``
     0: each partition listener takes any free port; else partition n listens on
-    ``partition_ports + n`` (stable addresses across restarts on the same node)."""
+    ``partition_ports + n`` (stable addresses across restarts on the same node). ``host`` must be
+    loopback unless ``security`` authenticates clients (SASL, or client certificates)."""
 
     host: str = "127.0.0.1"
     bootstrap_port: int = 9092
@@ -50,9 +61,10 @@ class WireConfig(msgspec.Struct, frozen=True):
     metadata_refresh_ms: int = 1_000
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    security: ListenerSecurity = ListenerSecurity()
 
     def __post_init__(self) -> None:
-        check_loopback(self.host)
+        check_host(self.host, self.security)
         for name in ("bootstrap_port", "partition_ports"):
             value = getattr(self, name)
             if type(value) is not int or not 0 <= value <= 65535:
@@ -71,7 +83,15 @@ class WireConfig(msgspec.Struct, frozen=True):
             port=port,
             max_connections=self.max_connections,
             max_frame_bytes=self.max_frame_bytes,
+            security=self.security,
         )
+
+    def advertised_host(self) -> str:
+        """The host clients are told to connect to: ``host``, or this node's address when
+        ``host`` is a wildcard address."""
+        if self.host in WILDCARD_HOSTS:
+            return ray.util.get_node_ip_address()
+        return self.host
 
 
 class WireDirectory(msgspec.Struct):
@@ -109,12 +129,13 @@ class PartitionListener:
             change_topics=self._change_topics,
             cluster_id=f"groupcoord-{self.num_partitions}",
             topic_ids=lambda: self.directory.topic_ids,
+            authorizer=self.config.security.authorizer(),
         )
         self._listener = self.config.listener(
             gateway.respond, self.config.partition_port(self.partition)
         )
         port = await self._listener.start()
-        self.node = gateway.node = Node(self.partition, self.config.host, port)
+        self.node = gateway.node = Node(self.partition, self.config.advertised_host(), port)
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
         return self.node
 
@@ -193,12 +214,13 @@ class BootstrapListener:
             change_topics=change_topics,
             cluster_id=f"groupcoord-{num_partitions}",
             topic_ids=topic_ids,
+            authorizer=config.security.authorizer(),
         )
 
     async def start(self) -> Node:
         self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
         port = await self._listener.start()
-        self.gateway.node = Node(-1, self.config.host, port)
+        self.gateway.node = Node(-1, self.config.advertised_host(), port)
         return self.gateway.node
 
     async def close(self) -> None:

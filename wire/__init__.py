@@ -4,9 +4,10 @@
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
 messages to and from the core's (``fast_responses`` encodes the hot Heartbeat and OffsetCommit
-answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and
-Fetch from what the listener knows, and refuses Produce. No sockets, no clock, no event loop:
-the listeners in ``actors/`` do the I/O.
+answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and Fetch from
+what the listener knows, and refuses Produce; ``sasl`` authenticates a connection (PLAIN,
+SCRAM) and ``acl`` decides group ACLs. No sockets, no clock, no event loop: the listeners in
+``actors/`` do the I/O.
 
 The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
 from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
@@ -20,6 +21,7 @@ either. The alternatives in Python, kafka-python's and aiokafka's protocol modul
 hand-written structs rather than generated from Kafka's schemas.
 """
 
+from .acl import AclFile, AclRule, Authorizer, parse_acl_file
 from .apis import SUPPORTED_VERSIONS, ApiKey, api_versions_response
 from .builders import (
     Node,
@@ -38,6 +40,7 @@ from .connection import (
     WireRequest,
 )
 from .fast_responses import fast_response
+from .sasl import SaslServer, SaslStep, ScramCredential, illegal_state_response, scram_credential
 from .translate import (
     error_response,
     offset_fetch_from_core,
@@ -49,11 +52,17 @@ from .translate import (
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
+    "AclFile",
+    "AclRule",
     "ApiKey",
+    "Authorizer",
     "Connection",
     "EncodedResponse",
     "Node",
     "ProtocolError",
+    "SaslServer",
+    "SaslStep",
+    "ScramCredential",
     "WireRequest",
     "api_versions_response",
     "error_response",
@@ -64,8 +73,11 @@ __all__ = [
     "metadata_response",
     "offset_fetch_from_core",
     "offset_fetch_to_core",
+    "parse_acl_file",
+    "illegal_state_response",
     "produce_expects_response",
     "produce_response",
     "request_to_core",
     "response_from_core",
+    "scram_credential",
 ]

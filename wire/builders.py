@@ -19,7 +19,7 @@ Fetch v4+ (its message-format v2 feature) and otherwise retries ListOffsets in a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -50,12 +50,15 @@ class Node:
 
 
 def find_coordinator_response(
-    request: WireRequest, coordinator_for: Callable[[str], Node | None]
+    request: WireRequest,
+    coordinator_for: Callable[[str], Node | None],
+    denied: Collection[str] = (),
 ) -> Payload:
     """Answer FindCoordinator: ``coordinator_for(group_id)`` is the listener of the partition that
     owns the group, or None while it is not serving (COORDINATOR_NOT_AVAILABLE: clients retry).
     Keys of another type (transactions, share groups) get INVALID_REQUEST: groupcoord
-    coordinates consumer groups only."""
+    coordinates consumer groups only. Groups in ``denied`` (no Describe ACL) get
+    GROUP_AUTHORIZATION_FAILED."""
     cls = apis.response_class(request.api_key, request.api_version)
     body = request.body
     key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
@@ -68,6 +71,14 @@ def find_coordinator_response(
                 host="",
                 port=-1,
                 error_message=f"groupcoord coordinates groups only, not key type {key_type}",
+            )
+        if key in denied:
+            return dict(
+                error_code=ErrorCode.group_authorization_failed,
+                node_id=-1,
+                host="",
+                port=-1,
+                error_message="not authorized to describe the group",
             )
         node = coordinator_for(key)
         if node is None:

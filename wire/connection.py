@@ -12,7 +12,9 @@ version outside ``SUPPORTED_VERSIONS`` (Kafka's ``InvalidRequestException`` path
 does not decode. Bytes left after a decoded body are ignored, as Kafka's generated readers do:
 librdkafka's admin client sends three of them after a Metadata v12 request. The one exception
 is ApiVersions at a version above ours: it is answered in v0 with UNSUPPORTED_VERSION (KIP-511),
-see ``apis.api_versions_response``.
+see ``apis.api_versions_response``. After a SaslHandshake v0 the listener sets
+``raw_sasl_tokens``: frames are then bare SASL tokens (Kafka's pre-KIP-152 exchange), released
+as SaslAuthenticate v0 requests and answered with bare tokens, until it clears it.
 
 Bounds. Like a broker, which mutes a connection while a request is being handled, a connection
 releases at most ``max_in_flight_requests`` requests that have not been answered; while that many
@@ -66,6 +68,9 @@ class WireRequest:
     body_version: int
     frame_bytes: int
     sequence: int = field(repr=False, compare=False, default=0)
+    # A bare SASL token (after SaslHandshake v0), presented as a SaslAuthenticate v0 request;
+    # its answer is written as a bare token too (size, bytes), without a response header.
+    raw_sasl_token: bool = False
 
     @property
     def unsupported_api_versions(self) -> bool:
@@ -118,6 +123,7 @@ class Connection:
         self._answered: dict[int, bytes] = {}  # sequence -> frame, waiting for its turn
         self._next_sequence = 0
         self.error: ProtocolError | None = None
+        self.raw_sasl_tokens = False
 
     @property
     def closed(self) -> bool:
@@ -200,6 +206,8 @@ class Connection:
         return self.error
 
     def _parse(self, frame: bytes) -> WireRequest | ProtocolError:
+        if self.raw_sasl_tokens:
+            return self._raw_token(frame)
         try:
             api_key, at = read_int16(frame, 0)
             api_version, n = read_int16(frame, at)
@@ -240,6 +248,22 @@ class Connection:
         self._next_sequence += 1
         return request
 
+    def _raw_token(self, frame: bytes) -> WireRequest:
+        cls = apis.request_class(apis.ApiKey.SASL_AUTHENTICATE, 0)
+        request = WireRequest(
+            int(apis.ApiKey.SASL_AUTHENTICATE),
+            0,
+            -1,
+            None,
+            cls(auth_bytes=frame),
+            0,
+            len(frame),
+            self._next_sequence,
+            raw_sasl_token=True,
+        )
+        self._next_sequence += 1
+        return request
+
 
 def _skip_tagged_fields(frame: bytes, at: int) -> int:
     """Skip a tagged-field section (the request header's: none are defined, all are ignored)."""
@@ -257,7 +281,11 @@ def _skip_tagged_fields(frame: bytes, at: int) -> int:
 
 def encode_response(request: WireRequest, response: object) -> bytes:
     """The whole response frame: size, response header (v0, or v1 with an empty tagged-field
-    section for flexible requests), body (kio's entity, written here, or already encoded)."""
+    section for flexible requests), body (kio's entity, written here, or already encoded); for a
+    bare SASL token, its size and bytes only."""
+    if request.raw_sasl_token:
+        token = response.auth_bytes  # type: ignore[attr-defined]
+        return _SIZE.pack(len(token)) + token
     if type(response) is EncodedResponse:
         header = _SIZE.pack(request.correlation_id)
         if apis.response_header_version(request.api_key, request.body_version) == 1:

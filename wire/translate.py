@@ -21,8 +21,8 @@ Version rules applied here, each Kafka's:
   with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list (all topics) is
   v2+, and Kafka closes the connection of a v1 request holding one.
 - ListGroups v5 filters on group type: groupcoord's groups are all "classic".
-- DescribeGroups never computes authorized operations (no ACLs): it answers Kafka's "not
-  provided" value, as a broker does when they were not asked for.
+- DescribeGroups never computes authorized operations: it answers Kafka's "not provided"
+  value, as a broker does when they were not asked for.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``WirePartition`` runs a real ``PartitionRuntime`` (over a real ``PartitionLog`` in a temporary
 directory) and a ``KafkaListener`` on 127.0.0.1 in an event loop on its own thread, so blocking
 Kafka clients (librdkafka, kafka-python) can run in the test's thread. With one partition, the
-partition's listener is also the bootstrap listener.
+partition's listener is also the bootstrap listener. ``security`` configures the listener and
+its gateway as ``WireConfig.security`` does in the actors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.kafka_gateway import KafkaGateway
 from groupcoord.actors.kafka_listener import KafkaListener
 from groupcoord.actors.runtime import PartitionRuntime
+from groupcoord.actors.security import ListenerSecurity
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.storage import LogConfig, open_partition_log
 from groupcoord.wire import Node
@@ -25,9 +27,14 @@ START_TIMEOUT_S = 30
 
 class WirePartition:
     def __init__(
-        self, log_dir: str, topics: dict[str, int], config: CoordinatorConfig | None = None
+        self,
+        log_dir: str,
+        topics: dict[str, int],
+        config: CoordinatorConfig | None = None,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.topics = topics
+        self.security = security or ListenerSecurity()
         self.config = config or CoordinatorConfig(group_initial_rebalance_delay_ms=0)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -82,8 +89,9 @@ class WirePartition:
             change_topics=change_topics,
             cluster_id="groupcoord-test",
             topic_ids=self.catalog.topic_ids,
+            authorizer=self.security.authorizer(),
         )
-        self.listener = KafkaListener(gateway.respond)
+        self.listener = KafkaListener(gateway.respond, security=self.security)
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)
         return port

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from groupcoord.actors.kafka_listener import KafkaListener, check_loopback
+from groupcoord.actors.kafka_listener import KafkaListener, check_host
+from groupcoord.actors.security import ListenerSecurity
 
 from .kafka_inproc import WirePartition
 
@@ -155,8 +156,16 @@ def test_partial_frames_are_bounded_across_connections(tmp_path):
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "example.org"])
-def test_only_loopback_listeners_without_authentication(host):
-    with pytest.raises(ValueError, match="loopback|IP address"):
-        check_loopback(host)
-    with pytest.raises(ValueError):
-        KafkaListener(lambda request, peer: None, host=host)
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_only_loopback_listeners_without_authentication(host, protocol):
+    security = ListenerSecurity(protocol, ssl_certfile="cert.pem" if protocol == "SSL" else None)
+    with pytest.raises(ValueError, match="not a loopback address.*needs authentication"):
+        check_host(host, security)
+    with pytest.raises(ValueError, match="needs authentication"):
+        KafkaListener(lambda request, peer, principal: None, host=host, security=security)
+    sasl = ListenerSecurity("SASL_PLAINTEXT", users_file="users.json")
+    check_host(host, sasl)  # SASL authenticates: any address may be bound
+    certificates = ListenerSecurity("SSL", ssl_certfile="cert.pem", ssl_cafile="ca.pem")
+    check_host(host, certificates)  # so do required client certificates
+    for loopback in ("127.0.0.1", "::1", "localhost"):
+        check_host(loopback, security)

@@ -1,0 +1,114 @@
+"""Group ACLs as Kafka's authorizer applies them, pure (no files, no sockets).
+
+An ``AclFile`` lists allow and deny rules: a principal (``User:alice``, or ``User:*`` for
+everyone), a group pattern (a literal name, ``*`` for every group, or a prefix), the operations
+(``Read``, ``Describe``, ``Delete``, or ``All``) and the client host (``*``: any). It also names
+super users, who may do anything, and ``allow_everyone_if_no_acl_found`` (Kafka's broker setting
+of that name; False here, as in Kafka).
+
+``Authorizer.allowed`` decides one (principal, host, operation, group) the way Kafka's
+``StandardAuthorizer`` does for the group resource: a super user is allowed; else any matching
+deny rule denies; else a matching allow rule allows, where allowing Read or Delete also allows
+Describe (a deny of Describe does not deny Read); else, when no rule at all names the group,
+``allow_everyone_if_no_acl_found`` decides. A rule names a group when its literal name equals
+the group, it is the literal ``*``, or its prefix starts the group id.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+READ, DESCRIBE, DELETE, ALL = "Read", "Describe", "Delete", "All"
+OPERATIONS = (READ, DESCRIBE, DELETE, ALL)
+# Operations whose allow rules imply Describe (Kafka: Read, Write, Delete, Alter).
+_IMPLY_DESCRIBE = frozenset((READ, DELETE, ALL))
+WILDCARD = "*"
+
+
+class AclRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One rule: ``permission`` ("allow" or "deny") of ``operations`` on the groups that
+    ``group`` names (``pattern`` "literal" or "prefixed") for ``principal`` from ``host``."""
+
+    principal: str
+    group: str
+    operations: tuple[str, ...]
+    pattern: Literal["literal", "prefixed"] = "literal"
+    permission: Literal["allow", "deny"] = "allow"
+    host: str = WILDCARD
+
+    def __post_init__(self) -> None:
+        kind, _, name = self.principal.partition(":")
+        if kind != "User" or not name:
+            raise ValueError(f"principal must be User:<name> or User:*, got {self.principal!r}")
+        if not self.group:
+            raise ValueError('group must not be empty (use "*" for every group)')
+        if not self.operations:
+            raise ValueError("operations must name at least one of " + ", ".join(OPERATIONS))
+        for op in self.operations:
+            if op not in OPERATIONS:
+                raise ValueError(f"unknown operation {op!r}: expected {', '.join(OPERATIONS)}")
+
+    def names(self, group: str) -> bool:
+        if self.pattern == "prefixed":
+            return group.startswith(self.group)
+        return self.group in (group, WILDCARD)
+
+    def matches(self, principal: str, host: str) -> bool:
+        return self.principal in (principal, "User:*") and self.host in (host, WILDCARD)
+
+
+class AclFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The contents of an ACL file (JSON or TOML, see ``parse_acl_file``)."""
+
+    acls: tuple[AclRule, ...] = ()
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+
+    def __post_init__(self) -> None:
+        for user in self.super_users:
+            kind, _, name = user.partition(":")
+            if kind != "User" or not name or name == WILDCARD:
+                raise ValueError(f"super_users entries must be User:<name>, got {user!r}")
+
+
+def parse_acl_file(data: bytes, toml: bool) -> AclFile:
+    """Decode and check an ACL file (TOML when ``toml``, else JSON): ValueError with the
+    reason for anything malformed."""
+    try:
+        if toml:
+            return msgspec.toml.decode(data, type=AclFile)
+        return msgspec.json.decode(data, type=AclFile)
+    except msgspec.DecodeError as exc:  # ValidationError included; __post_init__'s too
+        raise ValueError(str(exc)) from None
+
+
+class Authorizer:
+    """Decides group operations from an ``AclFile`` (see the module docstring)."""
+
+    def __init__(self, acls: AclFile) -> None:
+        self.acls = acls
+        self._super_users = frozenset(acls.super_users)
+
+    def allowed(self, principal: str, host: str, operation: str, group: str) -> bool:
+        if operation not in (READ, DESCRIBE, DELETE):
+            raise ValueError(f"not a group operation: {operation!r}")
+        if principal in self._super_users:
+            return True
+        rules = [rule for rule in self.acls.acls if rule.names(group)]
+        if not rules:
+            return self.acls.allow_everyone_if_no_acl_found
+        mine = [rule for rule in rules if rule.matches(principal, host)]
+        if any(
+            rule.permission == "deny" and (operation in rule.operations or ALL in rule.operations)
+            for rule in mine
+        ):
+            return False
+        granting = {operation, ALL} | (_IMPLY_DESCRIBE if operation == DESCRIBE else set())
+        return any(
+            rule.permission == "allow" and not granting.isdisjoint(rule.operations) for rule in mine
+        )
+
+    def is_super_user(self, principal: str) -> bool:
+        return principal in self._super_users
