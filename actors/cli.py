@@ -44,6 +44,8 @@ from .admin import AdminClient
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
 from .demo_run import run_demo
 from .output import Output, show_descriptions
+from .serve_config import ConfigFileError, add_serve_options, parse_with_config, serve_settings
+from .server_log import SERVER_LOGS
 from .wire_service import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
@@ -128,6 +130,21 @@ def _wire_config(args) -> WireConfig | None:
     )
 
 
+def _progress(text: str) -> None:
+    """A progress line on stderr (stdout stays the tables, or one JSON document)."""
+    print(f"groupcoord: {text}", file=sys.stderr, flush=True)
+
+
+def _loaded(info: dict, loaded: int, total: int) -> None:
+    seconds = info.get("load_seconds")
+    took = f" in {seconds:.3f}s" if seconds is not None else ""
+    kafka = f", Kafka listener {info['kafka']}" if info.get("kafka") else ""
+    _progress(
+        f"partition {info['partition']} loaded {info.get('groups', 0)} groups{took} "
+        f"({loaded}/{total} serving){kafka}"
+    )
+
+
 def cmd_serve(args, out: Output) -> int:
     wire = _wire_config(args)
     if (
@@ -141,22 +158,41 @@ def cmd_serve(args, out: Output) -> int:
             "with `ray start --head` and pass --address (or run serve without "
             "--detach, which stays in the foreground)"
         )
+    settings = serve_settings(args)  # every check that needs no Ray, before Ray starts
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     deployment = None
     try:
+        if not ray.is_initialized():
+            target, source = bootstrap.resolve_address(args.address, embedded=True)
+            _progress(
+                "starting an embedded Ray"
+                if target == "local"
+                else f"connecting to the Ray cluster at {target} ({source})"
+            )
+        started = time.monotonic()
         # Ray installs its own SIGTERM handler (it prints a C++ stack and dies) when it
         # connects: connect first, then put ours in its place.
         ensure_ray(args.address, args.namespace)
         for s in previous:
             signal.signal(s, _raise_stopped)
+        _progress(f"Ray at {bootstrap.ray_address()} ({time.monotonic() - started:.1f}s)")
+        _progress(
+            f"starting {args.partitions} partitions; coordinator logs in "
+            f"{os.path.join(settings.log_dir, SERVER_LOGS)}/ (partition-<n>.log, router.log)"
+        )
         deployment = start(
             args.partitions,
-            args.log_dir,
+            settings.log_dir,
             namespace=args.namespace,
             address=args.address,
             wire=wire,
+            config=settings.config,
+            log_config=settings.log_config,
+            log_level=settings.log_level,
         )
-        infos = deployment.wait_ready(args.ready_timeout)
+        infos = deployment.wait_ready(args.ready_timeout, progress=_loaded)
+        if deployment.kafka is not None:
+            _progress(f"Kafka bootstrap listener up at {deployment.kafka}")
         out.note(
             f"groupcoord serving {deployment.num_partitions} partitions in namespace "
             f"{deployment.namespace!r}, logs in {deployment.log_dir} "
@@ -217,6 +253,8 @@ def cmd_serve(args, out: Output) -> int:
 
 def _connect(args):
     """The deployment, saying on stderr which cluster and namespace were reached."""
+    where = args.address or os.environ.get("RAY_ADDRESS")
+    _progress(f"connecting to Ray at {where} ..." if where else "looking for Ray on this host ...")
     deployment = connect(args.namespace, args.address)
     print(
         f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "
@@ -359,14 +397,25 @@ def parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="start the coordinator and stay up")
     common(serve, "Ray cluster (GCS host:port); default RAY_ADDRESS, else an embedded Ray")
-    serve.add_argument("--partitions", type=int, default=4)
-    serve.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
+    serve.add_argument(
+        "--partitions", type=int, default=4, help="offsets partitions (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--log-dir",
+        default=DEFAULT_LOG_DIR,
+        help="partition logs, deployment.json and server-logs/ (default: %(default)s)",
+    )
     serve.add_argument(
         "--detach",
         action="store_true",
         help="return once serving (the actors are detached and stay)",
     )
-    serve.add_argument("--ready-timeout", type=float, default=120.0)
+    serve.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=120.0,
+        help="how long to wait for every partition to load (default: %(default)s s)",
+    )
     serve.add_argument(
         "--kafka-port",
         type=int,
@@ -385,6 +434,7 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="partition n listens on BASE + n (default 0: any free port)",
     )
+    add_serve_options(serve)
 
     demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
     demo.add_argument("--seconds", type=float, default=6.0, help="consuming time per phase")
@@ -436,7 +486,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from groupcoord.spark_export import cli as lake_cli  # noqa: PLC0415
 
         return (lake_cli.export_main if argv[0] == "export" else lake_cli.report_main)(argv[1:])
-    args = parser().parse_args(argv)
+    try:
+        args = parse_with_config(parser(), "serve", argv)
+    except ConfigFileError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return 2
     out = Output(getattr(args, "json", False))
     if args.command == "groups":
         if args.action in ("describe", "delete") and not args.groups:
