@@ -165,7 +165,7 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
     """``value`` from the file as the option would have parsed it."""
     convert = action.type
     if type(value) is bool or isinstance(value, (dict, list)):
-        raise ConfigFileError(f"{where}: expected a {_kind(action)}, got {_toml_type(value)}")
+        raise ConfigFileError(f"{where}: expected {_kind(action)}, got {_toml_type(value)}")
     if convert in (None, str):
         if not isinstance(value, str):
             raise ConfigFileError(f"{where}: expected a string, got {_toml_type(value)}")
@@ -188,7 +188,7 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
 
 
 def _kind(action: argparse.Action) -> str:
-    return {int: "an integer", float: "a number"}.get(action.type, "string")
+    return {int: "an integer", float: "a number"}.get(action.type, "a string")
 
 
 def _toml_type(value: Any) -> str:

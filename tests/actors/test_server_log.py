@@ -5,27 +5,56 @@ partitions a cooperative newcomer gets in the follow-up round; real actors on a 
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
+import io
+import json
 import os
+import re
 
 import pytest
 
-from groupcoord.actors import SyncGroupMember, start, stop
+from groupcoord.actors import SyncGroupMember, connect, stop
+from groupcoord.actors.cli import main
 from groupcoord.actors.server_log import server_log_path
 from groupcoord.coordinator import partition_for
 
 from .helpers import HEARTBEAT_MS, REBALANCE_MS, SESSION_MS, TEST_CONFIG, member, wait_until
 
+NS = "gc-server-log"
+SERVED: dict[str, str] = {}  # serve's stdout and stderr
+
 
 @pytest.fixture(scope="module")
 def deployment(ray_session, tmp_path_factory):
+    # Started by the CLI, in this process (its Ray outlives the command, so --detach is fine),
+    # with the tests' short timeouts from a TOML file.
     log_dir = tmp_path_factory.mktemp("logs-server-log")
-    d = start(
-        2, str(log_dir), namespace="gc-server-log", config=TEST_CONFIG, log_level=logging.INFO
+    config = log_dir.parent / "server-log.toml"
+    config.write_text(
+        f"group-min-session-timeout-ms = {TEST_CONFIG.group_min_session_timeout_ms}\n"
+        f"group_initial_rebalance_delay_ms = {TEST_CONFIG.group_initial_rebalance_delay_ms}\n"
+        'log-level = "INFO"\npartitions = 2\n'
     )
-    d.wait_ready(60)
+    argv = ["serve", "--namespace", NS, "--log-dir", str(log_dir), "--config", str(config)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert main([*argv, "--detach", "--json"]) == 0
+    SERVED.update(stdout=stdout.getvalue(), stderr=stderr.getvalue())
+    d = connect(NS)
     yield d
     stop(d)
+
+
+def test_serve_reports_progress_on_stderr_and_one_document_on_stdout(deployment):
+    document = json.loads(SERVED["stdout"])  # --json: nothing else on stdout
+    assert document["log_dir"] == deployment.log_dir
+    lines = SERVED["stderr"].splitlines()
+    assert all(line.startswith("groupcoord: ") for line in lines), lines
+    logs = os.path.join(deployment.log_dir, "server-logs")
+    assert f"groupcoord: starting 2 partitions; coordinator logs in {logs}/" in SERVED["stderr"]
+    loaded = [line for line in lines if " loaded " in line]
+    assert len(loaded) == 2 and loaded[-1].endswith("(2/2 serving)"), lines
+    assert re.search(r"partition \d loaded 0 groups in \d+\.\d{3}s \(1/2 serving\)", loaded[0])
 
 
 def lines_of(deployment, group: str) -> list[str]:
