@@ -2,6 +2,7 @@
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]]
+                      [--config FILE.toml] [--log-level LEVEL] [one flag per setting: --help]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
                       | delete TOPIC
     groupcoord demo   [--seconds S] [--log-dir DIR]
