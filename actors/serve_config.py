@@ -30,6 +30,7 @@ from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.storage import LogConfig
 from groupcoord.storage.config import FSYNC_POLICIES
 
+from . import identity
 from .bootstrap import log_config_for
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -265,8 +266,9 @@ class ServeSettings(msgspec.Struct, frozen=True):
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
-    """The checked configuration ``serve`` runs with; ValueError (one line) for a bad value or
-    an unusable log directory. Creates the log directory when it is missing, nothing else."""
+    """The checked configuration ``serve`` runs with; ValueError (one line) for a bad value,
+    an unusable log directory or one whose ``deployment.json`` records another partition count
+    or namespace. Creates the log directory when it is missing, nothing else."""
     try:
         config = CoordinatorConfig(**{name: getattr(args, name) for name in COORDINATOR_HELP})
         fields = {name: getattr(args, name) for name in LOG_HELP}
@@ -277,9 +279,9 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
         log_config = log_config_for(config, LogConfig(**fields))
     except ValueError as exc:  # the Structs' own checks: say it with the flags' names
         raise ValueError(_FIELD.sub(lambda m: _flag(m[1]), str(exc))) from None
-    return ServeSettings(
-        config, log_config, usable_log_dir(args.log_dir), getattr(logging, args.log_level)
-    )
+    log_dir = usable_log_dir(args.log_dir)
+    identity.check(log_dir, args.partitions, args.namespace)  # deployment.json agrees
+    return ServeSettings(config, log_config, log_dir, getattr(logging, args.log_level))
 
 
 def usable_log_dir(path: str) -> str:

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from groupcoord.actors.cli import main, parser
+from groupcoord.actors.identity import claim
 from groupcoord.actors.serve_config import (
     ConfigFileError,
     add_serve_options,
@@ -116,6 +117,12 @@ def test_settings_are_built_and_checked_by_the_configuration_structs(tmp_path):
     ]:
         with pytest.raises(ValueError, match=re.escape(message)):
             serve_settings(parser().parse_args(["serve", "--log-dir", str(tmp_path), *argv]))
+    # The log root's deployment.json is checked too, before Ray, without writing anything.
+    claim(str(tmp_path), 2, "groupcoord")
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(ValueError, match="start it with --partitions 2 --namespace groupcoord"):
+        serve_settings(parser().parse_args(["serve", "--log-dir", str(tmp_path)]))
+    assert sorted(os.listdir(tmp_path)) == before
 
 
 def test_a_bad_log_dir_fails_before_ray_starts(tmp_path):
