@@ -105,6 +105,7 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--log-level",
+        type=str.upper,
         choices=LOG_LEVELS,
         default="INFO",
         help="level of the coordinator's logs in <log-dir>/server-logs/ (default: INFO)",

@@ -50,7 +50,7 @@ def test_the_file_sets_any_serve_option_and_flags_override_it(tmp_path, capsys):
         tmp_path,
         'partitions = 3\nkafka-host = "127.0.0.2"\nfsync_policy = "interval"\n'
         "group-max-size = 50\nretain-until-exported = true\ndetach = true\n"
-        'log-level = "DEBUG"\nready_timeout = 5\n',
+        'log-level = "debug"\nready_timeout = 5\n',
     )
     args = parse_with_config(
         parser(),
@@ -102,7 +102,7 @@ def test_a_bad_file_is_one_line_naming_the_file_and_key(tmp_path, capsys, text, 
 def test_settings_are_built_and_checked_by_the_configuration_structs(tmp_path):
     args = parser().parse_args(
         ["serve", "--log-dir", str(tmp_path / "new"), "--group-initial-rebalance-delay-ms", "0"]
-        + ["--fsync-policy", "never", "--segment-bytes", "65536", "--log-level", "WARNING"]
+        + ["--fsync-policy", "never", "--segment-bytes", "65536", "--log-level", "warning"]
     )
     settings = serve_settings(args)
     assert settings.config == CoordinatorConfig(group_initial_rebalance_delay_ms=0)
