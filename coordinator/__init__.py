@@ -5,6 +5,19 @@ Start reading at ``shard.py`` (theory of operation), then ``shard_members.py`` a
 """
 
 from .config import CoordinatorConfig
+from .consumer_group import ConsumerGroup, ConsumerGroupState, ConsumerMember
+from .consumer_messages import (
+    ConsumerGroupDescribeAssignment,
+    ConsumerGroupDescribeMember,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeTopicPartitions,
+    ConsumerGroupHeartbeatAssignment,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatTopicPartitions,
+    DescribedConsumerGroup,
+)
 from .errors import Errors
 from .group import GroupState, IllegalStateTransition
 from .messages import (
@@ -52,10 +65,37 @@ from .records import (
     Record,
 )
 from .routing import java_string_hashcode, partition_for, utils_abs
+from .server_assignors import (
+    SERVER_ASSIGNORS,
+    AssignmentSpec,
+    MemberSpec,
+    RangeAssignor,
+    ServerAssignor,
+    UniformAssignor,
+)
 from .shard import Event, SequentialIds, Shard, Step
 
 __all__ = [
+    "SERVER_ASSIGNORS",
+    "AssignmentSpec",
+    "ConsumerGroup",
+    "ConsumerGroupDescribeAssignment",
+    "ConsumerGroupDescribeMember",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupDescribeTopicPartitions",
+    "ConsumerGroupHeartbeatAssignment",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "ConsumerGroupHeartbeatTopicPartitions",
+    "ConsumerGroupState",
+    "ConsumerMember",
     "CoordinatorConfig",
+    "DescribedConsumerGroup",
+    "MemberSpec",
+    "RangeAssignor",
+    "ServerAssignor",
+    "UniformAssignor",
     "DeletableGroupResult",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .server_assignors import SERVER_ASSIGNORS
+
 INT32_MAX = 2**31 - 1
 
 DAY_MS = 24 * 60 * 60 * 1000
@@ -52,8 +54,18 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Offsets the retention cleanup examines per timer turn; it resumes 1 ms later.
     offsets_cleanup_max_offsets_per_turn: int = 10_000
 
+    # -- KIP-848 consumer groups (Kafka's group.consumer.* settings and defaults) -------------
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_size: int = INT32_MAX  # GROUP_MAX_SIZE_REACHED
+    # Server-side assignors a member may name (server_assignors.SERVER_ASSIGNORS); the first is
+    # the default. UNSUPPORTED_ASSIGNOR for any other name.
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
+            if name == "consumer_group_assignors":
+                continue
             value = getattr(self, name)
             if type(value) is not int:
                 raise ValueError(f"CoordinatorConfig.{name} must be an int, got {value!r}")
@@ -74,6 +86,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             "max_topics_per_request",
             "max_partitions_per_request",
             "offsets_cleanup_max_offsets_per_turn",
+            "consumer_group_session_timeout_ms",
+            "consumer_group_heartbeat_interval_ms",
+            "consumer_group_max_size",
         )
         for name in positive:
             if getattr(self, name) < 1:
@@ -85,6 +100,16 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(
                     f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}"
                 )
+        assignors = self.consumer_group_assignors
+        if (
+            type(assignors) is not tuple
+            or not assignors
+            or any(name not in SERVER_ASSIGNORS for name in assignors)
+        ):
+            raise ValueError(
+                "CoordinatorConfig.consumer_group_assignors must be a non-empty tuple of "
+                f"{sorted(SERVER_ASSIGNORS)}, got {assignors!r}"
+            )
         # Kafka does not check min <= max; nor do we (every join then fails
         # INVALID_SESSION_TIMEOUT).
 

@@ -1,7 +1,8 @@
 """Kafka's error codes (``Errors.java``), by name and number (spec §2.1).
 
-Only the codes the classic group coordinator can answer with are listed; the numbers are Kafka's,
-so a client that already understands Kafka error handling understands ours.
+Only the codes the group coordinator (classic and KIP-848 consumer groups) can answer with are
+listed; the numbers are Kafka's, so a client that already understands Kafka error handling
+understands ours.
 """
 
 from enum import IntEnum
@@ -43,6 +44,12 @@ class Errors(IntEnum):
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
+    # KIP-848's consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe, OffsetCommit)
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
     @property
     def retriable(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
+from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from .errors import Errors
 
 
@@ -159,6 +160,10 @@ class OffsetFetchRequest(_Msg):
     group_id: str
     partitions: list[TopicPartition] | None
     require_stable: bool = False
+    # OffsetFetch v9+ (KIP-848): checked against a consumer group's member epochs only; a
+    # classic group ignores them, as before.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 class OffsetFetchResponsePartition(_Msg):
@@ -261,6 +266,8 @@ REQUEST_TYPES = (
     DescribeGroupsRequest,
     ListGroupsRequest,
     DeleteGroupsRequest,
+    ConsumerGroupHeartbeatRequest,  # KIP-848 (consumer_messages)
+    ConsumerGroupDescribeRequest,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -5,13 +5,16 @@ of these, and ``Shard.replay`` is the only code that turns them into state.
 
 Evolution rule (msgspec): fields are only appended, each with a default, so an old reader decodes
 a new record and a new reader decodes an old one. ``RECORD_TYPES`` gives each key type the
-number that the storage envelope carries (Kafka's key versions: 1 = offset, 2 = group), so a
-reader that meets a number it does not know skips the record.
+number that the storage envelope carries (Kafka's key versions: 1 = offset, 2 = group, 3-8 =
+KIP-848's consumer-group records of ``consumer_records``), so a reader that meets a number it does
+not know skips the record.
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from .consumer_records import CONSUMER_RECORD_TYPES
 
 
 class OffsetCommitKey(msgspec.Struct, frozen=True):
@@ -53,6 +56,7 @@ class GroupMetadataValue(msgspec.Struct, frozen=True):
 
 
 class Record(msgspec.Struct, frozen=True):
+    # ``key`` is also any key type of ``consumer_records`` (its value: the matching value type).
     key: OffsetCommitKey | GroupMetadataKey
     value: OffsetCommitValue | GroupMetadataValue | None
 
@@ -61,5 +65,6 @@ class Record(msgspec.Struct, frozen=True):
 RECORD_TYPES: dict[int, tuple[type, type]] = {
     1: (OffsetCommitKey, OffsetCommitValue),
     2: (GroupMetadataKey, GroupMetadataValue),
+    **CONSUMER_RECORD_TYPES,
 }
 RECORD_TYPE_OF: dict[type, int] = {key: number for number, (key, _) in RECORD_TYPES.items()}

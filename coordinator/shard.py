@@ -30,7 +30,11 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
   and member ids come from the injected ``ids``: a seed reproduces a whole run.
 
 The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
-delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs).
+delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
+consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
+``consumer_membership`` (the topic catalog, leaving, fencing, timers) and ``consumer_admin``
+(ConsumerGroupDescribe, and the classic APIs on a consumer group's id); their records go through
+``consumer_group.apply``, live and on load.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ from typing import Any
 import msgspec
 
 from .config import CoordinatorConfig
+from .consumer_admin import ConsumerAdminMixin
+from .consumer_group import ConsumerGroup, apply
+from .consumer_heartbeat import ConsumerHeartbeatMixin
+from .consumer_membership import ConsumerMembershipMixin
+from .consumer_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from .consumer_records import CONSUMER_KEY_TYPES
 from .errors import Errors
 from .group import DEAD, Group, GroupState
 from .messages import (
@@ -116,7 +126,13 @@ class SequentialIds:
         )
 
 
-class Shard(MembershipMixin, OffsetsMixin):
+class Shard(
+    ConsumerAdminMixin,
+    ConsumerHeartbeatMixin,
+    ConsumerMembershipMixin,
+    MembershipMixin,
+    OffsetsMixin,
+):
     """One offsets partition's groups, offsets and deadlines. See the module docstring."""
 
     def __init__(
@@ -141,6 +157,8 @@ class Shard(MembershipMixin, OffsetsMixin):
         # Groups per state, kept by Group._set_state and by _put_group/_drop_group: the only
         # ways a group enters, leaves or changes state (see group.py).
         self._state_counts: dict[GroupState, int] = dict.fromkeys(GroupState, 0)
+        self._consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, by id
+        self._topics: dict[str, int] | None = None  # the topic catalog (update_topics)
         self._timer = TimingWheel(0)
         self._immediate: dict[Any, Any] = {}  # timers armed with delay <= 0 in this call
         self._parked = 0  # parked JoinGroup + SyncGroup requests
@@ -160,6 +178,8 @@ class Shard(MembershipMixin, OffsetsMixin):
             DescribeGroupsRequest: self._handle_describe,
             ListGroupsRequest: self._handle_list,
             DeleteGroupsRequest: self._handle_delete_groups,
+            ConsumerGroupHeartbeatRequest: self._handle_consumer_heartbeat,
+            ConsumerGroupDescribeRequest: self._handle_consumer_describe,
         }
         self._timer_actions = {
             "hb": self._expire_heartbeat,
@@ -167,6 +187,8 @@ class Shard(MembershipMixin, OffsetsMixin):
             "join": self._expire_join,
             "sync": self._expire_sync,
             "cleanup": self._run_offset_cleanup,
+            "consumer-session": self._expire_consumer_session,
+            "consumer-rebalance": self._expire_consumer_rebalance,
         }
 
     # -- the contract ---------------------------------------------------------------------------
@@ -192,6 +214,8 @@ class Shard(MembershipMixin, OffsetsMixin):
             self._apply_offset(key, value)
         elif type(key) is GroupMetadataKey:
             self._apply_group(key.group, value)
+        elif type(key) in CONSUMER_KEY_TYPES:
+            apply(self._consumer_groups, key, value)
         else:
             raise ValueError(f"unknown record key type {type(key).__name__}")
 
@@ -233,6 +257,7 @@ class Shard(MembershipMixin, OffsetsMixin):
             self._drop_group(group_id)  # offsets-only groups whose offsets were all deleted
         for group in self._groups.values():
             self._on_group_loaded(group)
+        self._on_consumer_groups_loaded()
         self._arm(("cleanup",), 0)  # Kafka runs the first cleanup at start-up
         return self._finish()
 
@@ -273,6 +298,7 @@ class Shard(MembershipMixin, OffsetsMixin):
                     member.sync_request = None
             group.transition_to(DEAD, self._now)
         self._groups.clear()
+        self._consumer_groups.clear()
         self._state_counts = dict.fromkeys(GroupState, 0)
         self._timer = TimingWheel(self._now)
         self._immediate.clear()
@@ -304,6 +330,17 @@ class Shard(MembershipMixin, OffsetsMixin):
             for gid, g in self._groups.items()
             if g.persisted is not None or g.offsets
         }
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._consumer_groups.get(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return list(self._consumer_groups.values())
+
+    def consumer_durable_state(self) -> dict[str, tuple]:
+        """Per consumer group, everything its records hold (``ConsumerGroup.durable``): what a
+        reload from this shard's records would restore."""
+        return {gid: g.durable() for gid, g in self._consumer_groups.items()}
 
     # -- machinery shared by the protocol mixins --------------------------------------------------
 

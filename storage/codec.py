@@ -168,21 +168,27 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
         raise RecordFormatError(f"undecodable batch payload: {exc}") from None
     records: list[Record | None] = []
     for index, env in enumerate(envelopes):
-        decoders = _type_decoders.get(env.record_type)
-        if decoders is None:
-            if env.record_type not in _warned_types:
-                _warned_types.add(env.record_type)
-                log.warning(
-                    "skipping records of unknown type %d (written by a newer version?)",
-                    env.record_type,
-                )
-            records.append(None)
-            continue
         try:
-            records.append(Record(decoders[0].decode(env.key), decoders[1].decode(env.value)))
+            records.append(decode_parts(env.record_type, env.key, env.value))
         except msgspec.MsgspecError as exc:
             raise RecordFormatError(f"record {index} of type {env.record_type}: {exc}") from None
     return records
+
+
+def decode_parts(
+    record_type: int, key: bytes | msgspec.Raw, value: bytes | msgspec.Raw
+) -> Record | None:
+    """One record from its type number and encoded key and value; None (with a warning, once
+    per type) for a type this reader does not know. msgspec.MsgspecError when undecodable."""
+    decoders = _type_decoders.get(record_type)
+    if decoders is None:
+        if record_type not in _warned_types:
+            _warned_types.add(record_type)
+            log.warning(
+                "skipping records of unknown type %d (written by a newer version?)", record_type
+            )
+        return None
+    return Record(decoders[0].decode(key), decoders[1].decode(value))
 
 
 # -- batches -------------------------------------------------------------------------------------

@@ -192,6 +192,8 @@ def load_partition(
                 offsets = offsets_of(group)
                 tracker.offsets += len(offsets)
                 shard.restore(group.group, group.metadata, offsets)
+                for record in image.records.get(group.group, ()):
+                    shard.replay(record)  # KIP-848 consumer-group records
                 tracker.tick("snapshot")
             tracker.tick("snapshot", force=True)
         if state is not None:

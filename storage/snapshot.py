@@ -3,10 +3,13 @@
 Theory of operation
 -------------------
 A snapshot file ``snapshot-<offset:020d>.snap`` holds the state that replaying every record with
-an offset below ``offset`` gives: per group, its latest group record (``None`` once tombstoned)
-and its live offsets; dead tombstones and groups with neither are dropped. Layout: a 36-byte
-little-endian header (magic ``b"GCS\\x01"``, CRC-32 of the rest, payload length, offset, offset
-count, group count) and a msgpack payload, the array of one ``SnapGroup`` per group.
+an offset below ``offset`` gives: per group, its latest group record (``None`` once tombstoned),
+its live offsets, and the latest value of each of its other records (KIP-848's consumer-group
+records, kept as ``SnapRecord`` envelopes: type number, encoded key, encoded value, so a reader
+skips the types it does not know); dead tombstones and groups with none of these are dropped.
+Layout: a 36-byte little-endian header (magic ``b"GCS\\x01"``, CRC-32 of the rest, payload
+length, offset, offset count, group count) and a msgpack payload, the array of one ``SnapGroup``
+per group.
 
 ``SnapGroup`` is array-like and holds its offsets column-wise per topic (partition numbers, then
 the values as array-like ``SnapValue``), so a million offsets decode in one fast msgspec pass
@@ -35,11 +38,15 @@ import msgspec
 from msgspec.structs import astuple, fields
 
 from groupcoord.coordinator.records import (
+    RECORD_TYPE_OF,
+    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
 )
+
+from .codec import decode_parts
 
 SNAPSHOT_MAGIC = b"GCS\x01"
 SNAPSHOT_HEADER = struct.Struct("<4sIQQQI")
@@ -71,10 +78,20 @@ class SnapTopic(msgspec.Struct, array_like=True, frozen=True):
     values: list[SnapValue]  # type: ignore[valid-type]
 
 
+class SnapRecord(msgspec.Struct, array_like=True, frozen=True):
+    """A record other than an offset or classic group record: its envelope, as the log's."""
+
+    record_type: int
+    key: msgspec.Raw
+    value: msgspec.Raw
+
+
 class SnapGroup(msgspec.Struct, array_like=True, frozen=True):
     group: str
     metadata: GroupMetadataValue | None
     topics: list[SnapTopic]
+    # Appended (older readers ignore it; older snapshots decode with none).
+    records: list[SnapRecord] = []
 
 
 class SnapshotDamaged(ValueError):
@@ -158,6 +175,14 @@ class SnapshotImage(msgspec.Struct, frozen=True):
     raws: list[msgspec.Raw]
     offset_count: int
     size_bytes: int
+    # Per group id, its ``SnapGroup.records`` decoded (types this reader knows), in order.
+    records: dict[str, list[Record]] = {}
+
+
+def records_of(group: SnapGroup) -> list[Record]:
+    """A snapshot group's other records, decoded; unknown types are skipped (a warning)."""
+    decoded = (decode_parts(r.record_type, r.key, r.value) for r in group.records)
+    return [record for record in decoded if record is not None]
 
 
 def read_snapshot(path: str) -> SnapshotImage:
@@ -185,22 +210,25 @@ def read_snapshot(path: str) -> SnapshotImage:
     try:
         raws = _raws_decoder.decode(view[SNAPSHOT_HEADER.size :])
         groups = [_group_decoder.decode(raw) for raw in raws]
+        records = {group.group: records_of(group) for group in groups if group.records}
     except msgspec.MsgspecError as exc:
         raise SnapshotDamaged(f"undecodable: {exc}") from None
     if len(groups) != group_count:
         raise SnapshotDamaged(f"{len(groups)} groups, header says {group_count}")
-    return SnapshotImage(offset, groups, raws, offset_count, len(buf))
+    return SnapshotImage(offset, groups, raws, offset_count, len(buf), records)
 
 
 class _Delta:
     """The records appended for one group since the base: its group record and offset changes."""
 
-    __slots__ = ("has_metadata", "metadata", "offsets")
+    __slots__ = ("has_metadata", "metadata", "offsets", "records")
 
     def __init__(self) -> None:
         self.has_metadata = False
         self.metadata: GroupMetadataValue | None = None
         self.offsets: dict[tuple[str, int], OffsetCommitValue | None] = {}
+        # (record type, encoded key) -> latest value (None: tombstone), other record types
+        self.records: dict[tuple[int, bytes], object] = {}
 
 
 class CompactState:
@@ -231,8 +259,10 @@ class CompactState:
                 delta = overlay[key.group] = _Delta()
             if type(key) is OffsetCommitKey:
                 delta.offsets[(key.topic, key.partition)] = record.value
-            else:
+            elif type(key) is GroupMetadataKey:
                 delta.has_metadata, delta.metadata = True, record.value
+            else:
+                delta.records[(RECORD_TYPE_OF[type(key)], _encoder.encode(key))] = record.value
 
     def compact(self) -> tuple[list[msgspec.Raw], int]:
         """Fold the overlay into the base; returns (encoded groups, live offset count)."""
@@ -267,7 +297,17 @@ def _merge(group_id: str, group: SnapGroup | None, delta: _Delta) -> tuple[msgsp
             offsets.pop(key, None)  # a tombstone only matters until compaction
         else:
             offsets[key] = SnapValue(*astuple(value))
-    if metadata is None and not offsets:
+    records = {
+        (r.record_type, bytes(r.key)): r for r in (group.records if group is not None else ())
+    }
+    for (record_type, key), value in delta.records.items():
+        if value is None:
+            records.pop((record_type, key), None)
+        else:
+            records[(record_type, key)] = SnapRecord(
+                record_type, msgspec.Raw(key), msgspec.Raw(_encoder.encode(value))
+            )
+    if metadata is None and not offsets and not records:
         return None, 0
     columns: dict[str, tuple[list[int], list]] = {}
     for (topic, partition), value in offsets.items():
@@ -277,4 +317,5 @@ def _merge(group_id: str, group: SnapGroup | None, delta: _Delta) -> tuple[msgsp
     topics = [
         SnapTopic(topic, partitions, values) for topic, (partitions, values) in columns.items()
     ]
-    return msgspec.Raw(_encoder.encode(SnapGroup(group_id, metadata, topics))), len(offsets)
+    snap = SnapGroup(group_id, metadata, topics, list(records.values()))
+    return msgspec.Raw(_encoder.encode(snap)), len(offsets)

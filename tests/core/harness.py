@@ -251,6 +251,7 @@ def scanned_state_counts(shard: Shard) -> dict[str, int]:
 def assert_replay_equivalent(shard: Shard, records) -> None:
     fresh = replayed_shard(shard, records)
     assert fresh.durable_state() == shard.durable_state()
+    assert fresh.consumer_durable_state() == shard.consumer_durable_state()
     assert fresh.group_state_counts() == scanned_state_counts(fresh)
     assert shard.group_state_counts() == scanned_state_counts(shard)
     for group in fresh.groups():
