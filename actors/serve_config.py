@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.coordinator.server_assignors import SERVER_ASSIGNORS
 from groupcoord.storage import LogConfig
 from groupcoord.storage.config import FSYNC_POLICIES
 
@@ -59,6 +60,10 @@ COORDINATOR_HELP = {
     "max_members_per_request": ("members in one LeaveGroup/SyncGroup", "members"),
     "max_topics_per_request": ("topics in one OffsetCommit/Fetch/Delete", "topics"),
     "max_partitions_per_request": ("partitions in one OffsetCommit/Fetch/Delete", "partitions"),
+    "consumer_group_session_timeout_ms": ("KIP-848 consumer groups: member session", "ms"),
+    "consumer_group_heartbeat_interval_ms": ("KIP-848 consumer groups: heartbeat interval", "ms"),
+    "consumer_group_max_size": ("KIP-848 consumer groups: members per group", "members"),
+    "consumer_group_assignors": ("KIP-848 server-side assignors; the first is the default", ""),
     "offsets_cleanup_max_offsets_per_turn": (
         "offsets the retention cleanup examines per timer turn",
         "offsets",
@@ -79,6 +84,8 @@ LOG_HELP = {
 # Raised by default so that the log holds the largest record the coordinator accepts
 # (bootstrap.log_config_for): a fixed default here would be refused.
 _FITTED = ("max_record_bytes", "max_batch_bytes")
+_CHOICES = {"fsync_policy": FSYNC_POLICIES, "consumer_group_assignors": tuple(SERVER_ASSIGNORS)}
+_UNITS = {"ms": "ms", "bytes": "bytes"}
 _FIELD = re.compile(r"\b(?:CoordinatorConfig|LogConfig)\.(\w+)")
 
 
@@ -111,42 +118,32 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         help="level of the coordinator's logs in <log-dir>/server-logs/ (default: INFO)",
     )
     coordinator = serve.add_argument_group("coordinator settings (Kafka's broker settings)")
-    coordinator_defaults = CoordinatorConfig()
-    for name, (text, unit) in COORDINATOR_HELP.items():
-        default = getattr(coordinator_defaults, name)
-        coordinator.add_argument(
-            _flag(name), type=int, default=default, metavar="N", help=_help(text, unit, default)
-        )
+    defaults = CoordinatorConfig()
+    for name in CoordinatorConfig.__struct_fields__:
+        _add_field(coordinator, name, getattr(defaults, name), COORDINATOR_HELP)
     storage = serve.add_argument_group("partition log settings")
     defaults = LogConfig()
-    for name, (text, unit) in LOG_HELP.items():
-        default = getattr(defaults, name)
-        if type(default) is bool:
-            storage.add_argument(
-                _flag(name),
-                action=argparse.BooleanOptionalAction,
-                default=default,
-                help=_help(text, unit, default),
-            )
-        elif name == "fsync_policy":
-            storage.add_argument(
-                _flag(name),
-                choices=FSYNC_POLICIES,
-                default=default,
-                help=_help(text, unit, default),
-            )
-        elif name in _FITTED:
-            storage.add_argument(
-                _flag(name),
-                type=int,
-                default=None,
-                metavar="N",
-                help=_help(text, unit, "fits the largest coordinator record"),
-            )
-        else:
-            storage.add_argument(
-                _flag(name), type=int, default=default, metavar="N", help=_help(text, unit, default)
-            )
+    for name in LogConfig.__struct_fields__:
+        _add_field(storage, name, getattr(defaults, name), LOG_HELP)
+
+
+def _add_field(group: Any, name: str, default: Any, described: dict) -> None:
+    """The flag of one configuration field, its kind taken from the field's default: a field
+    added to a Struct later gets a flag (and a file key) without a change here."""
+    text, unit = described.get(
+        name, (name.replace("_", " "), _UNITS.get(name.rpartition("_")[2], ""))
+    )
+    options: dict[str, Any] = {"default": default, "choices": _CHOICES.get(name)}
+    if type(default) is bool:
+        options["action"] = argparse.BooleanOptionalAction
+    elif type(default) is tuple:
+        options.update(nargs="+", metavar="NAME")
+        default = " ".join(default)
+    elif type(default) is int:
+        options.update(type=int, metavar="N")
+    if name in _FITTED:
+        options["default"], default, unit = None, "fits the largest coordinator record", ""
+    group.add_argument(_flag(name), help=_help(text, unit, default), **options)
 
 
 # -- the TOML file -------------------------------------------------------------------------------
@@ -271,8 +268,8 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     an unusable log directory or one whose ``deployment.json`` records another partition count
     or namespace. Creates the log directory when it is missing, nothing else."""
     try:
-        config = CoordinatorConfig(**{name: getattr(args, name) for name in COORDINATOR_HELP})
-        fields = {name: getattr(args, name) for name in LOG_HELP}
+        config = CoordinatorConfig(**_fields(args, CoordinatorConfig))
+        fields = _fields(args, LogConfig)
         fitted = log_config_for(config)  # storage's defaults, raised to hold the largest record
         for name in _FITTED:
             if fields[name] is None:
@@ -283,6 +280,12 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     log_dir = usable_log_dir(args.log_dir)
     identity.check(log_dir, args.partitions, args.namespace)  # deployment.json agrees
     return ServeSettings(config, log_config, log_dir, getattr(logging, args.log_level))
+
+
+def _fields(args: argparse.Namespace, struct: type) -> dict[str, Any]:
+    """The Struct's fields as parsed (a list, from ``nargs`` or the file, becomes a tuple)."""
+    values = {name: getattr(args, name) for name in struct.__struct_fields__}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 def usable_log_dir(path: str) -> str:

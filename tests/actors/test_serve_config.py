@@ -50,7 +50,8 @@ def test_the_file_sets_any_serve_option_and_flags_override_it(tmp_path, capsys):
         tmp_path,
         'partitions = 3\nkafka-host = "127.0.0.2"\nfsync_policy = "interval"\n'
         "group-max-size = 50\nretain-until-exported = true\ndetach = true\n"
-        'log-level = "debug"\nready_timeout = 5\n',
+        'log-level = "debug"\nready_timeout = 5\nconsumer-group-assignors = ["range"]\n'
+        f'log-dir = "{tmp_path / "logs"}"\n',
     )
     args = parse_with_config(
         parser(),
@@ -61,6 +62,7 @@ def test_the_file_sets_any_serve_option_and_flags_override_it(tmp_path, capsys):
     assert args.group_max_size == 50 and args.retain_until_exported is True
     assert args.ready_timeout == 5.0 and args.log_level == "DEBUG"
     assert args.detach is True and args.freeze_loaded_state is False
+    assert serve_settings(args).config.consumer_group_assignors == ("range",)
 
 
 def test_options_added_by_anyone_get_file_support(tmp_path):
