@@ -34,6 +34,12 @@ from groupcoord.coordinator.consumer_protocol import (
 
 Partitions = frozenset[tuple[str, int]]
 MAX_TOPICS = 10_000
+# Put by a groupcoord leader in the user data of every assignment (one the assignor left
+# without user data) when some member must revoke partitions first, i.e. when a follow-up
+# cooperative rebalance (KIP-429) will move them: a member given nothing yet learns that its
+# partitions are coming, so ``wait_assigned`` does not return an empty assignment for good.
+# Kafka's assignors ignore an assignment's user data; any other value means "not announced".
+FOLLOW_UP_MARKER = b"groupcoord:follow-up-rebalance"
 
 
 def resolve_assignor(spec: Any):
@@ -160,13 +166,23 @@ class AssignmentPlan:
         counts = self._remember_counts(subscriptions)
         partitions_per_topic = {t: n for t, n in counts.items() if n}
         plan = assignor.assign(partitions_per_topic, subscriptions)
-        return {
-            member_id: encode_assignment(plan.get(member_id, Assignment(())))
-            for member_id in subscriptions
-        }
+        follow_up = any(
+            set(sub.owned_partitions) - set(plan.get(member_id, Assignment(())).partitions)
+            for member_id, sub in subscriptions.items()
+        )
+        result = {}
+        for member_id in subscriptions:
+            assignment = plan.get(member_id, Assignment(()))
+            if follow_up and assignment.user_data is None:
+                assignment = Assignment(assignment.partitions, FOLLOW_UP_MARKER)
+            result[member_id] = encode_assignment(assignment)
+        return result
 
     @staticmethod
-    def decode(assignment: bytes) -> Partitions:
+    def decode(assignment: bytes) -> tuple[Partitions, bool]:
+        """The partitions of an assignment, and whether its leader announced a follow-up
+        rebalance (``FOLLOW_UP_MARKER``)."""
         if not assignment:
-            return frozenset()
-        return frozenset(decode_assignment(assignment).partitions)
+            return frozenset(), False
+        decoded = decode_assignment(assignment)
+        return frozenset(decoded.partitions), decoded.user_data == FOLLOW_UP_MARKER

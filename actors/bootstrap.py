@@ -19,8 +19,10 @@ driver. ``stop()`` closes the partitions cleanly (flush, locks released) and kil
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -59,13 +61,22 @@ class Deployment(msgspec.Struct, frozen=True):
     def infos(self) -> list[dict]:
         return ray.get([h.info.remote() for h in self.partitions()])
 
-    def wait_ready(self, timeout_s: float = 60.0) -> list[dict]:
+    def wait_ready(
+        self, timeout_s: float = 60.0, progress: Callable[[dict, int, int], None] | None = None
+    ) -> list[dict]:
         """Wait until every partition has loaded its log; returns their ``info()``. Raises
         RuntimeError at once for a partition that cannot load, TimeoutError (one line naming
-        the partitions and why) when they are not serving in time."""
+        the partitions and why) when they are not serving in time. ``progress(info, loaded,
+        total)`` is called once per partition as it is seen serving."""
         deadline = time.monotonic() + timeout_s
+        seen: set[int] = set()
         while True:
             infos = self.infos()
+            for n, info in enumerate(infos):
+                if info["state"] == "serving" and n not in seen:
+                    seen.add(n)
+                    if progress is not None:
+                        progress(info, len(seen), len(infos))
             if all(i["state"] == "serving" for i in infos):
                 return infos
             if any(i["state"] in BROKEN_STATES for i in infos):
@@ -212,11 +223,13 @@ def start(
     address: str | None = None,
     num_cpus: int | None = None,
     wire: WireConfig | None = None,
+    log_level: int = logging.INFO,
 ) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
     ``log_dir`` must be reachable from every node Ray may restart a partition on: a local
-    directory for the embedded single-node default, a shared filesystem on a cluster.
+    directory for the embedded single-node default, a shared filesystem on a cluster. The
+    actors log at ``log_level`` to ``<log_dir>/server-logs/`` (``server_log``).
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ValueError(
@@ -253,7 +266,7 @@ def start(
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
-    ).remote(num_partitions, log_dir, namespace, config, log_config, cluster_id, wire)
+    ).remote(num_partitions, log_dir, namespace, config, log_config, cluster_id, wire, log_level)
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")

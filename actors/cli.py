@@ -4,6 +4,7 @@
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
+                      [--config FILE.toml] [--log-level LEVEL] [one flag per setting: --help]
     groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
                       [--users-file F | --log-dir DIR]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
@@ -54,6 +55,8 @@ from .security import (
     UsersFile,
     read_acl_file,
 )
+from .serve_config import add_serve_options, parse_with_config, serve_settings
+from .server_log import SERVER_LOGS
 from .wire_service import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
@@ -153,6 +156,21 @@ def _wire_config(args) -> WireConfig | None:
     return wire
 
 
+def _progress(text: str) -> None:
+    """A progress line on stderr (stdout stays the tables, or one JSON document)."""
+    print(f"groupcoord: {text}", file=sys.stderr, flush=True)
+
+
+def _loaded(info: dict, loaded: int, total: int) -> None:
+    seconds = info.get("load_seconds")
+    took = f" in {seconds:.3f}s" if seconds is not None else ""
+    kafka = f", Kafka listener {info['kafka']}" if info.get("kafka") else ""
+    _progress(
+        f"partition {info['partition']} loaded {info.get('groups', 0)} groups{took} "
+        f"({loaded}/{total} serving){kafka}"
+    )
+
+
 def cmd_serve(args, out: Output) -> int:
     wire = _wire_config(args)
     if (
@@ -166,22 +184,41 @@ def cmd_serve(args, out: Output) -> int:
             "with `ray start --head` and pass --address (or run serve without "
             "--detach, which stays in the foreground)"
         )
+    settings = serve_settings(args)  # every check that needs no Ray, before Ray starts
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     deployment = None
     try:
+        if not ray.is_initialized():
+            target, source = bootstrap.resolve_address(args.address, embedded=True)
+            _progress(
+                "starting an embedded Ray"
+                if target == "local"
+                else f"connecting to the Ray cluster at {target} ({source})"
+            )
+        started = time.monotonic()
         # Ray installs its own SIGTERM handler (it prints a C++ stack and dies) when it
         # connects: connect first, then put ours in its place.
         ensure_ray(args.address, args.namespace)
         for s in previous:
             signal.signal(s, _raise_stopped)
+        _progress(f"Ray at {bootstrap.ray_address()} ({time.monotonic() - started:.1f}s)")
+        _progress(
+            f"starting {args.partitions} partitions; coordinator logs in "
+            f"{os.path.join(settings.log_dir, SERVER_LOGS)}/ (partition-<n>.log, router.log)"
+        )
         deployment = start(
             args.partitions,
-            args.log_dir,
+            settings.log_dir,
             namespace=args.namespace,
             address=args.address,
             wire=wire,
+            config=settings.config,
+            log_config=settings.log_config,
+            log_level=settings.log_level,
         )
-        infos = deployment.wait_ready(args.ready_timeout)
+        infos = deployment.wait_ready(args.ready_timeout, progress=_loaded)
+        if deployment.kafka is not None:
+            _progress(f"Kafka bootstrap listener up at {deployment.kafka}")
         out.note(
             f"groupcoord serving {deployment.num_partitions} partitions in namespace "
             f"{deployment.namespace!r}, logs in {deployment.log_dir} "
@@ -363,14 +400,25 @@ def parser() -> OneLineParser:
 
     serve = sub.add_parser("serve", help="start the coordinator and stay up")
     common(serve, "Ray cluster (GCS host:port); default RAY_ADDRESS, else an embedded Ray")
-    serve.add_argument("--partitions", type=int, default=4)
-    serve.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
+    serve.add_argument(
+        "--partitions", type=int, default=4, help="offsets partitions (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--log-dir",
+        default=DEFAULT_LOG_DIR,
+        help="partition logs, deployment.json and server-logs/ (default: %(default)s)",
+    )
     serve.add_argument(
         "--detach",
         action="store_true",
         help="return once serving (the actors are detached and stay)",
     )
-    serve.add_argument("--ready-timeout", type=float, default=120.0)
+    serve.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=120.0,
+        help="how long to wait for every partition to load (default: %(default)s s)",
+    )
     serve.add_argument(
         "--kafka-port",
         type=int,
@@ -432,6 +480,7 @@ def parser() -> OneLineParser:
         help="group ACLs (.json or .toml; README: Security). With it, anything not allowed "
         "is denied; without it every client may do everything",
     )
+    add_serve_options(serve)
 
     users = sub.add_parser("users", help="SASL users of the Kafka listeners (SCRAM credentials)")
     users.add_argument("action", choices=("add", "list", "delete"))
@@ -518,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"groupcoord {args.command}: unrecognized arguments: {' '.join(extra)} "
                 f"(see groupcoord {args.command} --help)"
             )
+        if args.command == "serve":  # its --config FILE supplies defaults for its flags
+            args = parse_with_config(parser(), "serve", argv)
         return commands[args.command](args, Output(getattr(args, "json", False)))
     except SystemExit as done:  # --help and --version print, then exit through argparse
         return done.code if isinstance(done.code, int) else EXIT_OK

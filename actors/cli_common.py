@@ -9,6 +9,7 @@ several and no ``--address``, nothing in that namespace).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import NoReturn
 
@@ -38,7 +39,16 @@ def add_common(parser: argparse.ArgumentParser, address_help: str, namespace: st
 
 
 def connect_and_say(namespace: str, address: str | None) -> Deployment:
-    """The deployment, saying on stderr which cluster and namespace were reached."""
+    """The deployment, saying on stderr where it looks first (connecting can wait) and then
+    which cluster and namespace were reached."""
+    where = address or os.environ.get("RAY_ADDRESS")
+    print(
+        f"groupcoord: connecting to Ray at {where} ..."
+        if where
+        else "groupcoord: looking for Ray on this host ...",
+        file=sys.stderr,
+        flush=True,
+    )
     deployment = connect(namespace, address)
     print(
         f"groupcoord: Ray at {deployment.ray_address} ({deployment.ray_source}), namespace "

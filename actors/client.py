@@ -178,7 +178,18 @@ class GroupMember:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
-        """Wait until the member holds the assignment of a Stable generation."""
+        """Wait until the member has applied the assignment of a generation and no rebalance
+        is under way or announced for it, then return what it owns.
+
+        Under the cooperative protocol a partition that changes owner moves in two rounds
+        (KIP-429): the first round gives the newcomer nothing while the old owner revokes it,
+        the follow-up round hands it over. A groupcoord leader announces the follow-up in the
+        assignment (``FOLLOW_UP_MARKER``), so this waits for that round too and a newcomer
+        gets its partitions, not an empty set. (A leader of another client library announces
+        nothing: then this returns after the first round, as Kafka's consumer would.) An
+        empty result means the group gave this member nothing (more members than
+        partitions). ``timeout_s`` bounds the whole wait (``TimeoutError``); a member that
+        stopped on a fatal error raises it (``GroupMemberError``)."""
         await asyncio.wait_for(self._assigned.wait(), timeout_s)
         if self._fatal is not None:
             raise self._fatal
@@ -422,7 +433,7 @@ class GroupMember:
         return None
 
     async def _apply(self, assignment_bytes: bytes) -> None:
-        new = self.plan.decode(assignment_bytes)
+        new, follow_up = self.plan.decode(assignment_bytes)
         owned = self.assignment
         self.rebalances += 1
         self._needs_join = self._joining = False
@@ -442,7 +453,7 @@ class GroupMember:
         else:
             self.assignment = new
             await call_listener(self.listener.on_partitions_assigned, new)
-        if not self._needs_join:
+        if not self._needs_join and not follow_up:
             self._assigned.set()
 
     # -- offsets ---------------------------------------------------------------------------------
@@ -572,6 +583,7 @@ class SyncGroupMember:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
 
     def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
+        """As ``GroupMember.wait_assigned`` (follow-up cooperative rounds included)."""
         return self._run(self.member.wait_assigned(timeout_s))
 
     def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:

@@ -61,13 +61,13 @@ def read_identity(log_dir: str) -> DeploymentIdentity | None:
         ) from None
 
 
-def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdentity:
-    """The identity of ``log_dir`` for a start with these settings: read, or made and written
-    on first start. ValueError (one line: what differs, what to do) when they disagree."""
-    os.makedirs(log_dir, exist_ok=True)
-    identity = read_identity(log_dir)
+def check(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdentity | None:
+    """The identity recorded in ``log_dir`` if it agrees with these settings, None when there
+    is none yet; ValueError (one line: what differs, what to do) when they disagree. Reads
+    only, so ``serve`` can ask before it starts Ray."""
+    identity = read_identity(log_dir) if os.path.isdir(log_dir) else None
     if identity is None:
-        existing = _existing_partitions(log_dir)
+        existing = _existing_partitions(log_dir) if os.path.isdir(log_dir) else []
         # Evidence of another count: a partition beyond this one's, or a complete other set.
         if existing and (
             existing[-1] >= num_partitions
@@ -78,9 +78,7 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
                 f"(partition-{existing[0]}..partition-{existing[-1]}), not {num_partitions}: "
                 f"start with --partitions {len(existing)}, or use another --log-dir"
             )
-        identity = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
-        write_atomically(os.path.join(log_dir, IDENTITY_FILE), [msgspec.json.encode(identity)])
-        return identity
+        return None
     if (identity.num_partitions, identity.namespace) != (num_partitions, namespace):
         raise ValueError(
             f"{log_dir} belongs to deployment {identity.cluster_id} with "
@@ -89,6 +87,18 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
             f"{identity.num_partitions} --namespace {identity.namespace}, or use another "
             f"--log-dir (another partition count would move every group)"
         )
+    return identity
+
+
+def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdentity:
+    """The identity of ``log_dir`` for a start with these settings: read (``check``), or made
+    and written on first start. ValueError (one line: what differs, what to do) when they
+    disagree."""
+    os.makedirs(log_dir, exist_ok=True)
+    identity = check(log_dir, num_partitions, namespace)
+    if identity is None:
+        identity = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
+        write_atomically(os.path.join(log_dir, IDENTITY_FILE), [msgspec.json.encode(identity)])
     return identity
 
 

@@ -32,6 +32,7 @@ from groupcoord.storage import open_partition_log
 from .metrics import RayMetrics
 from .responses import error_response
 from .runtime import PartitionRuntime
+from .server_log import log_to_file
 from .wire_service import PartitionListener, WireConfig
 
 log = logging.getLogger("groupcoord.partition")
@@ -104,6 +105,16 @@ def normal_priority() -> int:
     return left
 
 
+def open_server_log(log_dir: str, name: str, level: int) -> str | None:
+    """This actor's log file (``server_log``), or None when it cannot be opened: the actor
+    serves anyway (``__init__`` must not raise) and says why on stderr, in Ray's logs."""
+    try:
+        return log_to_file(log_dir, name, level)
+    except (OSError, ValueError, TypeError) as exc:
+        log.error("%s: cannot open its log file in %s: %r", name, log_dir, exc)
+        return None
+
+
 def _exit_for_restart(exc: BaseException) -> None:
     # The only safe recovery from a failed append is a reload from the log: let Ray restart us.
     log.critical("exiting so that Ray restarts the partition: %r", exc)
@@ -123,8 +134,10 @@ class PartitionActor:
         log_config: Any = None,
         wire: WireConfig | None = None,
         router: Any = None,
+        log_level: int = logging.INFO,
     ) -> None:
         self._runtime: PartitionRuntime | None = None
+        self.server_log = open_server_log(log_dir, f"partition-{partition}", log_level)
         self.niceness = normal_priority()
         self._wire: PartitionListener | None = None
         self._init_error: str | None = None
@@ -217,6 +230,7 @@ class PartitionActor:
             "init_error": self._init_error,
             "load_restarts": self.load_restarts,
             "niceness": self.niceness,
+            "server_log": self.server_log,
         }
         if self._runtime is None:
             return {**base, "state": "broken", "epoch": -1}

@@ -22,7 +22,12 @@ from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsRespons
 from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
-from .partition_actor import PartitionActor, normal_priority, partition_actor_name
+from .partition_actor import (
+    PartitionActor,
+    normal_priority,
+    open_server_log,
+    partition_actor_name,
+)
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
@@ -103,8 +108,10 @@ class RouterActor:
         log_config: Any = None,
         cluster_id: str = "",
         wire: WireConfig | None = None,
+        log_level: int = logging.INFO,
     ) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
+        self.server_log = open_server_log(log_dir, "router", log_level)
         self.cluster_id = cluster_id
         self.init_error: str | None = None
         normal_priority()  # the bootstrap listener answers clients too
@@ -116,7 +123,7 @@ class RouterActor:
             def factory(n: int):
                 return PartitionActor.options(
                     name=partition_actor_name(n), **partition_options(namespace, config)
-                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself)
+                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself, log_level)
 
             self.catalog = TopicCatalog(log_dir)
             self._runtime = RouterRuntime(num_partitions, factory)
@@ -161,6 +168,7 @@ class RouterActor:
             "config": self.config,
             "cluster_id": self.cluster_id,
             "init_error": self.init_error,
+            "server_log": self.server_log,
         }
 
     async def ping(self) -> None:
