@@ -22,6 +22,7 @@ from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsRespons
 from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
+from .live_lag import LagWindowConfig
 from .partition_actor import PartitionActor, normal_priority, partition_actor_name
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
@@ -103,6 +104,7 @@ class RouterActor:
         log_config: Any = None,
         cluster_id: str = "",
         wire: WireConfig | None = None,
+        lag_windows: LagWindowConfig | None = None,
     ) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.cluster_id = cluster_id
@@ -116,7 +118,7 @@ class RouterActor:
             def factory(n: int):
                 return PartitionActor.options(
                     name=partition_actor_name(n), **partition_options(namespace, config)
-                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself)
+                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself, lag_windows)
 
             self.catalog = TopicCatalog(log_dir)
             self._runtime = RouterRuntime(num_partitions, factory)

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from groupcoord.spark_export import analytics, burrow, cli, report
-from groupcoord.spark_export.burrow import CommitPoint, Status, evaluate_window
+from groupcoord.coordinator import burrow
+from groupcoord.coordinator.burrow import CommitPoint, Status, evaluate_window
+from groupcoord.spark_export import analytics, cli, report
 from groupcoord.spark_export.report import export_and_report
 from groupcoord.spark_export.timefmt import duration_text, iso_utc, parse_time_ms
 

@@ -1,10 +1,12 @@
-"""Burrow's consumer-lag evaluation rules, as plain functions over one partition's window.
+"""Burrow's consumer-lag evaluation rules, as plain functions over one partition's window,
+shared by the lake report (``spark_export``) and the live HTTP service (``actors``).
 
 Burrow keeps, per consumed partition, a ring of N slots (its storage's ``intervals``) holding
 recent commits (offset, time, lag when committed), and the last N log-end offsets it fetched.
 A commit less than ``min-distance`` after the time stored in the newest slot replaces that
 slot's offset and lag but keeps its time, so a consumer committing every 200 ms fills one slot
-per ``min-distance``, not one per commit (``analytics.burrow_status`` builds the slots so).
+per ``min-distance``, not one per commit (``CommitWindow`` builds the slots so online;
+``spark_export.analytics.burrow_status`` builds the same slots from a lake).
 Defaults are Burrow's shipped configuration (config/burrow.toml): 15 intervals, min-distance
 1 s. The window is then judged without thresholds, in this order (Burrow's evaluator,
 ``calculatePartitionStatus``):
@@ -24,10 +26,15 @@ called stopped the moment a new message arrives. A group takes its worst partiti
 STOP, STALL and REWIND all reported as ERR; its total lag sums the partitions' current lags
 and its max-lag partition is the one with the largest. ``complete`` is the fraction of the
 window's slots that hold commits (Burrow reports rather than hides a short history).
+
+A lag may be unknown (``None``): no log-end offset was known when the commit was seen, or none
+is known now. Burrow keeps such a commit's lag null and skips it in rules 1 and 5; a partition
+whose current lag is unknown cannot be judged and is reported OK with ``current_lag=None``.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from enum import IntEnum
 
@@ -51,8 +58,9 @@ class Status(IntEnum):
 
 class CommitPoint(msgspec.Struct, frozen=True):
     offset: int
-    timestamp_ms: int
-    lag: int
+    timestamp_ms: int  # the commit's time (a merged slot keeps its first commit's)
+    lag: int | None  # end offset minus offset when committed; None when no end was known
+    observed_at_ms: int = 0  # when the slot's newest commit was seen (Burrow's observedAt)
 
 
 class PartitionStatus(msgspec.Struct, frozen=True):
@@ -60,7 +68,7 @@ class PartitionStatus(msgspec.Struct, frozen=True):
     topic: str
     partition: int
     status: str
-    current_lag: int
+    current_lag: int | None
     complete: float
     start: CommitPoint | None = None
     end: CommitPoint | None = None
@@ -69,18 +77,21 @@ class PartitionStatus(msgspec.Struct, frozen=True):
 class GroupStatus(msgspec.Struct, frozen=True):
     group_id: str
     status: str
-    total_lag: int
+    total_lag: int | None  # the sum of the known current lags; None when none is known
     max_lag: PartitionStatus | None
     complete: float
     partitions: tuple[PartitionStatus, ...]
 
 
 def evaluate_window(
-    points: list[CommitPoint], current_lag: int, now_ms: int, recent_log_ends: Sequence[int] = ()
+    points: list[CommitPoint],
+    current_lag: int | None,
+    now_ms: int,
+    recent_log_ends: Sequence[int] = (),
 ) -> Status:
     """The status of one partition's window (oldest commit first); ``recent_log_ends`` are
     the last log-end offsets observed up to ``now_ms``."""
-    if not points or current_lag <= 0:
+    if not points or current_lag is None or current_lag <= 0:
         return Status.OK
     first_ms, last = points[0].timestamp_ms, points[-1]
     if now_ms - last.timestamp_ms > last.timestamp_ms - first_ms and not any(
@@ -94,7 +105,8 @@ def evaluate_window(
         return Status.REWIND
     if all(b.offset == a.offset for a, b in pairs):
         return Status.STALL
-    if all(b.lag >= a.lag for a, b in pairs):
+    known = [p.lag for p in points if p.lag is not None]  # Burrow skips null lags here
+    if all(b >= a for a, b in zip(known, known[1:], strict=False)):
         return Status.WARN
     return Status.OK
 
@@ -104,7 +116,7 @@ def partition_status(
     topic: str,
     partition: int,
     points: list[CommitPoint],
-    current_lag: int,
+    current_lag: int | None,
     now_ms: int,
     window: int = DEFAULT_WINDOW,
     recent_log_ends: Sequence[int] = (),
@@ -119,7 +131,7 @@ def partition_status(
         topic,
         partition,
         status.name,
-        max(current_lag, 0),
+        None if current_lag is None else max(current_lag, 0),
         len(recent) / window,
         recent[0] if recent else None,
         recent[-1] if recent else None,
@@ -127,14 +139,46 @@ def partition_status(
 
 
 def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatus:
+    """The worst partition (capped at ERR), the summed current lag and the partition with the
+    largest one (the first partition when no lag is known, as Burrow picks its first)."""
     worst = Status.OK if partitions else Status.NOTFOUND
     max_lag = None
     for p in partitions:
         worst = max(worst, min(Status[p.status], Status.ERR))
-        if max_lag is None or p.current_lag > max_lag.current_lag:
+        if max_lag is None or (p.current_lag or 0) > (max_lag.current_lag or 0):
             max_lag = p
     complete = sum(p.complete == 1.0 for p in partitions) / len(partitions) if partitions else 0.0
     ordered = tuple(sorted(partitions, key=lambda p: (p.topic, p.partition)))
+    known = [p.current_lag for p in partitions if p.current_lag is not None]
     return GroupStatus(
-        group_id, worst.name, sum(p.current_lag for p in partitions), max_lag, complete, ordered
+        group_id, worst.name, sum(known) if known else None, max_lag, complete, ordered
     )
+
+
+class CommitWindow:
+    """One partition's ring of ``window`` slots, filled as Burrow's storage fills it: a commit
+    less than ``min_distance_ms`` after the newest slot's time takes that slot's offset and lag
+    but keeps its time; any other commit opens a new slot, dropping the oldest when full.
+    Commits must arrive in commit order (a partition sees its log's order)."""
+
+    __slots__ = ("min_distance_ms", "slots")
+
+    def __init__(
+        self, window: int = DEFAULT_WINDOW, min_distance_ms: int = DEFAULT_MIN_DISTANCE_MS
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        if min_distance_ms < 0:
+            raise ValueError(f"min_distance_ms must be >= 0, got {min_distance_ms}")
+        self.min_distance_ms = min_distance_ms
+        self.slots: deque[CommitPoint] = deque(maxlen=window)
+
+    def add(self, offset: int, timestamp_ms: int, lag: int | None) -> None:
+        slots = self.slots
+        if slots and timestamp_ms - slots[-1].timestamp_ms < self.min_distance_ms:
+            slots[-1] = CommitPoint(offset, slots[-1].timestamp_ms, lag, timestamp_ms)
+        else:
+            slots.append(CommitPoint(offset, timestamp_ms, lag, timestamp_ms))
+
+    def points(self) -> list[CommitPoint]:
+        return list(self.slots)
