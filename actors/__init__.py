@@ -3,7 +3,8 @@
 ``start()`` / ``connect()`` give a ``Deployment`` (the router handle and its partitions);
 ``GroupMember`` / ``SyncGroupMember`` are consumer-group members; ``AdminClient`` lists,
 describes and deletes groups and resets offsets. ``PartitionRuntime`` is the Ray-free core of a
-partition actor (see runtime.py's theory of operation).
+partition actor (see runtime.py's theory of operation). ``start(http=HttpConfig(...))`` serves
+live lag over HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
 from .admin import AdminClient, AdminError, GroupDescription
@@ -11,6 +12,8 @@ from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
 from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
+from .http_service import EndOffsetsFn, HttpConfig
+from .live_lag import LagWindowConfig
 from .runtime import PartitionRuntime
 from .wire_service import WireConfig
 
@@ -23,9 +26,12 @@ __all__ = [
     "CoordinatorUnavailable",
     "DEFAULT_NAMESPACE",
     "Deployment",
+    "EndOffsetsFn",
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",
+    "HttpConfig",
+    "LagWindowConfig",
     "PartitionRuntime",
     "RebalanceListener",
     "SyncGroupMember",

@@ -2,6 +2,7 @@
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]]
+                      [--http-port P [--http-host H]]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
                       | delete TOPIC
     groupcoord demo   [--seconds S] [--log-dir DIR]
@@ -43,6 +44,7 @@ from . import bootstrap
 from .admin import AdminClient
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, connect, ensure_ray, start, stop
 from .demo_run import run_demo
+from .http_service import HttpConfig
 from .output import Output, show_descriptions
 from .wire_service import WireConfig
 
@@ -128,8 +130,17 @@ def _wire_config(args) -> WireConfig | None:
     )
 
 
+def _http_config(args) -> HttpConfig | None:
+    """The live lag HTTP service serve asked for; ValueError (before Ray starts) for a bad
+    one. Without an end-offsets source lags are unknown (null); statuses need them."""
+    if args.http_port is None:
+        return None
+    return HttpConfig(host=args.http_host, port=args.http_port)
+
+
 def cmd_serve(args, out: Output) -> int:
     wire = _wire_config(args)
+    http = _http_config(args)
     if (
         args.detach
         and not ray.is_initialized()
@@ -155,6 +166,7 @@ def cmd_serve(args, out: Output) -> int:
             namespace=args.namespace,
             address=args.address,
             wire=wire,
+            http=http,
         )
         infos = deployment.wait_ready(args.ready_timeout)
         out.note(
@@ -175,8 +187,14 @@ def cmd_serve(args, out: Output) -> int:
         )
         if deployment.kafka is not None:
             out.note(f"Kafka clients: bootstrap.servers={deployment.kafka}")
+        if deployment.http is not None:
+            out.note(
+                f"web view: http://{deployment.http}/ ; Burrow API: "
+                f"http://{deployment.http}/v3/kafka"
+            )
         out.document.update(
             kafka=deployment.kafka,
+            http=deployment.http,
             ray_address=deployment.ray_address,
             namespace=deployment.namespace,
             cluster_id=deployment.cluster_id,
@@ -384,6 +402,19 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="partition n listens on BASE + n (default 0: any free port)",
+    )
+    serve.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve live lag over HTTP: Burrow's v3 API (/v3/kafka/...) and a web view (/) "
+        "on this port (0: any free port; default: no HTTP service)",
+    )
+    serve.add_argument(
+        "--http-host",
+        default="127.0.0.1",
+        help="the HTTP service's address (default loopback; the API is read-only and "
+        "unauthenticated, like Burrow's)",
     )
 
     demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")

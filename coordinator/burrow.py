@@ -150,9 +150,8 @@ def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatu
     complete = sum(p.complete == 1.0 for p in partitions) / len(partitions) if partitions else 0.0
     ordered = tuple(sorted(partitions, key=lambda p: (p.topic, p.partition)))
     known = [p.current_lag for p in partitions if p.current_lag is not None]
-    return GroupStatus(
-        group_id, worst.name, sum(known) if known else None, max_lag, complete, ordered
-    )
+    total = sum(known) if known or not partitions else None
+    return GroupStatus(group_id, worst.name, total, max_lag, complete, ordered)
 
 
 class CommitWindow:
