@@ -14,18 +14,24 @@ Defaults are Burrow's shipped configuration (config/burrow.toml): 15 intervals, 
   no lag now                                                             -> OK
   rule 3  time since the last commit exceeds the window's own span, and
           no recent log end was at or below the last committed offset    -> STOP
+  rule 2  the committed offset went backwards (first time in the window)
+          and never got back to where it was before                      -> REWIND
   rule 1  lag was zero at some commit in the window                      -> OK
-  rule 2  the committed offset went backwards somewhere in the window    -> REWIND
   rule 4  the offset never changed across the window                     -> STALL
   rule 5  the offset moves but the lag never decreases                   -> WARN
   otherwise                                                              -> OK
 
 STOP comes before rule 1 because a consumer that caught up and then died keeps a window of
 zero-lag commits forever; the recent log ends keep a consumer of a quiet topic from being
-called stopped the moment a new message arrives. A group takes its worst partition, with
-STOP, STALL and REWIND all reported as ERR; its total lag sums the partitions' current lags
-and its max-lag partition is the one with the largest. ``complete`` is the fraction of the
-window's slots that hold commits (Burrow reports rather than hides a short history).
+called stopped the moment a new message arrives. REWIND comes before rule 1 too, and a rewind
+the consumer has since recovered from (it committed the old offset again, as after a
+rebalance that replays some work) is not held against it: Burrow's evaluator since its
+``allowed-lag`` release (whose default, 0, is the rule "no lag now" above).
+
+A group takes its worst partition, with STOP, STALL and REWIND all reported as ERR; its total
+lag sums the partitions' current lags and its max-lag partition is the one with the largest.
+``complete`` is the fraction of the window's slots that hold commits (Burrow reports rather
+than hides a short history).
 
 A lag may be unknown (``None``): no log-end offset was known when the commit was seen, or none
 is known now. Burrow keeps such a commit's lag null and skips it in rules 1 and 5; a partition
@@ -98,11 +104,12 @@ def evaluate_window(
         end <= last.offset for end in recent_log_ends
     ):
         return Status.STOP
+    rewound = next((i for i in range(1, len(points)) if points[i].offset < points[i - 1].offset), 0)
+    if rewound and all(p.offset < points[rewound - 1].offset for p in points[rewound:]):
+        return Status.REWIND
     if any(p.lag == 0 for p in points):
         return Status.OK
     pairs = list(zip(points, points[1:], strict=False))
-    if any(b.offset < a.offset for a, b in pairs):
-        return Status.REWIND
     if all(b.offset == a.offset for a, b in pairs):
         return Status.STALL
     known = [p.lag for p in points if p.lag is not None]  # Burrow skips null lags here
