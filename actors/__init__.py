@@ -12,7 +12,7 @@ from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
 from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
-from .http_service import EndOffsetsFn, HttpConfig
+from .http_service import HttpConfig
 from .live_lag import LagWindowConfig
 from .runtime import PartitionRuntime
 from .wire_service import WireConfig
@@ -26,7 +26,6 @@ __all__ = [
     "CoordinatorUnavailable",
     "DEFAULT_NAMESPACE",
     "Deployment",
-    "EndOffsetsFn",
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",

@@ -53,7 +53,7 @@ def live(ray_session, tmp_path_factory):
     d = start(1, str(work / "logs"), namespace="gc-live", config=TEST_CONFIG, http=http)
     d.wait_ready(60)
     yield d, ends_path
-    stop(d)
+    stop(d, timeout_s=60)
 
 
 def get(base: str, path: str) -> tuple[int, dict | str]:
