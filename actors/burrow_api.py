@@ -8,6 +8,9 @@ last gathered from the partitions) with ``(HTTP status, JSON document)``. Paths:
   /burrow/admin                                    "GOOD" (Burrow's health check)
   /v3/kafka                                        cluster list
   /v3/kafka/{cluster}                              cluster module detail
+  /v3/kafka/{cluster}/topic                        topics (those some group commits to)
+  /v3/kafka/{cluster}/topic/{topic}                its end offsets by partition (null: unknown)
+  /v3/kafka/{cluster}/topic/{topic}/consumers      the groups committing to it
   /v3/kafka/{cluster}/consumer                     consumer groups
   /v3/kafka/{cluster}/consumer/{group}             stored offsets per topic partition
   /v3/kafka/{cluster}/consumer/{group}/status      Burrow's verdict, non-OK partitions only
@@ -113,6 +116,18 @@ def _by_topic(windows: tuple[WindowSnapshot, ...]) -> dict[str, list[WindowSnaps
         slots.extend([None] * (w.partition + 1 - len(slots)))
         slots[w.partition] = w
     return topics
+
+
+def topic_ends(view: LiveView) -> dict[str, list[int | None]]:
+    """Per topic, the latest sampled end offset of each partition index (None: unknown)."""
+    ends: dict[str, list[int | None]] = {}
+    for windows in view.windows.values():
+        for w in windows:
+            slots = ends.setdefault(w.topic, [])
+            slots.extend([None] * (w.partition + 1 - len(slots)))
+            if w.end_offset is not None:
+                slots[w.partition] = w.end_offset
+    return ends
 
 
 def consumer_topics(view: LiveView, group_id: str) -> dict[str, list[dict]]:
@@ -257,6 +272,8 @@ def route(path: str, view: LiveView, now_ms: int) -> tuple[int, dict | str]:
         return 404, INVALID
     if len(seg) == 2:
         return ok("cluster list returned", clusters=[view.cluster])
+    if len(seg) >= 4 and seg[3] == "topic":
+        return _topic_route(seg, path, view, req)
     if len(seg) >= 4 and seg[3] != "consumer":
         return 404, INVALID
     known = seg[2] == view.cluster
@@ -303,3 +320,25 @@ def route(path: str, view: LiveView, now_ms: int) -> tuple[int, dict | str]:
     if group_id not in view.groups and group_id not in view.windows:
         return _error(404, "cluster or consumer not found", path, view)
     return ok("consumer detail returned", topics=consumer_topics(view, group_id))
+
+
+def _topic_route(seg: list[str], path: str, view: LiveView, req: dict) -> tuple[int, dict]:
+    """Burrow's topic paths (burrow-exporter lists topics before it reads any group)."""
+    if len(seg) > 6 or len(seg) == 6 and seg[5] != "consumers":
+        return 404, INVALID
+    if seg[2] != view.cluster:
+        message = "cluster or topic not found" if len(seg) == 5 else "cluster not found"
+        return _error(404, message, path, view)
+    ends = topic_ends(view)
+
+    def ok(message: str, **fields) -> tuple[int, dict]:
+        return 200, {"error": False, "message": message, **fields, "request": req}
+
+    if len(seg) == 4:
+        return ok("topic list returned", topics=sorted(ends))
+    if len(seg) == 6:  # Burrow: an unknown topic has no consumers (not an error)
+        groups = [g for g, ws in sorted(view.windows.items()) if any(w.topic == seg[4] for w in ws)]
+        return ok("consumers of topic returned", consumers=groups)
+    if seg[4] not in ends:
+        return _error(404, "cluster or topic not found", path, view)
+    return ok("topic offsets returned", offsets=ends[seg[4]])

@@ -135,6 +135,10 @@ def test_burrow_json_for_a_hand_built_view():
     assert (g["state"], g["status"], g["members"][0]["client_id"]) == ("Stable", "ERR", "client-1")
     history = {(p["topic"], p["partition"]): p["history"] for p in g["partitions"]}
     assert history[("t", 1)] == [8, None] and history[("t", 0)] == []
+    assert route("/v3/kafka/local/topic", view, 0)[1]["topics"] == ["t", "u", "v"]
+    assert route("/v3/kafka/local/topic/t", view, 0)[1]["offsets"] == [None, 20]
+    assert route("/v3/kafka/local/topic/t/consumers", view, 0)[1]["consumers"] == ["g"]
+    assert route("/v3/kafka/local/topic/nope", view, 0)[0] == 404
     assert route("/v3/kafka/local/consumer/g%2Fx", view, 0)[0] == 404
     assert route("/" + "a/" * 20, view, 0) == (404, route("/x", view, 0)[1])
 

@@ -194,6 +194,9 @@ def test_burrow_api_web_view_and_metrics_follow_the_commits(live, ray_session):
         code, listed = await fetch(f"{cluster_path}/consumer")
         assert code == 200 and set(members) <= set(listed["consumers"])
         assert (await fetch("/v3/kafka"))[1]["clusters"] == ["local"]
+        # burrow-exporter lists topics first, then reads their end offsets.
+        assert (await fetch(f"{cluster_path}/topic"))[1]["topics"] == ["t"]
+        assert (await fetch(f"{cluster_path}/topic/t"))[1]["offsets"] == [end[tp] for tp in TPS]
 
         # Prometheus, through Ray's metrics agent: ERR is Burrow's 3, STOP 4.
         for _ in range(60):
@@ -252,7 +255,7 @@ def test_bad_requests_get_burrow_style_errors(live):
     assert (code, doc["error"], doc["message"]) == (404, True, "cluster or consumer not found")
     code, doc = get(base, "/v3/kafka/local/consumer/no-such-group/status")
     assert (code, doc["error"], doc["status"]["status"]) == (404, False, "NOTFOUND")
-    for path in ("/nope", "/v3/kafka/local/topic", "/v3/kafka/local/consumer/g/other", "/v3//x"):
+    for path in ("/nope", "/v3/kafka/local/broker", "/v3/kafka/local/consumer/g/other", "/v3//x"):
         code, doc = get(base, path)
         assert (code, doc["error"], doc["message"]) == (404, True, "invalid request type"), path
     assert raw(deployment.http, b"POST /v3/kafka HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405")
