@@ -9,7 +9,12 @@ KAFKA_POM   := tools/kafka/pom.xml
 KAFKA_LIBS  := build/kafka-libs
 KAFKA_STAMP := $(KAFKA_LIBS)/.fetched-$(shell cksum $(KAFKA_POM) | cut -d' ' -f1)
 
-.PHONY: setup kafka-libs demo lint test test-core bench clean
+# Headless Chromium for the web view's browser test (tests/actors/test_live_lag_http.py), from
+# Debian's packages (playwright drives it; it never downloads a browser of its own). Installed
+# only when missing; CI runs as root on a clean machine.
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: setup kafka-libs browser demo lint test test-core bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +30,10 @@ $(KAFKA_STAMP): $(KAFKA_POM)
 
 kafka-libs: $(KAFKA_STAMP)
 
-setup: $(STAMP) $(KAFKA_STAMP)
+browser:
+	test -x $(CHROMIUM) || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+setup: $(STAMP) $(KAFKA_STAMP) browser
 
 demo: $(STAMP)
 	$(VENV)/bin/groupcoord demo
@@ -36,7 +44,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/python tools/typecheck.py
 
-test: lint $(STAMP) $(KAFKA_STAMP)
+test: lint $(STAMP) $(KAFKA_STAMP) browser
 	$(VENV)/bin/python -m pytest -q
 
 test-core: $(STAMP)

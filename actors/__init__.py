@@ -6,7 +6,8 @@ describes and deletes groups and resets offsets; ``end_offsets_source`` gives an
 (log-end offsets from a JSON file, an upstream Kafka cluster or Python code) for lag.
 ``PartitionRuntime`` is the Ray-free core of a partition actor (see runtime.py's theory of
 operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecurity``;
-``UsersFile`` manages their SASL users.
+``UsersFile`` manages their SASL users. ``start(http=HttpConfig(...))`` serves live lag over
+HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
 from .admin import AdminClient, AdminError, GroupDescription
@@ -23,6 +24,8 @@ from .end_offsets import (
     python_offsets,
     start_offsets_source,
 )
+from .http_service import HttpConfig
+from .live_lag import LagWindowConfig
 from .runtime import PartitionRuntime
 from .security import ListenerSecurity, UsersFile
 from .wire_service import WireConfig
@@ -40,6 +43,8 @@ __all__ = [
     "GroupDescription",
     "GroupMember",
     "GroupMemberError",
+    "HttpConfig",
+    "LagWindowConfig",
     "ListenerSecurity",
     "PartitionRuntime",
     "RebalanceListener",

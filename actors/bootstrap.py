@@ -14,7 +14,8 @@ deployment on another log root, when the log root's ``deployment.json`` (``ident
 another partition count or namespace, or when another live process writes the root's
 partitions. ``connect()`` finds a running deployment by namespace, from the same or another
 driver. ``stop()`` closes the partitions cleanly (flush, locks released) and kills the actors
-(the logs stay).
+(the logs stay). ``start(http=HttpConfig(...))`` also starts the live lag HTTP service
+(``http_actor``: Burrow's API and the web view); ``Deployment.http`` is its host:port.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from groupcoord.storage import LogConfig
 
 from . import identity
 from .channel import RouterHandle
+from .http_actor import HTTP_ACTOR_NAME, HttpActor
+from .http_service import HttpConfig
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 from .wire_service import WireConfig
 
@@ -54,6 +57,7 @@ class Deployment(msgspec.Struct, frozen=True):
     ray_address: str = ""  # the GCS address of the Ray cluster it runs in
     ray_source: str = ""  # how that cluster was chosen (see resolve_address)
     kafka: str | None = None  # the Kafka bootstrap listener's host:port, when it has one
+    http: str | None = None  # the live lag HTTP service's host:port, when it runs
 
     def partitions(self) -> list:
         return ray.get(self.router.partitions.remote())
@@ -224,6 +228,7 @@ def start(
     num_cpus: int | None = None,
     wire: WireConfig | None = None,
     log_level: int = logging.INFO,
+    http: HttpConfig | None = None,
 ) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
@@ -266,11 +271,22 @@ def start(
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
-    ).remote(num_partitions, log_dir, namespace, config, log_config, cluster_id, wire, log_level)
+    ).remote(
+        num_partitions,
+        log_dir,
+        namespace,
+        config,
+        log_config,
+        cluster_id,
+        wire,
+        log_level,
+        http.lag_windows if http is not None else None,
+    )
     described = ray.get(router.describe.remote())
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")
     _check_same_deployment(described, namespace, num_partitions, log_dir)  # a start raced us
+    kafka = ray.get(router.kafka_address.remote())
     return Deployment(
         namespace,
         router,
@@ -279,8 +295,44 @@ def start(
         described.get("cluster_id", ""),
         ray_address(),
         source,
-        ray.get(router.kafka_address.remote()),
+        kafka,
+        None if http is None else _start_http(router, namespace, num_partitions, http, kafka),
     )
+
+
+HTTP_START_TIMEOUT_S = 30.0
+
+
+def _start_http(
+    router: RouterHandle, namespace: str, num_partitions: int, http: HttpConfig, kafka: str | None
+) -> str:
+    """Start (or find) the HTTP service; its host:port. A service that cannot listen (a taken
+    port) is removed again and reported in one line."""
+    actor = HttpActor.options(
+        name=HTTP_ACTOR_NAME,
+        namespace=namespace,
+        lifetime="detached",
+        max_restarts=-1,
+        max_task_retries=0,
+        get_if_exists=True,
+        num_cpus=0,
+    ).remote(router, num_partitions, http, (kafka,) if kafka else ())
+    try:
+        return ray.get(actor.address.remote(), timeout=HTTP_START_TIMEOUT_S)
+    except Exception as exc:
+        ray.kill(actor, no_restart=True)
+        cause = getattr(exc, "cause", None) or exc
+        raise RuntimeError(
+            f"the HTTP service cannot listen on {http.host}:{http.port}: {cause}".splitlines()[0]
+        ) from None
+
+
+def _http_address(namespace: str) -> str | None:
+    try:
+        actor = ray.get_actor(HTTP_ACTOR_NAME, namespace=namespace)
+    except ValueError:
+        return None
+    return ray.get(actor.address.remote(), timeout=HTTP_START_TIMEOUT_S)
 
 
 def _running(namespace: str) -> tuple[Any, dict] | None:
@@ -331,12 +383,20 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> D
         ray_address(),
         source,
         ray.get(router.kafka_address.remote()),
+        _http_address(namespace),
     )
 
 
 def stop(deployment: Deployment, timeout_s: float | None = None) -> None:
     """Close every partition (parked requests get NOT_COORDINATOR, the log is flushed and its
     writer lock released) and kill the actors; ``timeout_s`` bounds the closing."""
+    try:
+        http = ray.get_actor(HTTP_ACTOR_NAME, namespace=deployment.namespace)
+    except ValueError:
+        http = None
+    if http is not None:  # first: it calls the partitions
+        ray.get(http.close.remote(), timeout=timeout_s)
+        ray.kill(http, no_restart=True)
     handles = deployment.partitions()
     ray.get([h.close.remote() for h in handles], timeout=timeout_s)
     for handle in handles:

@@ -4,6 +4,7 @@
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
+                      [--http-port P [--http-host H]] [--end-offsets SOURCE]
                       [--config FILE.toml] [--log-level LEVEL] [one flag per setting: --help]
     groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
                       [--users-file F | --log-dir DIR]
@@ -46,6 +47,8 @@ from . import bootstrap, cli_groups
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, ensure_ray, start, stop
 from .cli_common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, connect_and_say
 from .demo_run import run_demo
+from .end_offsets import end_offsets_source
+from .http_service import HttpConfig
 from .output import Output
 from .security import (
     DEFAULT_SASL_MECHANISMS,
@@ -171,8 +174,22 @@ def _loaded(info: dict, loaded: int, total: int) -> None:
     )
 
 
+def _http_config(args) -> HttpConfig | None:
+    """The live lag HTTP service serve asked for; ValueError (before Ray starts) for a bad
+    one. Without an end-offsets source lags are unknown (null); statuses need them."""
+    if args.http_port is None:
+        if args.end_offsets is not None:
+            raise UsageError(
+                "groupcoord serve: --end-offsets needs --http-port (it feeds live lag)"
+            )
+        return None
+    end_offsets = end_offsets_source(args.end_offsets) if args.end_offsets else None
+    return HttpConfig(host=args.http_host, port=args.http_port, end_offsets=end_offsets)
+
+
 def cmd_serve(args, out: Output) -> int:
     wire = _wire_config(args)
+    http = _http_config(args)
     if (
         args.detach
         and not ray.is_initialized()
@@ -215,6 +232,7 @@ def cmd_serve(args, out: Output) -> int:
             config=settings.config,
             log_config=settings.log_config,
             log_level=settings.log_level,
+            http=http,
         )
         infos = deployment.wait_ready(args.ready_timeout, progress=_loaded)
         if deployment.kafka is not None:
@@ -243,8 +261,14 @@ def cmd_serve(args, out: Output) -> int:
                 + (f" sasl.mechanism={'|'.join(security.sasl_mechanisms)}" if security.sasl else "")
                 + (" (group ACLs on)" if security.acls is not None else "")
             )
+        if deployment.http is not None:
+            out.note(
+                f"web view: http://{deployment.http}/ ; Burrow API: "
+                f"http://{deployment.http}/v3/kafka"
+            )
         out.document.update(
             kafka=deployment.kafka,
+            http=deployment.http,
             ray_address=deployment.ray_address,
             namespace=deployment.namespace,
             cluster_id=deployment.cluster_id,
@@ -439,6 +463,27 @@ def parser() -> OneLineParser:
         type=int,
         default=0,
         help="partition n listens on BASE + n (default 0: any free port)",
+    )
+    serve.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve live lag over HTTP: Burrow's v3 API (/v3/kafka/...) and a web view (/) "
+        "on this port (0: any free port; default: no HTTP service)",
+    )
+    serve.add_argument(
+        "--http-host",
+        default="127.0.0.1",
+        help="the HTTP service's address (default loopback; the API is read-only and "
+        "unauthenticated, like Burrow's)",
+    )
+    serve.add_argument(
+        "--end-offsets",
+        metavar="SOURCE",
+        default=None,
+        help="where live lag's log-end offsets come from: file:PATH (JSON, read once), "
+        "kafka:HOST:PORT[,...] (ListOffsets on an upstream cluster) or python:module:function "
+        "(README: Administering groups); needs --http-port. Default: none, lag is null",
     )
     serve.add_argument(
         "--kafka-security-protocol",

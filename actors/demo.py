@@ -2,7 +2,8 @@
 
 ``SyntheticTopic`` stands in for a Kafka topic: partition ``p``'s end offset grows at
 ``rate_per_s`` from a fixed start time, so every process computes the same end offsets without
-talking to anyone. ``DemoConsumer`` is a Ray actor holding one ``GroupMember``: it "consumes"
+talking to anyone; ``end_offsets`` answers the HTTP service's end-offset samples (an
+``EndOffsetsFn``). ``DemoConsumer`` is a Ray actor holding one ``GroupMember``: it "consumes"
 each owned partition up to its end offset and commits its position every ``commit_interval_ms``
 (failed commits are counted and retried on the next round, as a real consumer loop would).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping, Sequence
 
 import msgspec
 import ray
@@ -31,6 +33,15 @@ class SyntheticTopic(msgspec.Struct, frozen=True):
         if topic != self.name or not 0 <= partition < self.partitions:
             raise ValueError(f"unknown partition {topic}-{partition}")
         return self._end_at(time.time(), partition)
+
+    def end_offsets(self, asked: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], int]:
+        """The end offsets of the asked partitions of this topic (others are absent)."""
+        now_s = time.time()
+        return {
+            (t, p): self._end_at(now_s, p)
+            for t, p in asked
+            if t == self.name and 0 <= p < self.partitions
+        }
 
     def _end_at(self, at_s: float, partition: int) -> int:
         return int(max(at_s - self.started_at_s, 0) * self.rate_per_s) * (1 + partition % 3)

@@ -7,13 +7,18 @@ Phases (each printed as it happens):
 3. kill the partition actor that coordinates ``demo-orders`` (Ray restarts it, it reloads its
    log); measure until it serves again and until every member is Stable on its own, and check
    that no acknowledged commit went backwards;
-4. consume again, stop the consumers, print groups, members, assignments and offsets with lag.
+4. consume again, print Burrow's verdict on each group from the live HTTP service (its web
+   view and Burrow API are printed at the start and stay up while the demo runs), stop the
+   consumers, print groups, members, assignments and offsets with lag.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import urllib.error
+import urllib.request
 
 import ray
 
@@ -22,6 +27,7 @@ from groupcoord.coordinator import CoordinatorConfig, partition_for
 from .admin import AdminClient
 from .bootstrap import ensure_ray, start, stop
 from .demo import DemoConsumer, SyntheticTopic
+from .http_service import HttpConfig
 from .output import show_descriptions
 
 DEMO_NAMESPACE = "groupcoord-demo"
@@ -61,19 +67,24 @@ def run_demo(log_dir: str, seconds: float, out) -> SyntheticTopic:
     config = CoordinatorConfig(
         group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=500
     )
-    deployment = start(2, log_dir, namespace=DEMO_NAMESPACE, config=config)
+    topic = SyntheticTopic("events", 8, 50, time.time())
+    http = HttpConfig(end_offsets=topic.end_offsets, end_offsets_interval_s=1.0)
+    deployment = start(2, log_dir, namespace=DEMO_NAMESPACE, config=config, http=http)
     try:
-        return _run(deployment, seconds, out)
+        return _run(deployment, topic, seconds, out)
     finally:
         stop(deployment)
         if started_ray:
             ray.shutdown()
 
 
-def _run(deployment, seconds: float, out) -> SyntheticTopic:
+def _run(deployment, topic: SyntheticTopic, seconds: float, out) -> SyntheticTopic:
     out.note(f"[1/4] coordinator: 2 partition actors, logs in {deployment.log_dir}")
+    out.note(
+        f"      web view: http://{deployment.http}/ ; Burrow API: "
+        f"http://{deployment.http}/v3/kafka/groupcoord/consumer/demo-orders/lag"
+    )
     deployment.wait_ready(WAIT_LIMIT_S)
-    topic = SyntheticTopic("events", 8, 50, time.time())
     consumers = [
         (
             group,
@@ -152,6 +163,7 @@ def _run(deployment, seconds: float, out) -> SyntheticTopic:
     out.note(f"[4/4] consuming for {seconds:.0f}s more, then stopping the consumers")
     time.sleep(seconds)
     _show_members(out, consumers, "consumers", "consumers")
+    _show_burrow(out, deployment.http)
     show_descriptions(
         out,
         asyncio.run(
@@ -192,4 +204,31 @@ def _show_members(out, consumers, key: str, title: str) -> None:
         title,
         rows,
         ("group", "member", "generation", "leader", "partitions", "commits", "failed", "retries"),
+    )
+
+
+def _show_burrow(out, http: str) -> None:
+    """Burrow's verdict on each demo group, read from the live HTTP service's API."""
+    rows = []
+    for group, _, _ in DEMO_GROUPS:
+        url = f"http://{http}/v3/kafka/groupcoord/consumer/{group}/lag"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                status = json.load(response)["status"]
+        except urllib.error.HTTPError as error:  # 404: NOTFOUND, still Burrow's document
+            status = json.load(error)["status"]
+        rows.append(
+            {
+                "group": group,
+                "status": status["status"],
+                "total_lag": status["totallag"],
+                "partitions": status["partition_count"],
+                "complete": round(status["complete"], 2),
+            }
+        )
+    out.show(
+        "burrow",
+        "Burrow's verdict (live, GET /v3/kafka/groupcoord/consumer/<group>/lag)",
+        rows,
+        ("group", "status", "total_lag", "partitions", "complete"),
     )

@@ -1,7 +1,8 @@
 """Partition metrics through ``ray.util.metrics`` (exported by Ray's metrics agent).
 
 Commits and their latency, appends (one fsync each) and their latency, rebalances by cause,
-groups by state, load time, failed load attempts by kind. The runtime calls the small interface
+groups by state, load time, failed load attempts by kind; and the HTTP service's live lag
+(``LagMetrics``). The runtime calls the small interface
 below (``committed``, ``appended``, ``event``, ``loaded``, ``load_failed``, ``groups``); tests
 pass their own object or none.
 Label values are kept low-cardinality: a rebalance's free-text reason is reduced to a cause.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import logging
 
 from ray.util import metrics as m
+
+from groupcoord.coordinator.burrow import Status
 
 log = logging.getLogger("groupcoord.metrics")
 
@@ -29,6 +32,7 @@ _REBALANCE_CAUSES = (
     ("too large", "group_record_too_large"),
 )
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+STATUS_CODES = {s.name: int(s) for s in Status}
 _LATENCY_BOUNDARIES_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0]
 
 
@@ -111,3 +115,42 @@ class RayMetrics:
             self.groups_gauge.set(
                 counts.get(state, 0), {"partition": str(partition), "state": state}
             )
+
+
+class LagMetrics:
+    """The HTTP service's live lag gauges: each partition's current lag (unknown lags are not
+    set), and each group's Burrow status as Burrow numbers it (NOTFOUND 0, OK 1, WARN 2,
+    ERR 3; a partition's STOP 4, STALL 5, REWIND 6). Label sets are bounded by the
+    partitions' window limit (``LagWindowConfig.max_windows``)."""
+
+    def __init__(self) -> None:
+        self.lag = m.Gauge(
+            "groupcoord_consumer_lag",
+            "current lag (log-end offset minus committed offset)",
+            ("group", "topic", "partition"),
+        )
+        self.partition_status = m.Gauge(
+            "groupcoord_partition_status",
+            "Burrow status of a group's partition",
+            ("group", "topic", "partition"),
+        )
+        self.status = m.Gauge("groupcoord_group_status", "Burrow status of a group", ("group",))
+        self.total_lag = m.Gauge("groupcoord_group_lag", "summed current lag", ("group",))
+
+    @classmethod
+    def create(cls) -> LagMetrics | None:
+        try:
+            return cls()
+        except Exception as exc:  # metrics must never keep the service from starting
+            log.warning("lag metrics disabled: %r", exc)
+            return None
+
+    def group_status(self, group_id: str, status) -> None:
+        self.status.set(STATUS_CODES[status.status], {"group": group_id})
+        if status.total_lag is not None:
+            self.total_lag.set(status.total_lag, {"group": group_id})
+        for p in status.partitions:
+            tags = {"group": group_id, "topic": p.topic, "partition": str(p.partition)}
+            self.partition_status.set(STATUS_CODES[p.status], tags)
+            if p.current_lag is not None:
+                self.lag.set(p.current_lag, tags)

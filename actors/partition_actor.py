@@ -29,6 +29,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
 from groupcoord.storage import open_partition_log
 
+from .live_lag import LagWindowConfig, WindowSnapshot
 from .metrics import RayMetrics
 from .responses import error_response
 from .runtime import PartitionRuntime
@@ -123,7 +124,9 @@ def _exit_for_restart(exc: BaseException) -> None:
 
 @ray.remote
 class PartitionActor:
-    """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``."""
+    """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``;
+    for the HTTP service: ``live_lag()``, ``commit_topic_partitions()`` and
+    ``observe_end_offsets(end_offsets)`` (live_lag.py)."""
 
     def __init__(
         self,
@@ -135,6 +138,7 @@ class PartitionActor:
         wire: WireConfig | None = None,
         router: Any = None,
         log_level: int = logging.INFO,
+        lag_windows: LagWindowConfig | None = None,
     ) -> None:
         self._runtime: PartitionRuntime | None = None
         self.server_log = open_server_log(log_dir, f"partition-{partition}", log_level)
@@ -154,6 +158,7 @@ class PartitionActor:
                 metrics=self._metrics,
                 on_fatal=self._on_fatal,
                 on_loaded=self._on_loaded,
+                lag_windows=lag_windows,
             )
             self._runtime.start()
             if wire is not None:
@@ -219,6 +224,20 @@ class PartitionActor:
         """The router publishes a changed topic catalog (see wire_service)."""
         if self._wire is not None:
             self._wire.adopt(directory)
+
+    async def live_lag(self) -> list[WindowSnapshot]:
+        """The commit windows of this partition's groups (empty while broken)."""
+        return [] if self._runtime is None else self._runtime.lag.snapshot()
+
+    async def commit_topic_partitions(self) -> list[tuple[str, int]]:
+        return [] if self._runtime is None else self._runtime.lag.topic_partitions()
+
+    async def observe_end_offsets(self, end_offsets: dict) -> int:
+        """Log-end offsets sampled by the HTTP service: later commits' lag is taken
+        against them. Returns how many concern this partition's windows."""
+        if self._runtime is None or not isinstance(end_offsets, dict):
+            return 0
+        return self._runtime.lag.observe_end_offsets(end_offsets)
 
     async def ping(self, payload: Any = None) -> Any:
         return payload

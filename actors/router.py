@@ -22,6 +22,7 @@ from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsRespons
 from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
+from .live_lag import LagWindowConfig
 from .partition_actor import (
     PartitionActor,
     normal_priority,
@@ -109,6 +110,7 @@ class RouterActor:
         cluster_id: str = "",
         wire: WireConfig | None = None,
         log_level: int = logging.INFO,
+        lag_windows: LagWindowConfig | None = None,
     ) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.server_log = open_server_log(log_dir, "router", log_level)
@@ -123,7 +125,17 @@ class RouterActor:
             def factory(n: int):
                 return PartitionActor.options(
                     name=partition_actor_name(n), **partition_options(namespace, config)
-                ).remote(n, num_partitions, log_dir, config, log_config, wire, myself, log_level)
+                ).remote(
+                    n,
+                    num_partitions,
+                    log_dir,
+                    config,
+                    log_config,
+                    wire,
+                    myself,
+                    log_level,
+                    lag_windows,
+                )
 
             self.catalog = TopicCatalog(log_dir)
             self._runtime = RouterRuntime(num_partitions, factory)

@@ -54,9 +54,10 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
-from groupcoord.coordinator.messages import OffsetCommitRequest, validate
+from groupcoord.coordinator.messages import DeleteGroupsRequest, OffsetCommitRequest, validate
 from groupcoord.storage import CorruptLogError, LogLockedError
 
+from .live_lag import LagTracker, LagWindowConfig
 from .responses import error_response
 
 log = logging.getLogger("groupcoord.partition")
@@ -103,6 +104,7 @@ class PartitionRuntime:
         metrics: Any = None,
         on_fatal: Callable[[BaseException], None] | None = None,
         on_loaded: Callable[[], None] | None = None,
+        lag_windows: LagWindowConfig | None = None,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
@@ -143,6 +145,7 @@ class PartitionRuntime:
         self.appends = 0
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
         self._snapshot_queued = False  # a maybe_snapshot call is queued or running
+        self.lag = LagTracker(lag_windows)  # recent commits for live lag (live_lag.py)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -275,15 +278,20 @@ class PartitionRuntime:
         request_id = next(self._request_ids)
         future = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = (future, request)
+        now_ms = self._clock_ms()
         try:
-            self._run_step(self._shard.handle, self._clock_ms(), request_id, request)
+            self._run_step(self._shard.handle, now_ms, request_id, request)
             response = await future
         finally:
             self._waiting.pop(request_id, None)
-        if self._metrics is not None and type(request) is OffsetCommitRequest:
-            self._metrics.committed(
-                self.partition, len(request.offsets), time.perf_counter() - started
-            )
+        if type(request) is OffsetCommitRequest:
+            self.lag.committed(request, response, now_ms)  # the Shard's commit timestamp
+            if self._metrics is not None:
+                self._metrics.committed(
+                    self.partition, len(request.offsets), time.perf_counter() - started
+                )
+        elif type(request) is DeleteGroupsRequest:
+            self.lag.deleted(request, response)
         return response
 
     def _run_step(self, method, *args) -> None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from . import burrow
+from groupcoord.coordinator import burrow
+
 from .schema import LOG_END_SCHEMA, spark_schema
 
 KEY = ("group_id", "topic", "partition")

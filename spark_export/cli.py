@@ -23,7 +23,9 @@ import tempfile
 
 from pyspark.sql import SparkSession
 
-from . import burrow, lake
+from groupcoord.coordinator import burrow
+
+from . import lake
 from .exporter import ExportConfig, export
 from .report import COLUMNS_HELP, build_report
 from .schema import schema_text

@@ -25,7 +25,9 @@ import matplotlib
 import msgspec
 from pyspark.sql import functions as F
 
-from . import analytics, burrow, lake
+from groupcoord.coordinator import burrow
+
+from . import analytics, lake
 from .exporter import ExportConfig, export
 from .schema import GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES
 from .session import get_session

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from confluent_kafka.admin import AdminClient as KafkaAdmin
@@ -33,6 +34,8 @@ def served(ray_session, tmp_path_factory):
                 str(log_dir),
                 "--detach",
                 "--kafka-port",
+                "0",
+                "--http-port",
                 "0",
             ]
         )
@@ -78,6 +81,17 @@ def test_a_non_local_kafka_listener_is_refused_before_ray_starts(capsys, tmp_pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a loopback address" in err
     assert not os.listdir(tmp_path)  # nothing was started or written
+
+
+def test_serve_http_port_serves_burrows_api_and_bad_ports_are_refused(served, capsys, tmp_path):
+    assert served.http  # serve --http-port 0 started the HTTP service; connect() finds it
+    with urllib.request.urlopen(f"http://{served.http}/v3/kafka", timeout=10) as response:
+        assert json.load(response)["clusters"] == ["groupcoord"]
+    capsys.readouterr()
+    assert main(["serve", "--log-dir", str(tmp_path), "--http-port", "70000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "port must be an int in [0, 65535]" in err
+    assert not os.listdir(tmp_path)  # refused before anything started
 
 
 def test_table_formatting():

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from groupcoord.spark_export import analytics, burrow, cli, report
-from groupcoord.spark_export.burrow import CommitPoint, Status, evaluate_window
+from groupcoord.coordinator import burrow
+from groupcoord.coordinator.burrow import CommitPoint, Status, evaluate_window
+from groupcoord.spark_export import analytics, cli, report
 from groupcoord.spark_export.report import export_and_report
 from groupcoord.spark_export.timefmt import duration_text, iso_utc, parse_time_ms
 
@@ -41,8 +42,9 @@ def _scenario():
     partition("lagging", "slow", every, lambda i: 50 * i, lambda i: int(100 * i + 100))
     partition("lagging", "fine", every, lambda i: 100 * i, lambda i: int(100 * i))
     partition("stalled", "s", every, lambda i: 500, lambda i: int(1000 + 100 * i))
+    # Rewound at minute 5 and never back at 40 (a recovered rewind is forgiven).
     partition(
-        "rewinding", "r", every, lambda i: 10 * i if i != 5 else 3, lambda i: int(1000 + 100 * i)
+        "rewinding", "r", every, lambda i: 10 * i if i < 5 else i - 2, lambda i: int(1000 + 100 * i)
     )
     partition("stopped", "x", range(4), lambda i: 100 * i, lambda i: int(1000 + 100 * i))
     rows = [
@@ -74,7 +76,10 @@ def test_burrow_rules_in_their_order():
     advancing = [0, 10, 20, 30]
     assert evaluate_window(_window(advancing, [5, 0, 5, 5]), 5, T0 + 4 * MIN) == Status.OK  # rule 1
     assert evaluate_window(_window(advancing, [5, 5, 5, 5]), 0, now) == Status.OK  # lag 0 now
-    assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8, T0 + 4 * MIN) == Status.REWIND
+    assert evaluate_window(_window([0, 10, 5, 8], [5, 6, 7, 8]), 8, T0 + 4 * MIN) == Status.REWIND
+    # A rewind outranks rule 1; one the consumer recovered from (back at 10) is forgiven.
+    assert evaluate_window(_window([0, 10, 5, 8], [0, 6, 7, 8]), 8, T0 + 4 * MIN) == Status.REWIND
+    assert evaluate_window(_window([0, 10, 5, 30], [5, 6, 7, 8]), 8, T0 + 4 * MIN) == Status.WARN
     assert (
         evaluate_window(_window(advancing, [9, 8, 7, 6]), 6, T0 + 3 * MIN + 3 * MIN + 1)
         == Status.STOP

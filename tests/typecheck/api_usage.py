@@ -6,11 +6,15 @@ annotations, so an annotation that does not allow documented use fails ``make te
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from groupcoord.actors import (
     AdminClient,
     EndOffsetsFn,
     GroupDescription,
     GroupMember,
+    HttpConfig,
+    LagWindowConfig,
     RebalanceListener,
     SyncGroupMember,
     WireConfig,
@@ -146,6 +150,21 @@ def kafka_listeners() -> str | None:
     bootstrap: str | None = deployment.kafka
     stop(deployment)
     return bootstrap
+
+
+def live_lag_http() -> str | None:
+    def end_offsets(asked: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], int]:
+        return {tp: 1_000 for tp in asked}
+
+    http = HttpConfig(
+        port=8000,
+        end_offsets=end_offsets,
+        lag_windows=LagWindowConfig(window=15, min_distance_ms=1_000),
+    )
+    deployment = start(num_partitions=2, log_dir="/tmp/logs", http=http)
+    address: str | None = deployment.http  # Burrow's API: http://<address>/v3/kafka
+    stop(deployment)
+    return address
 
 
 def blocking_committer() -> dict[tuple[str, int], int]:

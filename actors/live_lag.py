@@ -1,0 +1,144 @@
+"""Live lag: each partition's recent commits, kept as Burrow keeps them, for the HTTP service.
+
+A ``LagTracker`` lives in every ``PartitionRuntime``. It sees each acknowledged OffsetCommit
+of the partition's groups and keeps, per (group, topic, partition), a ``CommitWindow``
+(``coordinator.burrow``: ``window`` slots, ``min_distance_ms`` apart) whose slots carry the
+offset, the commit time, the time it was seen and the lag at commit time: the newest log-end
+offset the HTTP service has pushed (``observe_end_offsets``) minus the offset, floored at 0 as
+Burrow floors it, or unknown (``None``) when no end offset was known yet. It also keeps the
+last ``window`` log-end offsets pushed for each topic partition it has a window for (Burrow's
+broker-offset ring, which rule 3 consults).
+
+Memory is bounded: at most ``max_windows`` windows (the one whose last commit is oldest goes
+first) of ``window`` slots each, and end offsets only for topic partitions some window uses.
+The tracker is soft state, like Burrow's in-memory storage: a restarted partition starts
+empty and fills again as members commit. Deleted groups are forgotten at once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+
+import msgspec
+
+from groupcoord.coordinator import DeleteGroupsRequest, Errors, OffsetCommitRequest
+from groupcoord.coordinator.burrow import (
+    DEFAULT_MIN_DISTANCE_MS,
+    DEFAULT_WINDOW,
+    CommitPoint,
+    CommitWindow,
+)
+
+DEFAULT_MAX_WINDOWS = 10_000  # (group, topic, partition) windows per offsets partition
+
+
+class LagWindowConfig(msgspec.Struct, frozen=True):
+    """How a partition keeps commit windows: Burrow's ``intervals`` (``window``) and
+    ``min-distance`` (``min_distance_ms``), and the most windows it holds."""
+
+    window: int = DEFAULT_WINDOW
+    min_distance_ms: int = DEFAULT_MIN_DISTANCE_MS
+    max_windows: int = DEFAULT_MAX_WINDOWS
+
+    def __post_init__(self) -> None:
+        if type(self.window) is not int or not 1 <= self.window <= 1_000:
+            raise ValueError(f"window must be an int in [1, 1000], got {self.window!r}")
+        if type(self.min_distance_ms) is not int or self.min_distance_ms < 0:
+            raise ValueError(f"min_distance_ms must be an int >= 0, got {self.min_distance_ms!r}")
+        if type(self.max_windows) is not int or not 1 <= self.max_windows <= 1_000_000:
+            raise ValueError(
+                f"max_windows must be an int in [1, 1000000], got {self.max_windows!r}"
+            )
+
+
+class WindowSnapshot(msgspec.Struct, frozen=True):
+    """One window as the HTTP service receives it; ``recent_ends`` oldest first."""
+
+    group_id: str
+    topic: str
+    partition: int
+    points: list[CommitPoint]
+    end_offset: int | None
+    recent_ends: list[int]
+
+
+class LagTracker:
+    def __init__(self, config: LagWindowConfig | None = None) -> None:
+        self.config = config or LagWindowConfig()
+        self._windows: OrderedDict[tuple[str, str, int], CommitWindow] = OrderedDict()
+        self._ends: dict[tuple[str, int], deque[int]] = {}
+        self.evicted = 0  # windows dropped to stay within max_windows
+
+    def committed(self, request: OffsetCommitRequest, response: object, timestamp_ms: int) -> None:
+        """Record the partitions of an answered OffsetCommit that were committed."""
+        offsets = {(p.topic, p.partition): p.committed_offset for p in request.offsets}
+        evicted = self.evicted
+        for result in getattr(response, "partitions", ()):
+            if result.error != Errors.NONE:
+                continue
+            tp = (result.topic, result.partition)
+            offset = offsets.get(tp)
+            if offset is None:
+                continue
+            key = (request.group_id, *tp)
+            window = self._windows.get(key)
+            if window is None:
+                window = self._windows[key] = CommitWindow(
+                    self.config.window, self.config.min_distance_ms
+                )
+                while len(self._windows) > self.config.max_windows:
+                    self._windows.popitem(last=False)
+                    self.evicted += 1
+            else:
+                self._windows.move_to_end(key)
+            ends = self._ends.get(tp)
+            lag = None if not ends else max(ends[-1] - offset, 0)
+            window.add(offset, timestamp_ms, lag)
+        if self.evicted != evicted:
+            self._drop_unused_ends()
+
+    def deleted(self, request: DeleteGroupsRequest, response: object) -> None:
+        gone = {r.group_id for r in getattr(response, "results", ()) if r.error == Errors.NONE}
+        if gone:
+            for key in [k for k in self._windows if k[0] in gone]:
+                del self._windows[key]
+            self._drop_unused_ends()
+
+    def topic_partitions(self) -> list[tuple[str, int]]:
+        """The topic partitions some window is about (whose end offsets matter)."""
+        return sorted({(t, p) for _, t, p in self._windows})
+
+    def observe_end_offsets(self, end_offsets: Mapping[tuple[str, int], int]) -> int:
+        """Keep the end offsets of topic partitions some window uses; returns how many."""
+        used = {(t, p) for _, t, p in self._windows}
+        kept = 0
+        for tp, end in end_offsets.items():
+            if tp in used and type(end) is int and end >= 0:
+                ring = self._ends.get(tp)
+                if ring is None:
+                    ring = self._ends[tp] = deque(maxlen=self.config.window)
+                ring.append(end)
+                kept += 1
+        return kept
+
+    def _drop_unused_ends(self) -> None:
+        used = {(t, p) for _, t, p in self._windows}
+        for tp in [tp for tp in self._ends if tp not in used]:
+            del self._ends[tp]
+
+    def snapshot(self) -> list[WindowSnapshot]:
+        out = []
+        for (group, topic, partition), window in self._windows.items():
+            ends = self._ends.get((topic, partition))
+            out.append(
+                WindowSnapshot(
+                    group,
+                    topic,
+                    partition,
+                    window.points(),
+                    ends[-1] if ends else None,
+                    list(ends or ()),
+                )
+            )
+        return out
