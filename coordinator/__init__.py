@@ -1,7 +1,8 @@
 """groupcoord.coordinator: the sans-IO core (DESIGN.md "The core contract").
 
-Start reading at ``shard.py`` (theory of operation), then ``shard_members.py`` and
-``shard_offsets.py`` for the protocol, ``group.py`` for one group's state.
+Start reading at ``shard.py`` (theory of operation), then ``shard_members.py``,
+``shard_rebalance.py`` and ``shard_offsets.py`` for the protocol, ``group.py`` for one group's
+state.
 """
 
 from .config import CoordinatorConfig

@@ -269,7 +269,7 @@ class ConsumerClassicMixin:
             member_fields_ok(m.member_id, m.group_instance_id, 0, self.config) for m in req.members
         ):
             return self._reply(request_id, LeaveGroupResponse(Errors.INVALID_REQUEST, []))
-        if self._topics is None:  # fencing recomputes partition counts from the catalog
+        if self._topics is None:  # as ConsumerGroupHeartbeat's leave: it waits for the catalog
             return self._reply(
                 request_id, LeaveGroupResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS, [])
             )

@@ -77,21 +77,26 @@ class ConsumerMembershipMixin:
 
     def _refresh_partition_metadata(self, group: ConsumerGroup, bump: bool) -> None:
         """Write the subscribed topics' partition counts if they changed, and bump the group
-        epoch if they did or ``bump`` asks (Kafka's ``updateSubscriptionMetadata``)."""
+        epoch if they did or ``bump`` asks (Kafka's ``updateSubscriptionMetadata``). Without a
+        catalog (a reloaded shard the runtime has not handed one yet; a timer may fence a member
+        then) the counts last recorded stay; ``update_topics`` refreshes them when it comes."""
         catalog = self._topics
-        metadata = {
-            topic: catalog[topic]
-            for topic in sorted(group.subscribed_topic_names(catalog))
-            if topic in catalog
-        }
-        if metadata != group.partition_metadata:
-            bump = True
-            self._emit_consumer(
-                ConsumerGroupPartitionMetadataKey(group.group_id),
-                ConsumerGroupPartitionMetadataValue(
-                    tuple(ConsumerGroupPartitionMetadataTopic(t, n) for t, n in metadata.items())
-                ),
-            )
+        if catalog is not None:
+            metadata = {
+                topic: catalog[topic]
+                for topic in sorted(group.subscribed_topic_names(catalog))
+                if topic in catalog
+            }
+            if metadata != group.partition_metadata:
+                bump = True
+                self._emit_consumer(
+                    ConsumerGroupPartitionMetadataKey(group.group_id),
+                    ConsumerGroupPartitionMetadataValue(
+                        tuple(
+                            ConsumerGroupPartitionMetadataTopic(t, n) for t, n in metadata.items()
+                        )
+                    ),
+                )
         if bump:
             self._emit_consumer(
                 ConsumerGroupMetadataKey(group.group_id),
@@ -200,5 +205,4 @@ class ConsumerMembershipMixin:
                         member.subscription.rebalance_timeout_ms,
                         member.member_epoch,
                     )
-            if self._topics is not None:
-                self._refresh_partition_metadata(group, bump=False)
+            self._refresh_partition_metadata(group, bump=False)

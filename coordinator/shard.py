@@ -29,12 +29,13 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
 * Kafka's arbitrary choices (new leader, vote ties) take the first candidate in member order,
   and member ids come from the injected ``ids``: a seed reproduces a whole run.
 
-The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
-delayed operations) and ``shard_offsets`` (offsets, retention and the admin APIs). KIP-848's
-consumer groups live beside the classic ones: ``consumer_heartbeat`` (ConsumerGroupHeartbeat),
-``consumer_membership`` (the topic catalog, leaving, fencing, timers), ``consumer_admin``
-(ConsumerGroupDescribe, and the classic APIs on a consumer group's id), ``consumer_classic``
-(classic members of consumer groups) and ``consumer_migration`` (upgrade and downgrade); their
+The protocol itself is in ``shard_members`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
+``shard_rebalance`` (the join phase and the delayed operations) and ``shard_offsets`` (offsets,
+retention and the admin APIs). KIP-848's consumer groups live beside the classic ones:
+``consumer_heartbeat`` (ConsumerGroupHeartbeat), ``consumer_membership`` (the topic catalog,
+leaving, fencing, timers), ``consumer_admin`` (ConsumerGroupDescribe, and the classic APIs on a
+consumer group's id), ``consumer_classic`` (classic members of consumer groups) and
+``consumer_migration`` (upgrade and downgrade); their
 records go through ``consumer_group.apply``, live and on load.
 """
 
@@ -80,6 +81,7 @@ from .records import (
 from .routing import partition_for
 from .shard_members import MembershipMixin
 from .shard_offsets import OffsetsMixin
+from .shard_rebalance import RebalanceMixin
 from .timing_wheel import TimingWheel
 from .validation import group_id_ok
 
@@ -137,6 +139,7 @@ class Shard(
     ConsumerMigrationMixin,
     MembershipMixin,
     OffsetsMixin,
+    RebalanceMixin,
 ):
     """One offsets partition's groups, offsets and deadlines. See the module docstring."""
 

@@ -43,21 +43,17 @@ appended records, folded in by whoever holds ``_fold_lock`` (a snapshot, or an a
 exactly the records folded into its state, so the end offset and the list of records not yet
 folded change together, under ``_state_lock``. Before writing a snapshot the active segment is
 fsynced (whatever the policy), so the log never ends below a snapshot it holds records of.
-After a snapshot only ``keep_snapshots`` snapshots stay, and segments wholly below the
-OLDEST kept one are deleted (never the active segment, and, with ``retain_until_exported``,
-never a segment holding offsets the exporter has not exported).
+After a snapshot, ``retention`` deletes the snapshots and segments no longer needed.
+
+The writer's lock and epoch files, and its vectored writes, are in ``writer_files``.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable
-from itertools import pairwise
 
 from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
@@ -69,12 +65,12 @@ from .config import (
     LogClosedError,
     LogConfig,
     LogFencedError,
-    LogLockedError,
     RecordTooLargeError,
     StorageError,
 )
 from .durable_end import DURABLE_END_FILE, encode_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
+from .retention import apply_retention
 from .segments import (
     TruncationReport,
     list_segments,
@@ -87,16 +83,22 @@ from .snapshot import (
     DAMAGED_SUFFIX,
     CompactState,
     fsync_dir,
-    list_snapshots,
-    write_atomically,
     write_snapshot,
 )
 from .watermark import WATERMARK_FILE, read_export_watermark
+from .writer_files import (
+    EPOCH_FILE,
+    epoch_bytes,
+    make_dirs_durably,
+    read_epoch,
+    take_lock,
+    write_all,
+    write_epoch,
+)
+from .writer_files import LOCK_FILE as LOCK_FILE  # actors.identity reads it from here
 
 log = logging.getLogger("groupcoord.storage")
-LOCK_FILE, EPOCH_FILE = "writer.lock", "epoch.json"
 _ARRAY_HEADER_MAX_BYTES = 5
-_IOV_MAX = 1024  # buffers per writev (Linux's UIO_MAXIOV): a big append takes several
 # Appended records wait at most this long (in records) to be folded into the compact state, in
 # case the owner never calls maybe_snapshot (it holds references to them until then).
 _MAX_UNFOLDED_RECORDS = 100_000
@@ -108,10 +110,10 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
         config = LogConfig()
     elif not isinstance(config, LogConfig):
         raise ValueError(f"config must be a LogConfig, got {type(config).__name__}")
-    _make_dirs_durably(partition_dir)
-    lock_fd = _take_lock(partition_dir)
+    make_dirs_durably(partition_dir)
+    lock_fd = take_lock(partition_dir)
     try:
-        epoch = _write_epoch(partition_dir, _read_epoch(partition_dir) + 1)
+        epoch = write_epoch(partition_dir, read_epoch(partition_dir) + 1)
         for name in os.listdir(partition_dir):
             # A write_atomically of ours that never reached its rename; the exporter's
             # watermark writes run without the lock and may be in flight right now.
@@ -121,76 +123,6 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
     except BaseException:
         os.close(lock_fd)
         raise
-
-
-def _make_dirs_durably(path: str) -> None:
-    """``os.makedirs``, then fsync the parent of each directory it created (top-down), so the
-    new names survive a machine crash."""
-    missing, current = [], os.path.abspath(path)
-    while not os.path.isdir(current) and os.path.dirname(current) != current:
-        missing.append(current)
-        current = os.path.dirname(current)
-    os.makedirs(path, exist_ok=True)
-    for created in reversed(missing):
-        fsync_dir(os.path.dirname(created))
-
-
-def _take_lock(partition_dir: str) -> int:
-    path = os.path.join(partition_dir, LOCK_FILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
-        os.close(fd)
-        raise LogLockedError(
-            f"{partition_dir} is being written by another live process "
-            f"({holder}); only one writer may own a partition log"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-    return fd
-
-
-def _read_epoch(partition_dir: str) -> int:
-    """The epoch in ``epoch.json`` (0 when there is none)."""
-    path = os.path.join(partition_dir, EPOCH_FILE)
-    try:
-        with open(path, "rb") as f:
-            epoch = json.loads(f.read())["epoch"]
-    except FileNotFoundError:
-        return 0
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(
-            path,
-            0,
-            -1,
-            f"unreadable epoch file ({exc!r}); fix or remove it "
-            "only if no other incarnation can be alive",
-        ) from None
-    if type(epoch) is not int or epoch < 0:
-        raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {epoch!r}")
-    return epoch
-
-
-def _epoch_bytes(epoch: int) -> bytes:
-    return json.dumps({"epoch": epoch}).encode()
-
-
-def _write_epoch(partition_dir: str, epoch: int) -> int:
-    write_atomically(os.path.join(partition_dir, EPOCH_FILE), [_epoch_bytes(epoch)])
-    return epoch
-
-
-def _write_all(fd: int, parts: list[bytes]) -> None:
-    """Vectored writes of every part (no copy into one buffer); finishes short writes."""
-    for first in range(0, len(parts), _IOV_MAX):  # writev refuses more (EINVAL)
-        chunk = parts[first : first + _IOV_MAX]
-        written = os.writev(fd, chunk)
-        if written < sum(map(len, chunk)):
-            rest = memoryview(b"".join(chunk))[written:]  # rare: a short write, finish it
-            while rest:
-                rest = rest[os.write(fd, rest) :]
 
 
 class PartitionLog:
@@ -220,7 +152,7 @@ class PartitionLog:
             self.truncated: TruncationReport | None = self._recover()
             newest = self._newest_epoch_in_log()
             if newest >= epoch:  # epoch.json was lost or reset: stay above the log
-                self.epoch = _write_epoch(partition_dir, newest + 1)
+                self.epoch = write_epoch(partition_dir, newest + 1)
             self._hold_epoch_file()
             self._fd = self._open_segment(self._segment_base)
             os.fsync(self._fd)  # what a crashed predecessor left in the page cache
@@ -279,7 +211,7 @@ class PartitionLog:
         # leaves ours without a name (st_nlink 0), and an fstat costs half a stat of the path.
         self._epoch_fd = os.open(os.path.join(self.partition_dir, EPOCH_FILE), os.O_RDONLY)
         self._epoch_mtime_ns = os.fstat(self._epoch_fd).st_mtime_ns
-        if os.pread(self._epoch_fd, 64, 0) != _epoch_bytes(self.epoch):
+        if os.pread(self._epoch_fd, 64, 0) != epoch_bytes(self.epoch):
             self._fence()  # replaced since we wrote it: fenced already
 
     def _check_owner(self) -> None:
@@ -296,7 +228,7 @@ class PartitionLog:
     def _fence(self, found: str | None = None) -> None:
         if found is None:
             try:
-                found = f"now holds epoch {_read_epoch(self.partition_dir)}"
+                found = f"now holds epoch {read_epoch(self.partition_dir)}"
             except (OSError, CorruptLogError) as exc:
                 found = f"cannot be read ({exc})"
         error = LogFencedError(
@@ -464,7 +396,7 @@ class PartitionLog:
             try:
                 if self._size and self._size + size > self.config.segment_bytes:
                     self._roll(self._next_offset)
-                _write_all(self._fd, parts)
+                write_all(self._fd, parts)
                 synced = self.config.fsync_policy == "always"
                 if synced:
                     os.fsync(self._fd)
@@ -649,24 +581,7 @@ class PartitionLog:
 
     def _apply_retention(self) -> None:
         self._check_owner()
-        snapshots = list_snapshots(self.partition_dir)
-        keep = self.config.keep_snapshots
-        for _, path in snapshots[:-keep]:
-            os.remove(path)
-        cutoff = snapshots[-keep:][0][0]
-        if self.config.retain_until_exported:
-            cutoff = min(cutoff, read_export_watermark(self.partition_dir) or 0)
-        segments = list_segments(self.partition_dir)
-        removed = 0
-        for current, following in pairwise(segments):
-            if following.base_offset > cutoff:
-                break
-            os.remove(current.path)
-            removed += 1
-        if removed or len(snapshots) > keep:
-            fsync_dir(self.partition_dir)
-        if removed:
-            log.info("%s: deleted %d segments below offset %d", self.partition_dir, removed, cutoff)
+        apply_retention(self.partition_dir, self.config)
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -97,6 +97,21 @@ async def serving(log: MemoryLog | None = None) -> PartitionRuntime:
     return runtime
 
 
+def on_stuck_router(
+    scenario: Callable[[PartitionRuntime, StuckRouter], Awaitable[None]],
+    log: MemoryLog | None = None,
+) -> None:
+    """Run ``scenario(runtime, router)`` on a serving partition (over ``log``) behind a
+    ``StuckRouter``, then close the partition."""
+
+    async def run() -> None:
+        runtime = await serving(log)
+        await scenario(runtime, StuckRouter(runtime))
+        await runtime.close()
+
+    asyncio.run(run())
+
+
 async def committed_offset(runtime: PartitionRuntime, group: str, tp: tuple[str, int]) -> int:
     response = await runtime.handle(OffsetFetchRequest(group, [TopicPartition(*tp)]))
     return response.partitions[0].committed_offset
@@ -108,9 +123,7 @@ async def committed_offset(runtime: PartitionRuntime, group: str, tp: tuple[str,
 def test_a_call_to_a_stuck_partition_ends_at_its_deadline():
     # Before: the deadline was only checked between attempts, so an attempt that never
     # answered kept the call waiting forever (the outer bound fired instead).
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         router.hang(HeartbeatRequest)
         channel = CoordinatorChannel(router, "g", timeout_ms=300)
         with pytest.raises(CoordinatorUnavailable):
@@ -121,18 +134,17 @@ def test_a_call_to_a_stuck_partition_ends_at_its_deadline():
         response = await asyncio.wait_for(channel.call(HeartbeatRequest("g", 1, "m")), OUTER_S)
         assert response.error == Errors.UNKNOWN_MEMBER_ID
         assert channel.discoveries == before + 1
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_commit_and_fetch_on_a_stuck_disk_end_at_the_request_timeout():
     # A real stuck partition: its log's append blocks (an fsync that does not return), so the
     # commit's reply, and the fetch that must wait for it, never come in time.
-    async def scenario():
-        log = MemoryLog([])
-        runtime = await serving(log)
-        m = GroupMember(StuckRouter(runtime), "g", ["t"], request_timeout_ms=300, **MEMBER)
+    log = MemoryLog([])
+
+    async def scenario(runtime, router):
+        m = GroupMember(router, "g", ["t"], request_timeout_ms=300, **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
         log.gate.clear()
@@ -146,17 +158,14 @@ def test_commit_and_fetch_on_a_stuck_disk_end_at_the_request_timeout():
         await asyncio.wait_for(m.commit({("t", 0): 6}), OUTER_S)
         assert await m.committed([("t", 0)]) == {("t", 0): 6}
         await m.close()
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario, log)
 
 
 def test_heartbeats_go_on_past_a_stuck_heartbeat_and_the_member_recovers():
     # Before: the first heartbeat to a stuck partition never returned, so the member never
     # heartbeat again, not even once the partition answered again.
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         m = GroupMember(router, "g", ["t"], listener=Tracker(), **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
@@ -171,30 +180,24 @@ def test_heartbeats_go_on_past_a_stuck_heartbeat_and_the_member_recovers():
         )
         assert await m.wait_assigned(OUTER_S) == {("t", 0), ("t", 1)}
         await m.close()
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_close_with_a_stuck_leave_group_returns():
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         m = GroupMember(router, "g", ["t"], **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
         router.hang(LeaveGroupRequest)
         await asyncio.wait_for(m.close(), OUTER_S)
         assert len(router.hung) == 1 and m.generation_id == -1
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_admin_calls_to_a_stuck_partition_or_router_end_at_their_deadline():
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         admin = AdminClient(router, timeout_ms=300)
         router.hang(object)
         with pytest.raises(CoordinatorUnavailable):
@@ -208,9 +211,8 @@ def test_admin_calls_to_a_stuck_partition_or_router_end_at_their_deadline():
         router.list_groups_hangs = False
         router.unhang()
         assert await admin.list_groups() == []
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 # -- item 11: close() waits for pending commit_async ----------------------------------------------
@@ -219,9 +221,8 @@ def test_admin_calls_to_a_stuck_partition_or_router_end_at_their_deadline():
 def test_close_keeps_every_pending_async_commit():
     # Before: close() stopped the member first; the async commits still queued behind the
     # first one then failed (the member had left), and the committed offset stayed at 10.
-    async def scenario():
-        runtime = await serving()
-        m = GroupMember(StuckRouter(runtime), "g", ["t"], **MEMBER)
+    async def scenario(runtime, router):
+        m = GroupMember(router, "g", ["t"], **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
         results: list = []
@@ -230,9 +231,8 @@ def test_close_keeps_every_pending_async_commit():
         await asyncio.wait_for(m.close(), OUTER_S)
         assert results == [None, None, None]
         assert await committed_offset(runtime, "g", ("t", 0)) == 30
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_sync_member_close_keeps_every_pending_async_commit():
@@ -286,9 +286,7 @@ class ThreadSafeRouter:
 
 
 def test_close_gives_up_on_pending_async_commits_at_its_timeout():
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         m = GroupMember(router, "g", ["t"], **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
@@ -303,9 +301,8 @@ def test_close_gives_up_on_pending_async_commits_at_its_timeout():
         assert len(results) == 1 and isinstance(results[0], CoordinatorUnavailable), results
         router.unhang()
         assert await committed_offset(runtime, "g", ("t", 0)) == -1
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 # -- item 13: bad offsets are refused before anything is sent -------------------------------------
@@ -333,9 +330,7 @@ BAD_OFFSETS = [
 def test_bad_offsets_are_refused_by_commit_and_commit_async(offsets):
     # Before: {("t", 0): -5} was acknowledged and read back, and a committed -1 then read
     # as "no offset"; Kafka's consumer refuses a negative offset before sending anything.
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         m = GroupMember(router, "g", ["t"], **MEMBER)
         m.start()
         await m.wait_assigned(OUTER_S)
@@ -349,15 +344,12 @@ def test_bad_offsets_are_refused_by_commit_and_commit_async(offsets):
         assert results == [] and router.seen["OffsetCommitRequest"] == 1
         assert await committed_offset(runtime, "g", ("t", 0)) == 7
         await m.close()
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_bad_partitions_are_refused_by_committed_and_the_admin_client():
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         m = GroupMember(router, "g", ["t"], **MEMBER)
         admin = AdminClient(router)
         for bad in ([("t", -1)], [("t", 2**31)], [("", 0)], [("t", True)], ["t0"], "t"):
@@ -373,9 +365,8 @@ def test_bad_partitions_are_refused_by_committed_and_the_admin_client():
             with pytest.raises(ValueError):
                 await admin.reset_offsets("g", to_offset=bad_offset)
         assert sum(router.seen.values()) == 0
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_sync_member_refuses_bad_offsets_in_the_callers_thread():
@@ -409,9 +400,7 @@ def test_sync_member_refuses_bad_offsets_in_the_callers_thread():
 def test_close_during_a_cooperative_rebalance_loses_the_partitions():
     # Kafka's onLeavePrepare: partitions still owned while a rebalance is in progress (or once
     # the generation is gone) are lost, not revoked: the group may already be handing them on.
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         options = {**MEMBER, "assignors": ("cooperative-sticky",)}
         a = GroupMember(router, "g", ["t"], listener=Tracker(), **options)
         a.start()
@@ -428,16 +417,14 @@ def test_close_during_a_cooperative_rebalance_loses_the_partitions():
         router.unhang()
         assert await b.wait_assigned(OUTER_S) == {("t", 0), ("t", 1)}
         await b.close()
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_close_of_a_stable_member_revokes_the_partitions():
-    async def scenario():
-        runtime = await serving()
+    async def scenario(runtime, router):
         a = GroupMember(
-            StuckRouter(runtime),
+            router,
             "g",
             ["t"],
             listener=Tracker(),
@@ -447,18 +434,15 @@ def test_close_of_a_stable_member_revokes_the_partitions():
         await a.wait_assigned(OUTER_S)
         await a.close()
         assert a.listener.calls[-1] == ("revoked", frozenset({("t", 0), ("t", 1)}))
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 def test_the_leader_rejoins_when_a_topic_grows():
     # Kafka's metadata-change rule: the leader remembers the partition counts it assigned,
     # re-reads them every metadata_max_age_ms and rejoins when one changed, so that the new
     # partitions get owners.
-    async def scenario():
-        runtime = await serving()
-        router = StuckRouter(runtime)
+    async def scenario(runtime, router):
         counts = {"t": 2, "u": 1}
         options = {
             **MEMBER,
@@ -494,9 +478,8 @@ def test_the_leader_rejoins_when_a_topic_grows():
         )
         await a.close()
         await b.close()
-        await runtime.close()
 
-    asyncio.run(scenario())
+    on_stuck_router(scenario)
 
 
 @pytest.mark.parametrize("age", [-1, 1.5, None, True])

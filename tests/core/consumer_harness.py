@@ -13,7 +13,7 @@ from groupcoord.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatTopicPartitions,
 )
 
-from .harness import GROUP, Harness
+from .harness import GROUP, Harness, replayed_shard
 
 REBALANCE_MS = 5_000
 CATALOG = {"foo": 6, "bar": 3, "zar": 2}
@@ -46,14 +46,24 @@ def assert_single_owners(shard) -> None:
 class ConsumerHarness(Harness):
     def __init__(self, catalog=None, **config) -> None:
         super().__init__(**config)
-        self._absorb(self.shard.update_topics(self.now, dict(catalog or CATALOG)))
+        self.catalog = dict(catalog or CATALOG)
+        self._absorb(self.shard.update_topics(self.now, self.catalog))
 
     def _absorb(self, step) -> None:
         super()._absorb(step)
         assert_single_owners(self.shard)
 
     def set_topics(self, catalog) -> None:
-        self._absorb(self.shard.update_topics(self.now, dict(catalog)))
+        self.catalog = dict(catalog)
+        self._absorb(self.shard.update_topics(self.now, self.catalog))
+
+    def reload(self, hand_catalog: bool = True) -> None:
+        """A restart: a fresh shard rebuilt from every record so far, then loaded; the runtime
+        hands it the topic catalog only if ``hand_catalog`` (else call ``set_topics`` later)."""
+        self.shard = replayed_shard(self.shard, self.records)
+        self._absorb(self.shard.on_loaded(self.now))
+        if hand_catalog:
+            self.set_topics(self.catalog)
 
     def hb(
         self,

@@ -3,7 +3,9 @@
 Consumers (dynamic and static, subscribing by names or by regex, with either assignor) join,
 heartbeat (now and then losing the response), take their time to revoke, commit, leave (-1, or
 -2 for static ones), stall past their session or rebalance timeout, and come back; the topic
-catalog grows, shrinks and loses topics; the clock creeps or jumps. One ``random.Random(seed)``
+catalog grows, shrinks and loses topics; the clock creeps or jumps; the shard restarts (a fresh
+one replays every record) and the runtime hands it the catalog only a few steps later, so timers
+fire and requests arrive before it has one. One ``random.Random(seed)``
 drives everything and member ids come from the seed, so a seed replays a run exactly. After
 every step:
 
@@ -11,7 +13,8 @@ every step:
   revocation, by two members of a group, and the group's owner index agrees;
 * the clients' view: what a consumer that is still a member believes it consumes is a subset of
   what the coordinator has it hold, so no two live consumers consume one partition;
-* every request gets exactly one reply, and a refused request writes no record;
+* every request gets exactly one reply (or, parked when the shard restarts, none), and a refused
+  request writes no record;
 * replay equivalence (every ``check_replay_every`` steps and at the end): a fresh shard replaying
   every record holds the same consumer groups and offsets.
 """
@@ -82,7 +85,8 @@ class ConsumerSimulation:
             offsets_retention_ms=60_000,
             offsets_retention_check_interval_ms=10_000,
         )
-        self.shard = Shard(0, 1, config=self.config, ids=SequentialIds(seed))
+        self.ids = SequentialIds(seed)  # kept across restarts: member ids never repeat
+        self.shard = Shard(0, 1, config=self.config, ids=self.ids)
         self.now = 0
         self.records: list = []
         self.replies: dict = {}
@@ -93,6 +97,9 @@ class ConsumerSimulation:
         self._ids = itertools.count(1)
         self.errors: dict[Errors, int] = {}
         self.lost_responses = 0
+        self.catalog_due_in = 0  # steps until the runtime hands a restarted shard the catalog
+        self.reloads = 0
+        self.fenced_without_catalog = 0  # members fenced by a timer before the catalog came
         self.absorb(self.shard.on_loaded(0))
         self.absorb(self.shard.update_topics(0, self.catalog))
 
@@ -100,6 +107,10 @@ class ConsumerSimulation:
 
     def absorb(self, step) -> None:
         self.records.extend(step.records)
+        if self.catalog_due_in:
+            self.fenced_without_catalog += sum(
+                e.kind == "consumer-member-fenced" for e in step.events
+            )
         for request_id, response in step.replies:
             assert request_id not in self.replies, f"request {request_id} answered twice"
             self.replies[request_id] = response
@@ -119,11 +130,17 @@ class ConsumerSimulation:
     def step(self) -> None:
         rng = self.rng
         self.steps += 1
+        if self.catalog_due_in:
+            self.catalog_due_in -= 1
+            if not self.catalog_due_in:
+                self.absorb(self.shard.update_topics(self.now, self.catalog))
         roll = rng.random()
         if roll < 0.03:
             self.change_catalog()
         elif roll < 0.045:
             self.advance(rng.choice((3_000, 5_000, 70_000)))
+        elif roll < 0.05:
+            self.reload()
         else:
             self.advance(rng.randint(0, 300))
             self.act(rng.choice(self.consumers))
@@ -141,7 +158,25 @@ class ConsumerSimulation:
         else:
             catalog[topic] = max(catalog.get(topic, 0), 1) + self.rng.randint(0, 2)
         self.catalog = catalog
-        self.absorb(self.shard.update_topics(self.now, catalog))
+        if not self.catalog_due_in:  # else a restarted shard gets this one when it comes
+            self.absorb(self.shard.update_topics(self.now, catalog))
+
+    def reload(self) -> None:
+        """A restart: a fresh shard replays every record and is loaded; the catalog comes a
+        few steps later (timers fire and requests arrive before it does)."""
+        self.shard = Shard(0, 1, config=self.config, ids=self.ids)
+        for record in self.records:
+            self.shard.replay(record)
+        self.absorb(self.shard.on_loaded(self.now))
+        self.catalog_due_in = self.rng.randint(1, 8)
+        self.reloads += 1
+        self.lose_parked()
+        # Sessions and rebalance timeouts are re-armed on load; some expire before the catalog.
+        self.advance(self.rng.choice((0, 1_000, 5_000)))
+
+    def lose_parked(self) -> None:
+        """Requests the old shard had parked are never answered (every call here is answered
+        at once; ``MixedSimulation`` parks JoinGroups and SyncGroups)."""
 
     def act(self, c: Consumer) -> None:
         rng = self.rng
@@ -205,8 +240,14 @@ class ConsumerSimulation:
         if error in REJOIN:
             c.reset()  # abandon every partition and rejoin
             return
-        if error in (Errors.UNRELEASED_INSTANCE_ID, Errors.GROUP_MAX_SIZE_REACHED):
-            return  # the previous instance has not left yet, or the group is full: later
+        if error in (
+            Errors.UNRELEASED_INSTANCE_ID,
+            Errors.GROUP_MAX_SIZE_REACHED,
+            Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        ):
+            # The previous instance has not left yet, the group is full, or a restarted shard
+            # has no topic catalog yet: later.
+            return
         assert error == Errors.NONE, response
         c.joined, c.epoch, c.member_id = True, response.member_epoch, response.member_id
         if response.assignment is not None:

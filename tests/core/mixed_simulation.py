@@ -75,6 +75,12 @@ class MixedSimulation(ConsumerSimulation):
             if event.kind in self.migrations:
                 self.migrations[event.kind] += 1
 
+    def lose_parked(self) -> None:
+        for c in self.consumers:
+            if isinstance(c, ClassicConsumer) and c.pending is not None:
+                c.pending = None
+                c.rejoin()  # its JoinGroup or SyncGroup timed out: it joins again
+
     def send(self, request) -> int:
         request_id = next(self._ids)
         self.absorb(self.shard.handle(self.now, request_id, request))

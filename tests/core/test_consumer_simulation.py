@@ -23,6 +23,8 @@ def test_seeded_consumer_group_runs_keep_every_invariant(seed):
     # The runs reach the interesting paths, not just the happy one.
     assert sim.errors[Errors.NONE] > 500
     assert sim.errors[Errors.UNKNOWN_MEMBER_ID] and sim.lost_responses
+    # Restarts whose catalog came late: requests waited, timers fenced members meanwhile.
+    assert sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS] and sim.fenced_without_catalog
     states = {r.value.state for r in sim.records if type(r.key) is ASSIGNMENT and r.value}
     assert states == {STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS}
 

@@ -5,6 +5,8 @@ hold; the log rebuilds the live state."""
 
 import pytest
 
+from groupcoord.coordinator import Errors
+
 from .mixed_simulation import MixedSimulation
 
 
@@ -16,3 +18,4 @@ def test_mixed_classic_and_consumer_runs_keep_every_invariant(seed):
     assert sim.migrations["upgraded"] and sim.migrations["downgraded"]
     assert sim.synced_in_consumer_groups and sim.classic_answers.get("heartbeat NONE")
     assert sim.classic_answers.get("heartbeat REBALANCE_IN_PROGRESS")
+    assert sim.reloads and sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS]

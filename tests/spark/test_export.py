@@ -198,16 +198,16 @@ def test_export_interleaved_with_another_commits_nothing_twice(
     _assert_exactly_once(run, lake_dir)
 
 
-def test_concurrent_exports_in_threads(spark, coordinator_run, tmp_path):
-    run = coordinator_run
-    run.play(rounds=12)
-    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
-    lake.open_table(lake_dir, OFFSET_COMMITS)  # both start from an existing table
+def _export_in_two_threads(
+    spark, logs, lake_dir, config: ExportConfig = exporter.DEFAULT_EXPORT_CONFIG
+) -> list:
+    """Run two exports of ``logs`` into ``lake_dir`` at once, each on its own thread; their
+    results (the test fails if either raised)."""
     results, errors = [], []
 
     def one():
         try:
-            results.append(export(spark, logs, lake_dir, ExportConfig(max_segments_per_round=1)))
+            results.append(export(spark, logs, lake_dir, config))
         except Exception as exc:  # surfaced by the assertion below
             errors.append(exc)
 
@@ -216,7 +216,16 @@ def test_concurrent_exports_in_threads(spark, coordinator_run, tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, errors
+    return results
+
+
+def test_concurrent_exports_in_threads(spark, coordinator_run, tmp_path):
+    run = coordinator_run
+    run.play(rounds=12)
+    lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
+    lake.open_table(lake_dir, OFFSET_COMMITS)  # both start from an existing table
+    results = _export_in_two_threads(spark, logs, lake_dir, ExportConfig(max_segments_per_round=1))
     commits = _assert_exactly_once(run, lake_dir)
     assert sum(r.rows[OFFSET_COMMITS] for r in results) == len(commits)
 
@@ -524,20 +533,7 @@ def test_concurrent_first_exports_create_each_table_once_with_rows(
     run = coordinator_run
     run.play(rounds=12)
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
-    results, errors = [], []
-
-    def one():
-        try:
-            results.append(export(spark, logs, lake_dir))
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = _export_in_two_threads(spark, logs, lake_dir)
     commits = _assert_exactly_once(run, lake_dir)
     assert sum(r.rows[OFFSET_COMMITS] for r in results) == len(commits)
     for name in TABLES:
