@@ -6,7 +6,7 @@ describes and deletes groups and resets offsets. ``PartitionRuntime`` is the Ray
 partition actor (see runtime.py's theory of operation).
 """
 
-from .admin import AdminClient, AdminError, GroupDescription
+from .admin import AdminClient, AdminError, GroupDescription, PartitionStatus
 from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
@@ -27,6 +27,7 @@ __all__ = [
     "GroupMember",
     "GroupMemberError",
     "PartitionRuntime",
+    "PartitionStatus",
     "RebalanceListener",
     "SyncGroupMember",
     "WireConfig",

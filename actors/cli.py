@@ -1,6 +1,7 @@
 """``groupcoord``: run the coordinator, watch it survive a failure, administer groups.
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
+                      [--router-node head|any|NODE_ID]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
                       | delete TOPIC
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import os
 import signal
@@ -81,6 +83,8 @@ PARTITION_COLUMNS = (
     "groups",
     "pid",
     "node",
+    "load_s",
+    "loaded_at",
     "nice",
     "kafka",
     "attempts",
@@ -88,11 +92,23 @@ PARTITION_COLUMNS = (
 )
 
 
+def _iso_utc(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return (
+        datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
 def partitions_rows(infos: list[dict]) -> list[dict]:
     return [
         {k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
         | {
             "node": str(info.get("node", ""))[:12],
+            "load_s": "" if info.get("load_seconds") is None else f"{info['load_seconds']:.2f}",
+            "loaded_at": _iso_utc(info.get("loaded_at_ms")),
             "nice": info.get("niceness"),
             "kafka": info.get("kafka") or "",
             "attempts": info.get("load_attempts"),
@@ -155,6 +171,7 @@ def cmd_serve(args, out: Output) -> int:
             namespace=args.namespace,
             address=args.address,
             wire=wire,
+            router_node=args.router_node,
         )
         infos = deployment.wait_ready(args.ready_timeout)
         out.note(
@@ -228,7 +245,12 @@ def _connect(args):
 
 
 def cmd_status(args, out: Output) -> int:
-    infos = _connect(args).infos()
+    deployment = _connect(args)
+    infos = deployment.infos()
+    router_node = ray.get(deployment.router.describe.remote())["node"]
+    out.document["router_node"] = router_node
+    if not out.as_json:
+        print(f"router on node {router_node}", flush=True)
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
@@ -368,6 +390,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--ready-timeout", type=float, default=120.0)
     serve.add_argument(
+        "--router-node",
+        default="head",
+        help="where the router runs: head (default), any, or a Ray node id; partitions "
+        "are spread over the nodes",
+    )
+    serve.add_argument(
         "--kafka-port",
         type=int,
         default=None,
@@ -406,7 +434,9 @@ def parser() -> argparse.ArgumentParser:
         "Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, "
         "else the one cluster running on this machine"
     )
-    status = sub.add_parser("status", help="the partitions: state, epoch, load errors")
+    status = sub.add_parser(
+        "status", help="the partitions: node, state, epoch, load time, groups, errors"
+    )
     common(status, client_address)
 
     topics = sub.add_parser("topics", help="the topic catalog Kafka clients see")

@@ -23,6 +23,7 @@ from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
 from .partition_actor import PartitionActor, normal_priority, partition_actor_name
+from .placement import PARTITION_STRATEGY
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
@@ -68,6 +69,8 @@ def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
+        # Spread over the nodes alive when each (re)start is placed (placement.py).
+        scheduling_strategy=PARTITION_STRATEGY,
         # Parked joins and syncs each hold a concurrency slot while they wait.
         max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY,
     )
@@ -160,6 +163,7 @@ class RouterActor:
             "config": self.config,
             "cluster_id": self.cluster_id,
             "init_error": self.init_error,
+            "node": ray.get_runtime_context().get_node_id(),
         }
 
     async def ping(self) -> None:
