@@ -1,11 +1,12 @@
 """Where the actors run on a multi-node Ray cluster.
 
-Partition actors are scheduled with Ray's ``SPREAD`` strategy: Ray places each new actor on
-the next node in turn, so the partitions start spread over the nodes alive at that moment, and a
-partition that Ray restarts (its node died, its process exited) is placed by the same rule among
-the nodes alive then. A running partition is never moved when a node joins: moving it is a
-failover (its clients get NOT_COORDINATOR and wait for a reload), so a new node receives
-partitions as they restart, not before.
+Partition *n* is created on the *n*-th alive node in turn (``partition_strategy``: a soft
+node affinity), so the partitions start spread over the nodes alive at that moment. Ray's own
+``SPREAD`` strategy was tried first and put all three partitions of a test on one node of
+three when the machine was loaded. When a partition's node dies, Ray restarts it on a
+surviving node (the affinity is soft: Ray then chooses). A running partition is never moved
+when a node joins: moving it is a failover (its clients get NOT_COORDINATOR and wait for a
+reload); a new node receives partitions only when a whole deployment starts again.
 
 The router goes where the operator says (``router_node``): ``"head"`` (the default) is the node
 holding Ray's GCS, which a cluster cannot lose anyway; ``"any"`` lets Ray choose; a node id
@@ -22,7 +23,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 # Ray gives the head node this resource (and only it).
 HEAD_RESOURCE = "node:__internal_head__"
-PARTITION_STRATEGY = "SPREAD"
 
 
 def alive_nodes() -> list[dict]:
@@ -36,6 +36,14 @@ def head_node_id() -> str | None:
         if HEAD_RESOURCE in node.get("Resources", {}):
             return node["NodeID"]
     return None
+
+
+def partition_strategy(partition: int, node_ids: list[str]) -> Any:
+    """Partition ``partition``'s place among ``node_ids`` (taken once, sorted, so every
+    partition sees the same list): round robin, soft."""
+    if not node_ids:
+        return "DEFAULT"
+    return NodeAffinitySchedulingStrategy(node_ids[partition % len(node_ids)], soft=True)
 
 
 def router_strategy(router_node: str) -> Any:
@@ -57,4 +65,10 @@ def router_strategy(router_node: str) -> Any:
     return NodeAffinitySchedulingStrategy(router_node, soft=True)
 
 
-__all__ = ["HEAD_RESOURCE", "PARTITION_STRATEGY", "alive_nodes", "head_node_id", "router_strategy"]
+__all__ = [
+    "HEAD_RESOURCE",
+    "alive_nodes",
+    "head_node_id",
+    "partition_strategy",
+    "router_strategy",
+]

@@ -23,7 +23,7 @@ from groupcoord.wire.topics import TopicChange
 
 from .catalog import CatalogError, TopicCatalog
 from .partition_actor import PartitionActor, normal_priority, partition_actor_name
-from .placement import PARTITION_STRATEGY
+from .placement import alive_nodes, partition_strategy
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
@@ -69,8 +69,6 @@ def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
-        # Spread over the nodes alive when each (re)start is placed (placement.py).
-        scheduling_strategy=PARTITION_STRATEGY,
         # Parked joins and syncs each hold a concurrency slot while they wait.
         max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY,
     )
@@ -115,10 +113,15 @@ class RouterActor:
         self._bootstrap: BootstrapListener | None = None
         try:
             myself = ray.get_runtime_context().current_actor  # partition listeners ask it
+            # Spread over the nodes alive now (placement.py); an existing partition actor
+            # (found by name after a router restart) stays where it is.
+            node_ids = sorted(node["NodeID"] for node in alive_nodes())
 
             def factory(n: int):
                 return PartitionActor.options(
-                    name=partition_actor_name(n), **partition_options(namespace, config)
+                    name=partition_actor_name(n),
+                    scheduling_strategy=partition_strategy(n, node_ids),
+                    **partition_options(namespace, config),
                 ).remote(n, num_partitions, log_dir, config, log_config, wire, myself)
 
             self.catalog = TopicCatalog(log_dir)
