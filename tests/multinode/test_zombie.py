@@ -13,11 +13,13 @@ is read back and the log loads without a single refused batch.
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
 import signal
 import time
 
 import pytest
+import ray
 
 from groupcoord.actors import start, stop
 from groupcoord.coordinator import Shard
@@ -106,9 +108,15 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
 
         groups = groups_covering(PARTITIONS, "mn-zombie")
         asyncio.run(commit_through(deployment, groups, freeze_take_over_resume))
+        logs = ray._private.worker._global_node.get_logs_dir_path()
         for frozen in (kept, lost):
             p = frozen["partition"]
             assert seen["infos"][p]["node"] == head
+            # It gave up by itself, and says why: a newer claim, or the epoch fence.
+            (err,) = glob.glob(os.path.join(logs, f"worker-*-{frozen['pid']}.err"))
+            with open(err) as f:
+                said = f.read()
+            assert "owns it now" in said or "LogFencedError" in said, said[-2000:]
             # Batches in epoch order (a reader refuses an older epoch after a newer one, so a
             # zombie's late write would raise here), and the whole state loads.
             assert list(read_log(dirs[p]))
