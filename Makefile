@@ -36,8 +36,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/python tools/typecheck.py
 
+# tests/multinode runs a multi-node Ray cluster of its own (and a local-cluster Spark): a
+# driver belongs to one Ray cluster, so it is a second pytest process (tests/conftest.py).
 test: lint $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q tests/multinode
 
 test-core: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests/core
