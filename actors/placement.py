@@ -1,12 +1,13 @@
 """Where the actors run on a multi-node Ray cluster.
 
-Partition *n* is created on the *n*-th alive node in turn (``partition_strategy``: a soft
-node affinity), so the partitions start spread over the nodes alive at that moment. Ray's own
-``SPREAD`` strategy was tried first and put all three partitions of a test on one node of
-three when the machine was loaded. When a partition's node dies, Ray restarts it on a
-surviving node (the affinity is soft: Ray then chooses). A running partition is never moved
-when a node joins: moving it is a failover (its clients get NOT_COORDINATOR and wait for a
-reload); a new node receives partitions only when a whole deployment starts again.
+Partition *n* is asked for on the *n*-th alive node in turn (``partition_strategy``: a soft
+node affinity), so the partitions start spread over the nodes alive at that moment; soft means
+Ray may place one elsewhere, and on a loaded machine it sometimes did. Ray's own ``SPREAD``
+strategy was tried first and put all three partitions of a test on one node of three. When a
+partition's node dies, Ray restarts it on a surviving node (the affinity is soft: Ray then
+chooses). A running partition is never moved when a node joins: moving it is a failover (its
+clients get NOT_COORDINATOR and wait for a reload); a new node receives partitions when one is
+restarted after a failure or the deployment is started again.
 
 The router goes where the operator says (``router_node``): ``"head"`` (the default) is the node
 holding Ray's GCS, which a cluster cannot lose anyway; ``"any"`` lets Ray choose; a node id
