@@ -51,6 +51,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/actors.py
 	$(VENV)/bin/python bench/export.py
 	$(VENV)/bin/python bench/wire.py
+	$(VENV)/bin/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,9 +10,10 @@ clients get NOT_COORDINATOR and wait for a reload); a new node receives partitio
 restarted after a failure or the deployment is started again.
 
 The router goes where the operator says (``router_node``): ``"head"`` (the default) is the node
-holding Ray's GCS, which a cluster cannot lose anyway; ``"any"`` lets Ray choose; a node id
-(hex, as ``ray list nodes`` and ``groupcoord status`` show it) pins it to that node. Both pins
-are soft: when that node is gone, Ray restarts the router on another one.
+holding Ray's GCS, which a cluster cannot lose anyway, so that pin is hard (a soft one was
+seen to land elsewhere on a loaded machine); ``"any"`` lets Ray choose; a node id (hex, as
+``ray list nodes`` and ``groupcoord status`` show it) asks for that node, softly: when that node
+is gone, Ray restarts the router on another one.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def router_strategy(router_node: str) -> Any:
         return "DEFAULT"
     if router_node == "head":
         node_id = head_node_id()
-        return "DEFAULT" if node_id is None else NodeAffinitySchedulingStrategy(node_id, soft=True)
+        return "DEFAULT" if node_id is None else NodeAffinitySchedulingStrategy(node_id, soft=False)
     alive = {n["NodeID"] for n in alive_nodes()}
     if router_node not in alive:
         raise ValueError(

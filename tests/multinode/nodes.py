@@ -21,7 +21,9 @@ HEALTH_CHECK_FAST = {
     "health_check_initial_delay_ms": 1000,
 }
 # Coordinator actors ask for no CPU; a small object store keeps three nodes within memory.
-NODE_OPTIONS = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+# A temp dir of its own: Ray's head records its address in <temp dir>/ray_current_cluster,
+# and a plain ray.init() elsewhere on this machine would otherwise try to join this cluster.
+NODE_OPTIONS = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "temp_dir": "/tmp/gc-multinode"}
 
 
 @ray.remote(num_cpus=0)

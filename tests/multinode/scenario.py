@@ -9,11 +9,12 @@ import itertools
 import time
 from collections.abc import Callable
 
-from groupcoord.actors import AdminClient, Deployment
+from groupcoord.actors import AdminClient, Deployment, start, stop
 from groupcoord.coordinator import partition_for
 from tests.actors.helpers import committer, member, no_double_ownership, settled, wait_until
 
 TOPIC_PARTITIONS = 4
+PARTITIONS_DEFAULT = 3  # coordinator partitions of the multi-node tests
 MEMBERS_PER_GROUP = 2
 
 
@@ -25,6 +26,20 @@ def groups_covering(num_partitions: int, prefix: str) -> list[str]:
         chosen.setdefault(partition_for(group, num_partitions), group)
         if len(chosen) == num_partitions:
             return [chosen[p] for p in range(num_partitions)]
+    raise AssertionError("unreachable")
+
+
+def start_placed(log_dir: str, namespace: str, placed: Callable, **options):
+    """Start a deployment whose placement ``placed(deployment, infos)`` accepts. Placement is a soft
+    affinity (actors/placement.py) that Ray does not always honour on a loaded machine, and a
+    test about losing nodes needs partitions on them: start again (same log root, same
+    namespace) up to 5 times."""
+    for attempt in range(5):
+        deployment = start(PARTITIONS_DEFAULT, log_dir, namespace=namespace, **options)
+        infos = deployment.wait_ready(60)
+        if placed(deployment, infos) or attempt == 4:
+            return deployment, infos
+        stop(deployment)
     raise AssertionError("unreachable")
 
 

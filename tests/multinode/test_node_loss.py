@@ -15,9 +15,15 @@ from groupcoord.actors.cli import main as cli_main
 from tests.actors.helpers import TEST_CONFIG
 
 from .nodes import partitions_on, wait_dead_in_ray
-from .scenario import commit_through, groups_covering, wait_serving
+from .scenario import (
+    PARTITIONS_DEFAULT,
+    commit_through,
+    groups_covering,
+    start_placed,
+    wait_serving,
+)
 
-PARTITIONS = 3
+PARTITIONS = PARTITIONS_DEFAULT
 
 
 @pytest.fixture
@@ -85,24 +91,27 @@ def test_spread_status_and_worker_node_loss(three_nodes, log_dir, capsys):
 def test_router_and_a_node_lost_at_once(three_nodes, log_dir):
     cluster = three_nodes
     workers = sorted(cluster.worker_nodes, key=lambda n: n.node_id)
-    # The operator put the router on a worker node; that node and the other worker die together.
-    deployment = start(
-        PARTITIONS,
+    # The operator asks for the router on a worker node; that node and the other worker die
+    # together. The pin is soft and Ray did not always honour it on this loaded machine: the
+    # router process is then killed at the same moment instead, so it is lost all the same.
+    head = cluster.head_node.node_id
+    lost = {w.node_id for w in workers}
+    deployment, infos = start_placed(
         log_dir,
-        namespace="mn-router",
+        "mn-router",
+        lambda d, infos: any(i["node"] in lost for i in infos),
         config=TEST_CONFIG,
         router_node=workers[0].node_id,
     )
     try:
-        infos = deployment.wait_ready(60)
-        assert cluster_router_node(deployment) == workers[0].node_id
-        head = cluster.head_node.node_id
-        lost = {w.node_id for w in workers}
+        router_node = cluster_router_node(deployment)
         victims = [i["partition"] for i in infos if i["node"] in lost]
         assert victims, f"every partition on the head: {infos}"
         epochs = {i["partition"]: i["epoch"] for i in infos}
 
-        def lose_two_nodes():
+        def lose_router_and_two_nodes():
+            if router_node not in lost:
+                ray.kill(deployment.router, no_restart=False)
             for worker in workers:
                 cluster.remove_node(worker, allow_graceful=False)
             for node_id in lost:
@@ -116,8 +125,9 @@ def test_router_and_a_node_lost_at_once(three_nodes, log_dir):
             )
 
         groups = groups_covering(PARTITIONS, "mn-router")
-        asyncio.run(commit_through(deployment, groups, lose_two_nodes))
+        asyncio.run(commit_through(deployment, groups, lose_router_and_two_nodes))
         assert cluster_router_node(deployment) == head  # Ray restarted it on the survivor
+        print(f"router was on {'a lost worker' if router_node in lost else 'the head'}")
     finally:
         stop(deployment)
 

@@ -21,15 +21,21 @@ import time
 import pytest
 import ray
 
-from groupcoord.actors import start, stop
+from groupcoord.actors import stop
 from groupcoord.coordinator import Shard
 from groupcoord.storage import load, read_log
 from tests.actors.helpers import TEST_CONFIG
 
 from .nodes import alive, node_by_id, processes_of, running, signal_all, wait_dead_in_ray
-from .scenario import commit_through, groups_covering, wait_serving
+from .scenario import (
+    PARTITIONS_DEFAULT,
+    commit_through,
+    groups_covering,
+    start_placed,
+    wait_serving,
+)
 
-PARTITIONS = 3
+PARTITIONS = PARTITIONS_DEFAULT
 LOCK_HELD_S = 2.0  # how long the new incarnation is watched waiting for the zombie's lock
 
 
@@ -51,11 +57,15 @@ def _wait(predicate, timeout_s: float, what: str):
 
 def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir):
     cluster = three_nodes
-    deployment = start(PARTITIONS, log_dir, namespace="mn-zombie", config=TEST_CONFIG)
+    head = cluster.head_node.node_id
+    deployment, infos = start_placed(
+        log_dir,
+        "mn-zombie",
+        lambda _, infos: len({i["node"] for i in infos} - {head}) == 2,
+        config=TEST_CONFIG,
+    )
+    on_workers = {i["node"]: i for i in infos if i["node"] != head}
     try:
-        infos = deployment.wait_ready(60)
-        head = cluster.head_node.node_id
-        on_workers = {i["node"]: i for i in infos if i["node"] != head}
         assert len(on_workers) == 2, f"partitions not spread over the workers: {infos}"
         # Worker a keeps its lock (a local file system); worker b loses it (an NFS lease).
         (kept, lost) = sorted(on_workers.values(), key=lambda i: i["partition"])
