@@ -44,8 +44,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/python tools/typecheck.py
 
+# tests/multinode runs a multi-node Ray cluster of its own (and a local-cluster Spark): a
+# driver belongs to one Ray cluster, so it is a second pytest process (tests/conftest.py).
 test: lint $(STAMP) $(KAFKA_STAMP) browser
 	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q tests/multinode
 
 test-core: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests/core
@@ -57,6 +60,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/export.py
 	$(VENV)/bin/python bench/wire.py
 	$(VENV)/bin/python bench/assignors.py
+	$(VENV)/bin/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

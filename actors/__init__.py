@@ -10,7 +10,7 @@ operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecu
 HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
-from .admin import AdminClient, AdminError, GroupDescription
+from .admin import AdminClient, AdminError, GroupDescription, PartitionStatus
 from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
@@ -47,6 +47,7 @@ __all__ = [
     "LagWindowConfig",
     "ListenerSecurity",
     "PartitionRuntime",
+    "PartitionStatus",
     "RebalanceListener",
     "SyncGroupMember",
     "UsersFile",

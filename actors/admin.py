@@ -70,6 +70,38 @@ class PartitionOffset(msgspec.Struct, frozen=True):
     owner: str | None = None  # member id of the current owner, if any
 
 
+class PartitionStatus(msgspec.Struct, frozen=True):
+    """One partition actor as it reports itself (``info()``): where it runs and how it is."""
+
+    partition: int
+    state: str  # loading | serving | load_failed | failed | closed | broken | unreachable
+    epoch: int
+    node_id: str  # the Ray node it runs on ("" when unreachable)
+    pid: int
+    groups: int
+    load_seconds: float | None = None
+    loaded_at_ms: int | None = None  # wall-clock time it started serving
+    error: str | None = None
+
+
+def partition_status(n: int, info: dict | BaseException) -> PartitionStatus:
+    """A partition's status from its ``info()`` (or the exception asking for it raised)."""
+    if isinstance(info, BaseException):
+        return PartitionStatus(n, "unreachable", -1, "", 0, 0, error=repr(info)[:300])
+    why = info.get("load_error") or info.get("init_error") or info.get("fatal_error")
+    return PartitionStatus(
+        n,
+        info["state"],
+        info["epoch"],
+        info.get("node", ""),
+        info.get("pid", 0),
+        info.get("groups", 0),
+        info.get("load_seconds"),
+        info.get("loaded_at_ms"),
+        why,
+    )
+
+
 class GroupDescription(msgspec.Struct, frozen=True):
     group_id: str
     state: str
@@ -135,6 +167,24 @@ class AdminClient:
             if loop.time() > deadline:
                 raise AdminError(error, why)
             await asyncio.sleep(0.1)
+
+    async def partitions(self) -> list[PartitionStatus]:
+        """Every partition's node, epoch, state, load time and group count, in partition order;
+        one that does not answer within ``timeout_ms`` is ``unreachable``."""
+        timeout_s = self.timeout_ms / 1000
+        try:
+            handles = await asyncio.wait_for(self.router.partitions.remote(), timeout_s)
+        except (TimeoutError, RayActorError) as exc:
+            raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"router: {exc!r}") from None
+
+        async def one(handle) -> dict | BaseException:
+            try:
+                return await asyncio.wait_for(handle.info.remote(), timeout_s)
+            except (TimeoutError, RayActorError) as exc:
+                return exc
+
+        infos = await asyncio.gather(*(one(h) for h in handles))
+        return [partition_status(n, info) for n, info in enumerate(infos)]
 
     async def describe_groups(
         self,

@@ -38,6 +38,7 @@ from . import identity
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
+from .placement import router_strategy
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
 from .wire_service import WireConfig
 
@@ -229,12 +230,15 @@ def start(
     wire: WireConfig | None = None,
     log_level: int = logging.INFO,
     http: HttpConfig | None = None,
+    router_node: str = "head",
 ) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
     ``log_dir`` must be reachable from every node Ray may restart a partition on: a local
     directory for the embedded single-node default, a shared filesystem on a cluster. The
     actors log at ``log_level`` to ``<log_dir>/server-logs/`` (``server_log``).
+    ``router_node`` places the router when this call creates it (placement.py): ``"head"``,
+    ``"any"`` or a node id; partitions are spread over the nodes.
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ValueError(
@@ -247,6 +251,7 @@ def start(
         raise ValueError("config must be a CoordinatorConfig")
     log_config = log_config_for(config, log_config)
     source = ensure_ray(address, namespace, num_cpus) or _connected_via
+    strategy = router_strategy(router_node)  # ValueError before anything is created
     log_dir = os.path.abspath(log_dir)
     running = _running(namespace)
     if running is None:
@@ -271,6 +276,7 @@ def start(
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
+        scheduling_strategy=strategy,
     ).remote(
         num_partitions,
         log_dir,

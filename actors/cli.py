@@ -1,6 +1,7 @@
 """``groupcoord``: run the coordinator, watch it survive a failure, administer groups.
 
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
+                      [--router-node head|any|NODE_ID]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
@@ -31,6 +32,7 @@ requests answered, logs flushed, writer locks released), stops its embedded Ray 
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import os
 import signal
@@ -74,6 +76,8 @@ PARTITION_COLUMNS = (
     "groups",
     "pid",
     "node",
+    "load_s",
+    "loaded_at",
     "nice",
     "kafka",
     "attempts",
@@ -81,11 +85,23 @@ PARTITION_COLUMNS = (
 )
 
 
+def _iso_utc(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return (
+        datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
 def partitions_rows(infos: list[dict]) -> list[dict]:
     return [
         {k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
         | {
             "node": str(info.get("node", ""))[:12],
+            "load_s": "" if info.get("load_seconds") is None else f"{info['load_seconds']:.2f}",
+            "loaded_at": _iso_utc(info.get("loaded_at_ms")),
             "nice": info.get("niceness"),
             "kafka": info.get("kafka") or "",
             "attempts": info.get("load_attempts"),
@@ -233,6 +249,7 @@ def cmd_serve(args, out: Output) -> int:
             log_config=settings.log_config,
             log_level=settings.log_level,
             http=http,
+            router_node=args.router_node,
         )
         infos = deployment.wait_ready(args.ready_timeout, progress=_loaded)
         if deployment.kafka is not None:
@@ -312,7 +329,12 @@ def _connect(args):
 
 
 def cmd_status(args, out: Output) -> int:
-    infos = _connect(args).infos()
+    deployment = _connect(args)
+    infos = deployment.infos()
+    router_node = ray.get(deployment.router.describe.remote())["node"]
+    out.document["router_node"] = router_node
+    if not out.as_json:
+        print(f"router on node {router_node}", flush=True)
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
@@ -444,6 +466,12 @@ def parser() -> OneLineParser:
         help="how long to wait for every partition to load (default: %(default)s s)",
     )
     serve.add_argument(
+        "--router-node",
+        default="head",
+        help="where the router runs: head (default), any, or a Ray node id; partitions "
+        "are spread over the nodes",
+    )
+    serve.add_argument(
         "--kafka-port",
         type=int,
         default=None,
@@ -569,7 +597,9 @@ def parser() -> OneLineParser:
         "Ray cluster (GCS host:port, as serve printed it); default RAY_ADDRESS, "
         "else the one cluster running on this machine"
     )
-    status = sub.add_parser("status", help="the partitions: state, epoch, load errors")
+    status = sub.add_parser(
+        "status", help="the partitions: node, state, epoch, load time, groups, errors"
+    )
     common(status, client_address)
 
     topics = sub.add_parser("topics", help="the topic catalog Kafka clients see")

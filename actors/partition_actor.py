@@ -13,6 +13,14 @@ the actor exit so that Ray restarts it, at most ``MAX_LOAD_RESTARTS`` times in a
 lives in Ray's GCS key-value store (it must outlive the process) and is reset by a successful
 load. Past it the actor stays up in state ``load_failed`` — a crash loop stops where ``info()``,
 ``groupcoord status`` and the logs show it, instead of spinning silently.
+
+Each incarnation claims its partition in the GCS key-value store when it starts and checks the
+claim every ``OWNER_CHECK_INTERVAL_S``: an incarnation that finds a newer one's claim exits at
+once. That is how a process cut off from the cluster (a stalled or partitioned node that Ray
+declared dead and whose actors it restarted elsewhere) gives up by itself when it runs again:
+on a local file system it still holds the log's writer lock, which the new incarnation waits
+for. The claim is not what keeps the log safe (a check is not atomic with a write); the log's
+lock and epoch fencing are (storage/partition_log.py).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from typing import Any
 
 import ray
@@ -42,6 +51,7 @@ GROUP_GAUGE_INTERVAL_S = 5.0
 # Time for replies already resolved (NOT_COORDINATOR) to leave the process before it exits.
 FATAL_EXIT_DELAY_S = 0.2
 MAX_LOAD_RESTARTS = 3
+OWNER_CHECK_INTERVAL_S = 1.0
 _KV_NAMESPACE = "groupcoord"
 
 
@@ -71,6 +81,23 @@ def set_load_restarts(directory: str, count: int) -> None:
     internal_kv._internal_kv_put(
         _load_restarts_key(directory), str(count).encode(), overwrite=True, namespace=_KV_NAMESPACE
     )
+
+
+def _owner_key(directory: str) -> bytes:
+    return f"owner:{directory}".encode()
+
+
+def claim_partition(directory: str, incarnation: str) -> None:
+    """Record ``incarnation`` as the owner of the partition of ``directory``."""
+    internal_kv._internal_kv_put(
+        _owner_key(directory), incarnation.encode(), overwrite=True, namespace=_KV_NAMESPACE
+    )
+
+
+def partition_owner(directory: str) -> str | None:
+    """The incarnation that claimed the partition of ``directory`` last, if any."""
+    value = internal_kv._internal_kv_get(_owner_key(directory), namespace=_KV_NAMESPACE)
+    return None if value is None else value.decode()
 
 
 def normal_priority() -> int:
@@ -149,6 +176,11 @@ class PartitionActor:
         self.load_restarts: int | None = None  # read when a load fails
         try:
             directory = self._directory = partition_dir(log_dir, partition)
+            self._incarnation = (
+                f"{ray.get_runtime_context().get_node_id()} pid {os.getpid()} {uuid.uuid4().hex}"
+            )
+            claim_partition(directory, self._incarnation)  # before the log: see module doc
+            self._owner_task = asyncio.get_running_loop().create_task(self._watch_owner())
             self._metrics = RayMetrics.create()
             self._runtime = PartitionRuntime(
                 partition,
@@ -171,6 +203,25 @@ class PartitionActor:
         except Exception as exc:
             log.critical("partition %r cannot start: %r", partition, exc)
             self._init_error = repr(exc)
+
+    async def _watch_owner(self) -> None:
+        while True:
+            await asyncio.sleep(OWNER_CHECK_INTERVAL_S)
+            try:
+                owner = await asyncio.to_thread(partition_owner, self._directory)
+            except Exception as exc:  # the GCS unreachable: the log's fencing still holds
+                log.warning("partition %d: cannot read its owner: %r", self._partition, exc)
+                continue
+            if owner is not None and owner != self._incarnation:
+                # Acknowledge nothing more: whatever is in flight is left to the new owner.
+                log.critical(
+                    "partition %d: the incarnation %s owns it now; this one (%s) was cut off "
+                    "and exits",
+                    self._partition,
+                    owner,
+                    self._incarnation,
+                )
+                os._exit(1)
 
     async def _start_wire(self) -> None:
         try:

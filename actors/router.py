@@ -29,6 +29,7 @@ from .partition_actor import (
     open_server_log,
     partition_actor_name,
 )
+from .placement import alive_nodes, partition_strategy
 from .wire_service import BootstrapListener, WireConfig, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
@@ -121,10 +122,15 @@ class RouterActor:
         self._bootstrap: BootstrapListener | None = None
         try:
             myself = ray.get_runtime_context().current_actor  # partition listeners ask it
+            # Spread over the nodes alive now (placement.py); an existing partition actor
+            # (found by name after a router restart) stays where it is.
+            node_ids = sorted(node["NodeID"] for node in alive_nodes())
 
             def factory(n: int):
                 return PartitionActor.options(
-                    name=partition_actor_name(n), **partition_options(namespace, config)
+                    name=partition_actor_name(n),
+                    scheduling_strategy=partition_strategy(n, node_ids),
+                    **partition_options(namespace, config),
                 ).remote(
                     n,
                     num_partitions,
@@ -181,6 +187,7 @@ class RouterActor:
             "cluster_id": self.cluster_id,
             "init_error": self.init_error,
             "server_log": self.server_log,
+            "node": ray.get_runtime_context().get_node_id(),
         }
 
     async def ping(self) -> None:

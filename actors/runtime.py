@@ -120,6 +120,7 @@ class PartitionRuntime:
         self.state = "loading"
         self.load_summary: Any = None
         self.load_seconds: float | None = None
+        self.loaded_at_ms: int | None = None  # the clock's time when it started serving
         self.load_error: str | None = None  # the last failed attempt's, one line
         self.load_failure: str | None = None  # its load_failure_kind
         self.load_attempts = 0
@@ -230,6 +231,7 @@ class PartitionRuntime:
             self.state = "serving"
             self._run_step(shard.on_loaded, self._clock_ms())
             self.load_seconds = time.perf_counter() - started
+            self.loaded_at_ms = self._clock_ms()
             log.info(
                 "partition %d (epoch %d) loaded %d groups in %.3fs",
                 self.partition,
@@ -426,6 +428,7 @@ class PartitionRuntime:
             "queued_records": len(self._queued),
             "appends": self.appends,
             "load_seconds": self.load_seconds,
+            "loaded_at_ms": self.loaded_at_ms,
             "load_error": self.load_error,
             "load_failure": self.load_failure,
             "load_attempts": self.load_attempts,

@@ -13,6 +13,8 @@ LOCAL_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # C1-only JIT: roughly halves start-up and short queries; the exporter's work is in Python.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    # The same for the executors of a cluster master (local-cluster starts a JVM for each).
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # The exporter reports its own progress; Spark's console bar would interleave with it.
     "spark.ui.showConsoleProgress": "false",

@@ -36,3 +36,16 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
+
+
+MULTINODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multinode")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/multinode runs its own multi-node Ray cluster (ray.cluster_utils.Cluster), which
+    cannot share a driver process with ``ray_session``: it is collected only when named on the
+    command line (``make test`` runs it as a second pytest invocation)."""
+    if str(collection_path) != MULTINODE_DIR:
+        return None
+    named = (os.path.abspath(str(arg).split("::")[0]) for arg in config.args)
+    return not any(a == MULTINODE_DIR or a.startswith(MULTINODE_DIR + os.sep) for a in named)

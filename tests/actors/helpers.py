@@ -5,7 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from groupcoord.actors import GroupMember, RebalanceListener, start
+from groupcoord.actors import (
+    CommitFailedError,
+    CoordinatorUnavailable,
+    GroupMember,
+    RebalanceListener,
+    start,
+)
 from groupcoord.coordinator import CoordinatorConfig
 
 # Small timeouts keep the Ray tests short on 2 cores.
@@ -78,3 +84,22 @@ def no_double_ownership(members) -> None:
             for tp in assignment:
                 owner = seen.setdefault((m.group_id, generation, tp), id(m))
                 assert owner == id(m), f"{tp} owned by two members in generation {generation}"
+
+
+async def committer(m, counter, attempted, acked, stop_event) -> None:
+    """Commit ever-growing offsets for whatever the member owns, recording what was attempted
+    and what was acknowledged."""
+    while not stop_event.is_set():
+        owned = sorted(m.assignment)
+        if owned:
+            offsets = {tp: next(counter) for tp in owned}
+            for tp, offset in offsets.items():
+                attempted.setdefault(tp, set()).add(offset)
+            try:
+                await m.commit(offsets)
+            except (CommitFailedError, CoordinatorUnavailable):
+                pass
+            else:
+                for tp, offset in offsets.items():
+                    acked[tp] = max(acked.get(tp, -1), offset)
+        await asyncio.sleep(0.02)

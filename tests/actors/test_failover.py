@@ -13,16 +13,17 @@ import random
 import pytest
 import ray
 
-from groupcoord.actors import (
-    AdminClient,
-    CommitFailedError,
-    CoordinatorChannel,
-    CoordinatorUnavailable,
-    stop,
-)
+from groupcoord.actors import AdminClient, CoordinatorChannel, stop
 from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition, partition_for
 
-from .helpers import member, no_double_ownership, settled, start_deployment, wait_until
+from .helpers import (
+    committer,
+    member,
+    no_double_ownership,
+    settled,
+    start_deployment,
+    wait_until,
+)
 
 PARTITIONS = 6
 GROUPS = ("fo-a", "fo-b")  # land on different partitions of 2 (checked below)
@@ -34,25 +35,6 @@ def deployment(ray_session, tmp_path_factory):
     d = start_deployment(tmp_path_factory.mktemp("logs-failover"), "gc-failover")
     yield d
     stop(d)
-
-
-async def committer(m, counter, attempted, acked, stop_event) -> None:
-    """Commit ever-growing offsets for whatever the member owns, recording what was attempted
-    and what was acknowledged."""
-    while not stop_event.is_set():
-        owned = sorted(m.assignment)
-        if owned:
-            offsets = {tp: next(counter) for tp in owned}
-            for tp, offset in offsets.items():
-                attempted.setdefault(tp, set()).add(offset)
-            try:
-                await m.commit(offsets)
-            except (CommitFailedError, CoordinatorUnavailable):
-                pass
-            else:
-                for tp, offset in offsets.items():
-                    acked[tp] = max(acked.get(tp, -1), offset)
-        await asyncio.sleep(0.02)
 
 
 def test_kill_partitions_and_router_while_committing(deployment):
