@@ -24,6 +24,10 @@ def ray_session():
             p for p in (root, os.environ.get("PYTHONPATH")) if p
         )
         ray.init(
+            # Always a fresh cluster of the tests' own: without "local", ray.init joins any Ray
+            # already running on this host (an operator's `groupcoord serve`, another checkout's
+            # tests) and the _system_config below is refused.
+            address="local",
             num_cpus=4,
             include_dashboard=False,
             namespace=NAMESPACE,
