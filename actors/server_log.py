@@ -5,8 +5,10 @@ where no operator looks, and drops INFO (Python's last-resort handler shows WARN
 So each partition actor writes ``partition-<n>.log`` and the router ``router.log`` beside the
 data they describe: rebalances with their cause, members removed and why (session expiry,
 leave), groups becoming Stable, Empty or Dead, loads and their time, load failures and
-failovers. Each file rotates at ``MAX_BYTES`` and keeps ``BACKUPS`` old ones, so the logs of a
-long-running deployment stay bounded (about 60 MiB per actor).
+failovers. Warnings and worse also still reach the process's stderr, as they did before
+(Python's last-resort handler), so Ray's worker logs keep why a process exited. Each file
+rotates at ``MAX_BYTES`` and keeps ``BACKUPS`` old ones, so the logs of a long-running
+deployment stay bounded (about 60 MiB per actor).
 """
 
 from __future__ import annotations
@@ -39,10 +41,16 @@ def log_to_file(log_dir: str, name: str, level: int = logging.INFO) -> str:
     formatter.converter = time.gmtime  # ISO-8601 UTC, like every table of the CLI
     handler.setFormatter(formatter)
     handler.set_name("groupcoord-server-log")
+    stderr = logging.StreamHandler()
+    stderr.setLevel(logging.WARNING)
+    stderr.setFormatter(formatter)
+    stderr.set_name("groupcoord-stderr")
     root = logging.getLogger("groupcoord")
-    for old in [h for h in root.handlers if h.get_name() == handler.get_name()]:
+    names = (handler.get_name(), stderr.get_name())
+    for old in [h for h in root.handlers if h.get_name() in names]:
         root.removeHandler(old)
         old.close()
     root.addHandler(handler)
+    root.addHandler(stderr)
     root.setLevel(level)
     return path
