@@ -14,7 +14,7 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
   synchronously, back to back, for ``--seconds``; with it the join-to-stable time, and the CPU
   the librdkafka clients (this process) use while the group is stable and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
-  has exactly one owner);
+  has exactly one owner), the median of ``JOIN_TRIALS`` groups;
 * ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
   client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
   ``gc-ray``, by 8 coroutines through the member's own Ray channel.
@@ -56,6 +56,7 @@ STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
+JOIN_TRIALS = 3  # join rows: the median of this many groups per target
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
@@ -226,6 +227,16 @@ async def _ray_row(router, kind: str, count: int, seconds: float) -> dict:
     return row
 
 
+def median_join(runs: list[dict]) -> dict:
+    """The run with the median join-to-stable time, with every run's time beside it: a single
+    join is a race (members whose JoinGroup lands after the first generation is Stable wait for
+    the others' next heartbeat), so one sample says little."""
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=lambda r: r["join_to_stable_s"])
+    return ordered[len(ordered) // 2] | {"join_trials_s": [r["join_to_stable_s"] for r in runs]}
+
+
 RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 favour groupcoord
     "commits_per_s": "commits_vs_kafka",
     "join_to_stable_s": "join_vs_kafka",
@@ -311,11 +322,15 @@ def main() -> None:
             wire_row(bootstraps[label], label, "commits", 1, 0.2)
         asyncio.run(_ray_row(never.router, "commits", 1, 0.2))
         for kind, count in plan:
-            for label in WIRE_TARGETS:
-                rows.append(wire_row(bootstraps[label], label, kind, count, seconds))
+            # Join rows: the targets take turns, trial by trial, so load drift hits them alike.
+            runs: dict[str, list[dict]] = {label: [] for label in (*WIRE_TARGETS, "gc-ray")}
+            for _ in range(JOIN_TRIALS if kind == "join" else 1):
+                for label in WIRE_TARGETS:
+                    runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
+                runs["gc-ray"].append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
+            for label_runs in runs.values():
+                rows.append(median_join(label_runs))
                 print(rows[-1], flush=True)
-            rows.append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
-            print(rows[-1], flush=True)
         for label in WIRE_TARGETS:
             group = f"hb-{label}-{time.monotonic_ns()}"
             rate = asyncio.run(
