@@ -9,7 +9,8 @@ share this class and differ only in the callables they are given:
 * the bootstrap listener routes each group to the partition that owns it, and its ListGroups
   covers every partition.
 
-Requests naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8+) are split into
+Requests naming several groups (DescribeGroups, ConsumerGroupDescribe, DeleteGroups,
+OffsetFetch v8+) are split into
 one core request per group, routed one by one (each partition answers for its own groups) and
 merged in the order asked. What the core has no message for is built by ``groupcoord.wire``'s
 builders from what the caller knows: the listeners' addresses, the topic catalog.
@@ -29,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from groupcoord.coordinator import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -52,6 +55,12 @@ from groupcoord.wire import (
     produce_response,
     request_to_core,
     response_from_core,
+)
+from groupcoord.wire.consumer_groups import (
+    consumer_describe_from_core,
+    consumer_describe_to_core,
+    consumer_heartbeat_from_core,
+    consumer_heartbeat_to_core,
 )
 from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
 from groupcoord.wire.translate import millis
@@ -148,6 +157,17 @@ class KafkaGateway:
                 return response_from_core(request, await self._describe(request))
             case ApiKey.DELETE_GROUPS:
                 return response_from_core(request, await self._delete(request))
+            case ApiKey.CONSUMER_GROUP_HEARTBEAT:
+                topic_ids = self._topic_ids()
+                heartbeat = consumer_heartbeat_to_core(
+                    request, topic_ids, client_host=f"/{client_host}" if client_host else ""
+                )
+                answer = await self._route(heartbeat.group_id, heartbeat)
+                return consumer_heartbeat_from_core(request, answer, topic_ids)
+            case ApiKey.CONSUMER_GROUP_DESCRIBE:
+                return consumer_describe_from_core(
+                    request, await self._consumer_describe(request), self._topic_ids()
+                )
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 return topics_response(request, await self._change_topics(topic_changes(request)))
         # Kafka records a member's host as Java's InetAddress.toString(): "/" + the address.
@@ -178,6 +198,14 @@ class KafkaGateway:
             answer = await self._route(group_id, DescribeGroupsRequest([group_id]))
             groups.extend(answer.groups)
         return DescribeGroupsResponse(groups)
+
+    async def _consumer_describe(self, request: WireRequest) -> ConsumerGroupDescribeResponse:
+        asked = consumer_describe_to_core(request)
+        groups = []
+        for group_id in asked.group_ids:
+            one = ConsumerGroupDescribeRequest([group_id], asked.include_authorized_operations)
+            groups.extend((await self._route(group_id, one)).groups)
+        return ConsumerGroupDescribeResponse(groups)
 
     async def _delete(self, request: WireRequest) -> DeleteGroupsResponse:
         asked: DeleteGroupsRequest = request_to_core(request)

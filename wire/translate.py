@@ -193,6 +193,9 @@ def offset_fetch_to_core(request: WireRequest) -> list[core.OffsetFetchRequest]:
                 core.TopicPartition(t.name, p) for t in group.topics for p in t.partition_indexes
             ],
             require_stable=require_stable,
+            # v9+ (KIP-848): checked against a consumer group's member epochs by the core.
+            member_id=getattr(group, "member_id", None),
+            member_epoch=getattr(group, "member_epoch", -1),
         )
         for group in groups
     ]
