@@ -3,7 +3,8 @@
 ``connection.Connection`` frames bytes into decoded requests and responses into bytes, with
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
-messages to and from the core's (``fast_responses`` encodes the hot Heartbeat and OffsetCommit
+messages to and from the core's (``consumer_groups`` the KIP-848 ones, topic ids to names;
+``fast_responses`` encodes the hot Heartbeat and OffsetCommit
 answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and
 Fetch from what the listener knows, and refuses Produce. No sockets, no clock, no event loop:
 the listeners in ``actors/`` do the I/O.
@@ -37,6 +38,12 @@ from .connection import (
     ProtocolError,
     WireRequest,
 )
+from .consumer_groups import (
+    consumer_describe_from_core,
+    consumer_describe_to_core,
+    consumer_heartbeat_from_core,
+    consumer_heartbeat_to_core,
+)
 from .fast_responses import fast_response
 from .translate import (
     error_response,
@@ -56,6 +63,10 @@ __all__ = [
     "ProtocolError",
     "WireRequest",
     "api_versions_response",
+    "consumer_describe_from_core",
+    "consumer_describe_to_core",
+    "consumer_heartbeat_from_core",
+    "consumer_heartbeat_to_core",
     "error_response",
     "fast_response",
     "fetch_response",

@@ -5,8 +5,8 @@ fixture's coordinator (a real Kafka broker and groupcoord's listeners, side by s
 members subscribe and the server-side assignor splits six partitions among them; each commits
 its own partitions (OffsetCommit with its member epoch) and one reads them all back (OffsetFetch
 v9); the admin client describes the group through ConsumerGroupDescribe (its type, its members'
-assignments); a member leaves and the two left take its partitions; when all have left, the
-committed offsets are kept.
+assignments) and lists it by type (ListGroups v5); a member leaves and the two left take its
+partitions; when all have left, the committed offsets are kept.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 
-from tests.kafka.admin import committed_offsets, create_topic, describe_group, unique_name
+from tests.kafka.admin import (
+    committed_offsets,
+    create_topic,
+    describe_group,
+    listed_group_types,
+    unique_name,
+)
 from tests.kafka.members import wait_until
 
 CLIENT = "confluent-kafka-consumer-protocol"
@@ -55,6 +61,9 @@ def test_three_members_share_commit_and_one_leaves(bootstrap, members):
         frozenset(tp.partition for tp in m.assignment.topic_partitions) for m in description.members
     }
     assert described == {m.assignment() for m in trio}
+    # ListGroups v5 filters on the group's type.
+    assert listed_group_types(bootstrap, {ConsumerGroupType.CONSUMER}).get(group) == "CONSUMER"
+    assert group not in listed_group_types(bootstrap, {ConsumerGroupType.CLASSIC})
 
     expected = {p: 1_000 + p for p in ALL}
     for member in trio:
