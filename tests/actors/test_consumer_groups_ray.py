@@ -1,0 +1,82 @@
+"""KIP-848 consumer groups through real actor handles on a real local Ray (no Kafka listeners):
+the router's topic catalog reaches the partition's shard when a topic is created and when it
+grows (a rebalance onto the new partitions), and a restarted partition asks the router for it
+once loaded, so its consumer group is served again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import ray
+
+from groupcoord.actors import stop
+from groupcoord.actors.channel import CoordinatorChannel
+from groupcoord.coordinator import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatTopicPartitions,
+    Errors,
+    partition_for,
+)
+
+from .helpers import start_deployment
+
+TOPIC = "kip848-ray"
+GROUP = "kip848-ray-group"
+NUM_PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def deployment(ray_session, tmp_path_factory):
+    d = start_deployment(tmp_path_factory.mktemp("logs-kip848"), "gc-kip848", NUM_PARTITIONS)
+    yield d
+    stop(d)
+
+
+def owned(response) -> list[int]:
+    return sorted(p for tp in response.assignment.topic_partitions for p in tp.partitions)
+
+
+def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
+    ray.get(deployment.router.create_topic.remote(TOPIC, 4))
+
+    async def scenario():
+        channel = CoordinatorChannel(deployment.router, GROUP, timeout_ms=60_000)
+        joined = await channel.call(
+            ConsumerGroupHeartbeatRequest(
+                GROUP,
+                "m1",
+                0,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=[TOPIC],
+                topic_partitions=[],
+            )
+        )
+        assert joined.error_code == Errors.NONE, joined
+        assert (joined.member_epoch, owned(joined)) == (1, [0, 1, 2, 3])
+
+        def steady(epoch: int, partitions: list[int]) -> ConsumerGroupHeartbeatRequest:
+            return ConsumerGroupHeartbeatRequest(
+                GROUP,
+                "m1",
+                epoch,
+                topic_partitions=[ConsumerGroupHeartbeatTopicPartitions(TOPIC, partitions)],
+            )
+
+        # The router pushes the grown catalog to every partition: a metadata-change rebalance.
+        await asyncio.to_thread(ray.get, deployment.router.alter_topic.remote(TOPIC, 6))
+        grown = await channel.call(steady(1, [0, 1, 2, 3]))
+        assert grown.error_code == Errors.NONE, grown
+        assert (grown.member_epoch, owned(grown)) == (2, [0, 1, 2, 3, 4, 5])
+
+        # A restarted partition reloads the group from its log and fetches the catalog.
+        handle = deployment.partitions()[partition_for(GROUP, NUM_PARTITIONS)]
+        ray.kill(handle, no_restart=False)
+        # The channel retries while the actor restarts, then while the shard answers
+        # COORDINATOR_LOAD_IN_PROGRESS (loading, then waiting for the catalog); m1's session
+        # (45 s) outlives the restart.
+        again = await channel.call(steady(2, [0, 1, 2, 3, 4, 5]))
+        assert again.error_code == Errors.NONE, again
+        assert again.member_epoch == 2
+
+    asyncio.run(scenario())
