@@ -1,7 +1,8 @@
 """KIP-848 consumer groups through real actor handles on a real local Ray (no Kafka listeners):
 the router's topic catalog reaches the partition's shard when a topic is created and when it
 grows (a rebalance onto the new partitions), and a restarted partition asks the router for it
-once loaded, so its consumer group is served again."""
+once loaded, so its consumer group is served again. The admin client describes the group with
+its type, epochs and members' current and target assignments."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import asyncio
 import pytest
 import ray
 
-from groupcoord.actors import stop
+from groupcoord.actors import AdminClient, stop
 from groupcoord.actors.channel import CoordinatorChannel
+from groupcoord.actors.groups_output import described_rows
 from groupcoord.coordinator import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatTopicPartitions,
@@ -54,6 +56,26 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
         )
         assert joined.error_code == Errors.NONE, joined
         assert (joined.member_epoch, owned(joined)) == (1, [0, 1, 2, 3])
+
+        # The admin client describes it as Kafka's does: through ConsumerGroupDescribe.
+        (described,) = await AdminClient(deployment.router).describe_groups(
+            [GROUP], with_offsets=True
+        )
+        assert (described.group_type, described.state, described.protocol) == (
+            "consumer",
+            "Stable",
+            "uniform",
+        )
+        assert (described.generation_id, described.assignment_epoch) == (1, 1)
+        (m1,) = described.members
+        everything = tuple((TOPIC, p) for p in range(4))
+        assert (m1.member_id, m1.member_epoch) == ("m1", 1)
+        assert m1.assignment == m1.target_assignment == everything
+        assert [(o.topic, o.partition, o.owner) for o in described.offsets] == [
+            (t, p, "m1") for t, p in everything
+        ]
+        rows = described_rows(described, 0)
+        assert (rows[0]["group_type"], rows[1][0]["member_epoch"]) == ("consumer", 1)
 
         def steady(epoch: int, partitions: list[int]) -> ConsumerGroupHeartbeatRequest:
             return ConsumerGroupHeartbeatRequest(
