@@ -7,9 +7,11 @@ its type, epochs and members' current and target assignments."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import ray
+from ray.exceptions import RayError
 
 from groupcoord.actors import AdminClient, stop
 from groupcoord.actors.channel import CoordinatorChannel
@@ -33,6 +35,19 @@ def deployment(ray_session, tmp_path_factory):
     d = start_deployment(tmp_path_factory.mktemp("logs-kip848"), "gc-kip848", NUM_PARTITIONS)
     yield d
     stop(d)
+
+
+def wait_serving(deployment) -> None:
+    """Until every partition answers and has loaded; a handle's first call after its actor
+    restarted may raise (and so would the module's ``stop``)."""
+    for _ in range(600):
+        try:
+            if all(i["state"] == "serving" for i in deployment.infos()):
+                return
+        except RayError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("partitions not serving again")
 
 
 def owned(response) -> list[int]:
@@ -102,3 +117,4 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
         assert again.member_epoch == 2
 
     asyncio.run(scenario())
+    wait_serving(deployment)
