@@ -23,6 +23,7 @@ import msgspec
 from ray.exceptions import RayActorError
 
 from groupcoord.coordinator import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     Errors,
@@ -32,6 +33,7 @@ from groupcoord.coordinator import (
     OffsetFetchRequest,
     TopicPartition,
 )
+from groupcoord.coordinator.consumer_messages import DescribedConsumerGroup
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
 from .channel import CoordinatorChannel, RouterHandle
@@ -55,7 +57,11 @@ class MemberDescription(msgspec.Struct, frozen=True):
     group_instance_id: str | None
     client_id: str
     client_host: str
-    assignment: tuple[tuple[str, int], ...]
+    assignment: tuple[tuple[str, int], ...]  # a consumer group's: the member's current one
+    # KIP-848 consumer groups only (None in a classic group): the member's epoch and the
+    # assignment the coordinator wants it to reach.
+    member_epoch: int | None = None
+    target_assignment: tuple[tuple[str, int], ...] | None = None
 
 
 class PartitionOffset(msgspec.Struct, frozen=True):
@@ -112,6 +118,10 @@ class GroupDescription(msgspec.Struct, frozen=True):
     members: tuple[MemberDescription, ...]
     offsets: tuple[PartitionOffset, ...] = ()
     error: str = "NONE"
+    # "classic" or "consumer" (KIP-848); a consumer group's protocol is its assignor,
+    # generation_id its group epoch, and it has an assignment epoch (None for classic).
+    group_type: str = "classic"
+    assignment_epoch: int | None = None
 
 
 def _assignment_of(raw: bytes, protocol_type: str) -> tuple[tuple[str, int], ...]:
@@ -121,6 +131,39 @@ def _assignment_of(raw: bytes, protocol_type: str) -> tuple[tuple[str, int], ...
         return tuple(sorted(decode_assignment(raw).partitions))
     except ValueError:
         return ()
+
+
+def _partitions_of(assignment) -> tuple[tuple[str, int], ...]:
+    return tuple(
+        sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+    )
+
+
+def _consumer_description(g: DescribedConsumerGroup) -> GroupDescription:
+    """A KIP-848 consumer group (ConsumerGroupDescribe) in the admin's shape."""
+    members = tuple(
+        MemberDescription(
+            m.member_id,
+            m.instance_id,
+            m.client_id,
+            m.client_host,
+            _partitions_of(m.assignment),
+            m.member_epoch,
+            _partitions_of(m.target_assignment),
+        )
+        for m in g.members
+    )
+    return GroupDescription(
+        g.group_id,
+        g.group_state,
+        "consumer",
+        g.assignor_name,
+        g.group_epoch,
+        "",
+        members,
+        group_type="consumer",
+        assignment_epoch=g.assignment_epoch,
+    )
 
 
 class AdminClient:
@@ -193,7 +236,8 @@ class AdminClient:
         with_offsets: bool = False,
         end_offsets: EndOffsetsFn | None = None,
     ) -> list[GroupDescription]:
-        """Describe groups (unknown ones come back state Dead). ``with_offsets`` adds a row per
+        """Describe groups (unknown ones come back state Dead; KIP-848 consumer groups through
+        ConsumerGroupDescribe, ``group_type`` "consumer"). ``with_offsets`` adds a row per
         partition the group owns or has committed (Kafka's describe); ``end_offsets`` adds each
         partition's end offset and lag where it knows them (None elsewhere)."""
         ids = self._group_ids(group_ids)
@@ -209,6 +253,14 @@ class AdminClient:
     async def _describe_one(self, group_id, with_offsets, end_offsets) -> GroupDescription:
         channel = self._channel(group_id)
         described = (await channel.call(DescribeGroupsRequest([group_id]))).groups[0]
+        if described.error == Errors.NONE and described.group_state == "Dead":
+            # DescribeGroups calls a consumer group (KIP-848) Dead, as Kafka does: ask
+            # ConsumerGroupDescribe, as Kafka's admin client does.
+            consumer = (await channel.call(ConsumerGroupDescribeRequest([group_id]))).groups[0]
+            if consumer.error_code == Errors.NONE:
+                return await self._with_offsets(
+                    _consumer_description(consumer), with_offsets, end_offsets
+                )
         members = tuple(
             MemberDescription(
                 m.member_id,
@@ -219,24 +271,7 @@ class AdminClient:
             )
             for m in described.members
         )
-        offsets: tuple[PartitionOffset, ...] = ()
-        if with_offsets and described.error == Errors.NONE:
-            owners = {tp: m.member_id for m in members for tp in m.assignment}
-            committed = await self.fetch_offsets(group_id)
-            partitions = sorted(set(committed) | set(owners))
-            ends: Mapping[tuple[str, int], int] = {}
-            if end_offsets is not None and partitions:
-                # In a thread: a source may block on I/O (a Kafka cluster's ListOffsets).
-                ends = await asyncio.to_thread(end_offsets, partitions)
-            rows = []
-            for tp in partitions:
-                offset = committed.get(tp, -1)
-                current = offset if offset >= 0 else None
-                end = ends.get(tp)
-                lag = None if end is None or current is None else max(end - current, 0)
-                rows.append(PartitionOffset(tp[0], tp[1], current, end, lag, owners.get(tp)))
-            offsets = tuple(rows)
-        return GroupDescription(
+        description = GroupDescription(
             group_id,
             described.group_state,
             described.protocol_type,
@@ -244,9 +279,32 @@ class AdminClient:
             described.generation_id,
             described.leader,
             members,
-            offsets,
+            (),
             described.error.name,
         )
+        return await self._with_offsets(description, with_offsets, end_offsets)
+
+    async def _with_offsets(
+        self, d: GroupDescription, with_offsets: bool, end_offsets: EndOffsetsFn | None
+    ) -> GroupDescription:
+        """``d`` with a row per partition the group owns or has an offset for, if asked."""
+        if not with_offsets or d.error != Errors.NONE.name:
+            return d
+        owners = {tp: m.member_id for m in d.members for tp in m.assignment}
+        committed = await self.fetch_offsets(d.group_id)
+        partitions = sorted(set(committed) | set(owners))
+        ends: Mapping[tuple[str, int], int] = {}
+        if end_offsets is not None and partitions:
+            # In a thread: a source may block on I/O (a Kafka cluster's ListOffsets).
+            ends = await asyncio.to_thread(end_offsets, partitions)
+        rows = []
+        for tp in partitions:
+            offset = committed.get(tp, -1)
+            current = offset if offset >= 0 else None
+            end = ends.get(tp)
+            lag = None if end is None or current is None else max(end - current, 0)
+            rows.append(PartitionOffset(tp[0], tp[1], current, end, lag, owners.get(tp)))
+        return msgspec.structs.replace(d, offsets=tuple(rows))
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
         """Delete groups that have no members (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND for

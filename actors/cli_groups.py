@@ -267,7 +267,12 @@ async def _list(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
         raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
     listed = await AdminClient(deployment.router).list_groups(args.state or ())
     rows = [
-        group_row(group=g.group_id, state=g.group_state, protocol_type=g.protocol_type or None)
+        group_row(
+            group=g.group_id,
+            state=g.group_state,
+            protocol_type=g.protocol_type or None,
+            group_type=g.group_type,
+        )
         for g in sorted(listed, key=lambda g: g.group_id)
     ]
     out.add("groups", rows)

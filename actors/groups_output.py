@@ -3,11 +3,15 @@
 Every ``--json`` document of ``groups`` has the same four keys, whatever the action:
 
 - ``groups``: ``{group, state, protocol_type, assignment_strategy, generation, leader, members,
-  coordinator, error}`` (``members`` is the member count, ``coordinator`` the offsets partition
-  that owns the group, ``error`` Kafka's error name, OFFSETS_UNKNOWN when a reset needs an
-  offset no source knows, or null);
+  coordinator, error, group_type, assignment_epoch}`` (``members`` is the member count,
+  ``coordinator`` the offsets partition that owns the group, ``error`` Kafka's error name,
+  OFFSETS_UNKNOWN when a reset needs an offset no source knows, or null; ``group_type``
+  "classic" or "consumer" (KIP-848), whose ``generation`` is the group epoch and
+  ``assignment_strategy`` the server-side assignor);
 - ``members``: ``{group, consumer_id, group_instance_id, host, client_id, partitions,
-  assignment}`` (``partitions`` the count, ``assignment`` a list of ``{topic, partition}``);
+  assignment, member_epoch, target_assignment}`` (``partitions`` the count, ``assignment`` a
+  list of ``{topic, partition}``; a consumer group's members also have an epoch and the
+  assignment they are moving to, null in a classic group);
 - ``offsets``: ``{group, topic, partition, current_offset, log_end_offset, lag, consumer_id,
   host, client_id, new_offset, error}``;
 - ``notes``: the messages the text form prints on stderr (errors go to stderr in both forms).
@@ -36,6 +40,8 @@ GROUP_KEYS = (
     "members",
     "coordinator",
     "error",
+    "group_type",
+    "assignment_epoch",
 )
 MEMBER_KEYS = (
     "group",
@@ -45,6 +51,8 @@ MEMBER_KEYS = (
     "client_id",
     "partitions",
     "assignment",
+    "member_epoch",
+    "target_assignment",
 )
 OFFSET_KEYS = (
     "group",
@@ -118,6 +126,8 @@ def described_rows(d: GroupDescription, coordinator: int) -> tuple[dict, list[di
         members=len(d.members),
         coordinator=coordinator,
         error=None if d.state != "Dead" else "GROUP_ID_NOT_FOUND",
+        group_type=d.group_type,
+        assignment_epoch=d.assignment_epoch,
     )
     members = [
         {
@@ -128,6 +138,10 @@ def described_rows(d: GroupDescription, coordinator: int) -> tuple[dict, list[di
             "client_id": _or_none(m.client_id),
             "partitions": len(m.assignment),
             "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+            "member_epoch": m.member_epoch,
+            "target_assignment": None
+            if m.target_assignment is None
+            else [{"topic": t, "partition": p} for t, p in m.target_assignment],
         }
         for m in d.members
     ]

@@ -9,7 +9,8 @@ share this class and differ only in the callables they are given:
 * the bootstrap listener routes each group to the partition that owns it, and its ListGroups
   covers every partition.
 
-Requests naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8+) are split into
+Requests naming several groups (DescribeGroups, ConsumerGroupDescribe, DeleteGroups,
+OffsetFetch v8+) are split into
 one core request per group, routed one by one (each partition answers for its own groups) and
 merged in the order asked. What the core has no message for is built by ``groupcoord.wire``'s
 builders from what the caller knows: the listeners' addresses, the topic catalog.
@@ -22,8 +23,9 @@ Kafka does when such a request fails.
 
 Authorization (with an ``Authorizer``; without one every principal may do everything) follows
 Kafka's group ACLs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch
-need Read on the group; DescribeGroups and FindCoordinator need Describe; DeleteGroups and
-OffsetDelete need Delete. A denied group is answered GROUP_AUTHORIZATION_FAILED (per group where
+need Read on the group, and so does KIP-848's ConsumerGroupHeartbeat; DescribeGroups,
+ConsumerGroupDescribe and FindCoordinator need Describe; DeleteGroups and OffsetDelete need
+Delete. A denied group is answered GROUP_AUTHORIZATION_FAILED (per group where
 the answer is per group) and its partition never sees the request; ListGroups leaves out the
 groups the principal may not Describe. Topic catalog changes (CreateTopics, DeleteTopics,
 CreatePartitions) need a super user once ACLs are on (TOPIC_AUTHORIZATION_FAILED otherwise):
@@ -39,9 +41,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from groupcoord.coordinator import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     DeletableGroupResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -69,6 +75,12 @@ from groupcoord.wire import (
     response_from_core,
 )
 from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer
+from groupcoord.wire.consumer_groups import (
+    consumer_describe_from_core,
+    consumer_describe_to_core,
+    consumer_heartbeat_from_core,
+    consumer_heartbeat_to_core,
+)
 from groupcoord.wire.sasl import ANONYMOUS, illegal_state_response
 from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
 from groupcoord.wire.translate import millis
@@ -197,6 +209,20 @@ class KafkaGateway:
                 return response_from_core(request, await self._describe(request, allowed))
             case ApiKey.DELETE_GROUPS:
                 return response_from_core(request, await self._delete(request, allowed))
+            case ApiKey.CONSUMER_GROUP_HEARTBEAT:
+                topic_ids = self._topic_ids()
+                heartbeat = consumer_heartbeat_to_core(
+                    request, topic_ids, client_host=f"/{client_host}" if client_host else ""
+                )
+                if allowed(READ, heartbeat.group_id):
+                    answer = await self._route(heartbeat.group_id, heartbeat)
+                else:
+                    answer = ConsumerGroupHeartbeatResponse(_DENIED)
+                return consumer_heartbeat_from_core(request, answer, topic_ids)
+            case ApiKey.CONSUMER_GROUP_DESCRIBE:
+                return consumer_describe_from_core(
+                    request, await self._consumer_describe(request, allowed), self._topic_ids()
+                )
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 changes = topic_changes(request)
                 if self.authorizer is not None and not self.authorizer.is_super_user(principal):
@@ -245,6 +271,19 @@ class KafkaGateway:
             answer = await self._route(group_id, DescribeGroupsRequest([group_id]))
             groups.extend(answer.groups)
         return DescribeGroupsResponse(groups)
+
+    async def _consumer_describe(
+        self, request: WireRequest, allowed: Callable[[str, str], bool]
+    ) -> ConsumerGroupDescribeResponse:
+        asked = consumer_describe_to_core(request)
+        groups = []
+        for group_id in asked.group_ids:
+            if not allowed(DESCRIBE, group_id):
+                groups.append(DescribedConsumerGroup(_DENIED, None, group_id, "", -1, -1, "", []))
+                continue
+            one = ConsumerGroupDescribeRequest([group_id], asked.include_authorized_operations)
+            groups.extend((await self._route(group_id, one)).groups)
+        return ConsumerGroupDescribeResponse(groups)
 
     async def _delete(
         self, request: WireRequest, allowed: Callable[[str, str], bool]

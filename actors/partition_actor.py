@@ -52,6 +52,7 @@ GROUP_GAUGE_INTERVAL_S = 5.0
 FATAL_EXIT_DELAY_S = 0.2
 MAX_LOAD_RESTARTS = 3
 OWNER_CHECK_INTERVAL_S = 1.0
+CATALOG_FETCH_ATTEMPTS = 20
 _KV_NAMESPACE = "groupcoord"
 
 
@@ -173,6 +174,7 @@ class PartitionActor:
         self._wire: PartitionListener | None = None
         self._init_error: str | None = None
         self._partition = partition
+        self._router = router
         self.load_restarts: int | None = None  # read when a load fails
         try:
             directory = self._directory = partition_dir(log_dir, partition)
@@ -260,6 +262,24 @@ class PartitionActor:
             set_load_restarts(self._directory, 0)
         except Exception as exc:  # only the crash-loop bound is affected
             log.warning("partition %d: cannot reset load restarts: %r", self._partition, exc)
+        if self._router is not None:
+            self._catalog_task = asyncio.get_running_loop().create_task(self._fetch_catalog())
+
+    async def _fetch_catalog(self) -> None:
+        """Ask the router for the topic catalog once loaded (consumer groups wait for it);
+        later changes are pushed (``wire_directory``). Retried while the router restarts,
+        at most ``CATALOG_FETCH_ATTEMPTS`` times (the listener's refresh also carries it)."""
+        delay_s = 0.1
+        for _ in range(CATALOG_FETCH_ATTEMPTS):
+            try:
+                version, topics = await self._router.topic_catalog.remote()
+                self._runtime.update_topics(version, topics)
+                return
+            except Exception as exc:
+                log.warning("partition %d: no topic catalog yet (%r)", self._partition, exc)
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 5.0)
+        log.error("partition %d: gave up fetching the topic catalog", self._partition)
 
     async def _report_groups(self) -> None:
         while True:
@@ -272,9 +292,12 @@ class PartitionActor:
         return await self._runtime.handle(request)
 
     async def wire_directory(self, directory: Any) -> None:
-        """The router publishes a changed topic catalog (see wire_service)."""
+        """The router publishes a changed topic catalog (see wire_service); the shard gets it
+        too (consumer groups' partition counts)."""
         if self._wire is not None:
             self._wire.adopt(directory)
+        elif self._runtime is not None:
+            self._runtime.update_topics(directory.catalog_version, dict(directory.topics))
 
     async def live_lag(self) -> list[WindowSnapshot]:
         """The commit windows of this partition's groups (empty while broken)."""

@@ -7,6 +7,7 @@ returns the request if it is a well-typed groupcoord request and raises ``ValueE
 
 from __future__ import annotations
 
+from groupcoord.coordinator import consumer_messages as cm
 from groupcoord.coordinator import messages as m
 from groupcoord.coordinator.errors import Errors
 
@@ -38,16 +39,31 @@ def error_response(request, error: Errors):
         return m.ListGroupsResponse(error, [])
     if kind is m.DeleteGroupsRequest:
         return m.DeleteGroupsResponse([m.DeletableGroupResult(g, error) for g in request.group_ids])
+    if kind is cm.ConsumerGroupHeartbeatRequest:
+        return cm.ConsumerGroupHeartbeatResponse(error)
+    if kind is cm.ConsumerGroupDescribeRequest:
+        return cm.ConsumerGroupDescribeResponse(
+            [
+                cm.DescribedConsumerGroup(error, None, g, "", -1, -1, "", [])
+                for g in request.group_ids
+            ]
+        )
     raise ValueError(f"not a groupcoord request: {kind.__name__}")
 
 
 def response_error(response) -> Errors:
     """The error a response carries as a whole (the first partition's or group's if none)."""
-    error = getattr(response, "error", None)
+    error = _error_of(response)
     if error is not None:
         return error
     for name in ("partitions", "groups", "results"):
         items = getattr(response, name, None)
         if items:
-            return items[0].error
+            return _error_of(items[0])
     return Errors.NONE
+
+
+def _error_of(item) -> Errors | None:
+    # The classic messages say ``error``; KIP-848's, as Kafka's schemas, ``error_code``.
+    error = getattr(item, "error", None)
+    return getattr(item, "error_code", None) if error is None else error

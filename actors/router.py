@@ -98,8 +98,9 @@ def merge_list_groups(responses: list) -> ListGroupsResponse:
 class RouterActor:
     """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
     ``list_groups(states)``, ``describe()``, ``ping()``; the topic catalog: ``topics()``,
-    ``create_topic``, ``alter_topic``, ``delete_topic``, ``change_topics``; for the Kafka
-    listeners: ``exchange(partition, node)`` and ``kafka_address()``."""
+    ``topic_catalog()``, ``create_topic``, ``alter_topic``, ``delete_topic``,
+    ``change_topics``; for the Kafka listeners: ``exchange(partition, node)`` and
+    ``kafka_address()``."""
 
     def __init__(
         self,
@@ -209,6 +210,10 @@ class RouterActor:
     async def topics(self) -> dict[str, int]:
         return self.catalog.topics()
 
+    async def topic_catalog(self) -> tuple[int, dict[str, int]]:
+        """The catalog's version and topics, which a partition hands its shard once loaded."""
+        return self.catalog.version, self.catalog.topics()
+
     async def create_topic(self, name: str, partitions: int) -> None:
         """CatalogError (a ValueError with Kafka's code) when refused; likewise below."""
         await self._change_one(TopicChange("create", name, partitions))
@@ -245,7 +250,12 @@ class RouterActor:
 
     async def _publish_directory(self) -> None:
         directory = self._directory()
-        calls = [self._live().partition(n).wire_directory.remote(directory) for n in self._nodes]
+        # Every partition, listener or not: each shard needs the catalog (consumer groups).
+        runtime = self._live()
+        calls = [
+            runtime.partition(n).wire_directory.remote(directory)
+            for n in range(runtime.num_partitions)
+        ]
         try:
             await asyncio.wait_for(
                 asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S

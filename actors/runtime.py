@@ -147,6 +147,10 @@ class PartitionRuntime:
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
         self._snapshot_queued = False  # a maybe_snapshot call is queued or running
         self.lag = LagTracker(lag_windows)  # recent commits for live lag (live_lag.py)
+        # The newest topic catalog handed in (version, {topic: partitions}); replayed into
+        # the shard once it is loaded (``update_topics``).
+        self.catalog_version = -1
+        self._catalog: dict[str, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -230,6 +234,8 @@ class PartitionRuntime:
             self._shard = shard
             self.state = "serving"
             self._run_step(shard.on_loaded, self._clock_ms())
+            if self._catalog is not None:  # a catalog that arrived while loading
+                self._update_shard_topics(self._catalog)
             self.load_seconds = time.perf_counter() - started
             self.loaded_at_ms = self._clock_ms()
             log.info(
@@ -267,6 +273,34 @@ class PartitionRuntime:
         shard = Shard(self.partition, self.num_partitions, self.config, ids=self._ids)
         summary = self._log.load_into(shard)
         return shard, summary
+
+    # -- the topic catalog -------------------------------------------------------------------------
+
+    def update_topics(self, version: int, topics: dict[str, int]) -> bool:
+        """Hand the shard topic catalog ``version`` ({topic: partition count}); an older or
+        equal version than the one held is ignored (pushes and fetches can cross). Consumer
+        groups need it: until the first one, their heartbeats get COORDINATOR_LOAD_IN_PROGRESS.
+        Its records (a group's new partition metadata and epoch) are made durable like any
+        request's. Returns whether it was taken; ValueError (and no change) for a bad catalog."""
+        if type(version) is not int or not isinstance(topics, dict):
+            raise ValueError("update_topics takes an int version and a dict of topics")
+        if version <= self.catalog_version:
+            return False
+        if self.state in ("loading", "serving"):
+            # A loading shard takes it too (it only keeps it): the check is the same.
+            try:
+                step = self._shard.update_topics(self._clock_ms(), topics)
+            except ValueError:  # raised before any change
+                raise
+            except Exception as exc:  # a core bug: memory may be half-changed
+                self._fail(exc)
+                return False
+            self._process(step)
+        self.catalog_version, self._catalog = version, dict(topics)
+        return True
+
+    def _update_shard_topics(self, topics: dict[str, int]) -> None:
+        self._run_step(self._shard.update_topics, self._clock_ms(), topics)
 
     # -- requests ----------------------------------------------------------------------------------
 

@@ -173,6 +173,10 @@ class PartitionListener:
                 directory.nodes, held.topics, held.catalog_version, held.topic_ids
             )
         self.directory = directory
+        try:  # the shard's copy (consumer groups); a version it holds is ignored
+            self._runtime.update_topics(directory.catalog_version, dict(directory.topics))
+        except ValueError as exc:  # the router validates topics: this is a bug, not input
+            log.error("partition %d: topic catalog refused: %s", self.partition, exc)
 
     async def _refresh_forever(self) -> None:
         while True:

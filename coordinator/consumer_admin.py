@@ -252,7 +252,7 @@ class ConsumerAdminMixin:
         wanted = set(req.states_filter)
         groups = [g for g in response.groups if g.group_id not in consumer]
         groups += [
-            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value)
+            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, "consumer")
             for g in consumer.values()
             if not wanted or g.state.value in wanted
         ]

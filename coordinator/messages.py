@@ -235,6 +235,7 @@ class ListedGroup(_Msg):
     group_id: str
     protocol_type: str
     group_state: str
+    group_type: str = "classic"  # KIP-848: "consumer" for a consumer group (ListGroups v5)
 
 
 class ListGroupsResponse(_Msg):

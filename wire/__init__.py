@@ -3,11 +3,11 @@
 ``connection.Connection`` frames bytes into decoded requests and responses into bytes, with
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
-messages to and from the core's (``fast_responses`` encodes the hot Heartbeat and OffsetCommit
-answers directly); ``builders`` answers FindCoordinator, Metadata, ListOffsets and Fetch from
-what the listener knows, and refuses Produce; ``sasl`` authenticates a connection (PLAIN,
-SCRAM) and ``acl`` decides group ACLs. No sockets, no clock, no event loop: the listeners in
-``actors/`` do the I/O.
+messages to and from the core's (``consumer_groups`` the KIP-848 ones, topic ids to names;
+``fast_responses`` encodes the hot Heartbeat and OffsetCommit answers directly); ``builders``
+answers FindCoordinator, Metadata, ListOffsets and Fetch from what the listener knows, and
+refuses Produce; ``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl`` decides group
+ACLs. No sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
 
 The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
 from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
@@ -39,6 +39,12 @@ from .connection import (
     ProtocolError,
     WireRequest,
 )
+from .consumer_groups import (
+    consumer_describe_from_core,
+    consumer_describe_to_core,
+    consumer_heartbeat_from_core,
+    consumer_heartbeat_to_core,
+)
 from .fast_responses import fast_response
 from .sasl import SaslServer, SaslStep, ScramCredential, illegal_state_response, scram_credential
 from .translate import (
@@ -65,6 +71,10 @@ __all__ = [
     "ScramCredential",
     "WireRequest",
     "api_versions_response",
+    "consumer_describe_from_core",
+    "consumer_describe_to_core",
+    "consumer_heartbeat_from_core",
+    "consumer_heartbeat_to_core",
     "error_response",
     "fast_response",
     "fetch_response",

@@ -54,6 +54,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # api key -> (min version, max version), both inclusive.
@@ -79,6 +81,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848 (consumer_groups)
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 ZERO_MS = i32Timedelta.parse(datetime.timedelta(0))

@@ -20,7 +20,7 @@ Version rules applied here, each Kafka's:
 - OffsetFetch v1 has no top-level error: a group error is repeated on every requested partition
   with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list (all topics) is
   v2+, and Kafka closes the connection of a v1 request holding one.
-- ListGroups v5 filters on group type: groupcoord's groups are all "classic".
+- ListGroups v5 filters on group type ("classic" or "consumer", case-insensitive as Kafka's).
 - DescribeGroups never computes authorized operations: it answers Kafka's "not provided"
   value, as a broker does when they were not asked for.
 """
@@ -44,7 +44,6 @@ from .apis import ApiKey
 from .connection import WireRequest
 
 _MS = datetime.timedelta(milliseconds=1)
-CLASSIC_GROUP_TYPE = "classic"
 
 
 def millis(delta: datetime.timedelta) -> int:
@@ -193,6 +192,9 @@ def offset_fetch_to_core(request: WireRequest) -> list[core.OffsetFetchRequest]:
                 core.TopicPartition(t.name, p) for t in group.topics for p in t.partition_indexes
             ],
             require_stable=require_stable,
+            # v9+ (KIP-848): checked against a consumer group's member epochs by the core.
+            member_id=getattr(group, "member_id", None),
+            member_epoch=getattr(group, "member_epoch", -1),
         )
         for group in groups
     ]
@@ -254,19 +256,16 @@ def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payloa
         case ApiKey.LIST_GROUPS:
             types_filter = {t.lower() for t in getattr(request.body, "types_filter", ())}
             listed_cls = apis.nested_class(cls, "ListedGroup")
-            groups = (
-                ()
-                if types_filter and CLASSIC_GROUP_TYPE not in types_filter
-                else tuple(
-                    build(
-                        listed_cls,
-                        group_id=g.group_id,
-                        protocol_type=g.protocol_type,
-                        group_state=g.group_state,
-                        group_type=CLASSIC_GROUP_TYPE,
-                    )
-                    for g in response.groups
+            groups = tuple(
+                build(
+                    listed_cls,
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.group_state,
+                    group_type=g.group_type,
                 )
+                for g in response.groups
+                if not types_filter or g.group_type in types_filter
             )
             return build(cls, error_code=_code(response.error), groups=groups)
         case ApiKey.DELETE_GROUPS:

@@ -274,6 +274,28 @@ def test_acls_deny_join_and_commit_without_read(sasl_plaintext):
     assert "app-bob" not in _listed(address, "admin")
 
 
+def test_acls_deny_a_consumer_protocol_heartbeat_without_read(sasl_plaintext):
+    """KIP-848's ConsumerGroupHeartbeat needs Read on the group, as JoinGroup does."""
+    served, address = sasl_plaintext
+    bob = _config(address, "bob", "SCRAM-SHA-512")
+    member = Consumer(
+        bob
+        | {"group.id": "app-bob-kip848", "group.protocol": "consumer", "enable.auto.commit": False}
+    )
+    member.subscribe(["events"])
+    error = None
+    for _ in range(POLL_LIMIT):
+        message = member.poll(0.05)
+        if message is not None and message.error():
+            error = message.error()
+            break
+    member.close()
+    # librdkafka's new consumer treats the refusal as fatal: _FATAL, naming the broker's error.
+    assert error is not None and error.code() == KafkaError._FATAL, error
+    assert "Group authorization failed" in error.str(), error
+    assert "app-bob-kip848" not in _listed(address, "admin")
+
+
 def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext):
     served, address = sasl_plaintext
     admin = _config(address, "admin", "SCRAM-SHA-512")

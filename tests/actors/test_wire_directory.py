@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import asyncio
 
+from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.wire_service import PartitionListener, WireConfig, WireDirectory
+from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.wire import Node
+
+from .fakes import MemoryLog
 
 NODE = Node(0, "127.0.0.1", 9)
 BEFORE = WireDirectory({0: NODE}, {}, 1)
 AFTER = WireDirectory({0: NODE}, {"created": 4}, 2)
+
+
+def runtime() -> PartitionRuntime:
+    """A partition that is not started (still loading): it keeps the catalog it is handed."""
+    return PartitionRuntime(0, 1, CoordinatorConfig(), lambda: MemoryLog([]))
 
 
 class SlowRouter:
@@ -39,7 +48,8 @@ class SlowRouter:
 def test_a_refresh_answered_before_a_publish_does_not_undo_it():
     async def scenario() -> None:
         router = SlowRouter()
-        listener = PartitionListener(0, 1, WireConfig(bootstrap_port=0), None, router)
+        partition = runtime()
+        listener = PartitionListener(0, 1, WireConfig(bootstrap_port=0), partition, router)
         listener.node = NODE
         refresh = asyncio.get_running_loop().create_task(listener._refresh_forever())
         await router.asked.wait()  # the refresh is under way with the old catalog
@@ -49,15 +59,18 @@ def test_a_refresh_answered_before_a_publish_does_not_undo_it():
         refresh.cancel()
         assert listener.directory.topics == {"created": 4}
         assert listener.directory.catalog_version == 2
+        assert partition.catalog_version == 2  # the shard's copy, for consumer groups
 
     asyncio.run(scenario())
 
 
 def test_addresses_are_always_taken_and_newer_catalogs_replace_older():
-    listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), None, None)
+    partition = runtime()
+    listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None)
     listener.adopt(AFTER)
     moved = Node(1, "127.0.0.1", 10)
     listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, 1))
     assert listener.directory.nodes[1] == moved and listener.directory.topics == {"created": 4}
     listener.adopt(WireDirectory({0: NODE}, {"created": 4, "other": 1}, 3))
     assert listener.directory.topics == {"created": 4, "other": 1}
+    assert partition.catalog_version == 3

@@ -1,12 +1,12 @@
 """The test's own look at a coordinator, through confluent-kafka's admin client (librdkafka):
-create a topic, produce to it, describe a group and read its committed offsets. Every call is
-bounded by `ADMIN_TIMEOUT_S`."""
+create a topic, produce to it, describe and list groups and read a group's committed offsets.
+Every call is bounded by `ADMIN_TIMEOUT_S`."""
 
 from __future__ import annotations
 
 import uuid
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
 ADMIN_TIMEOUT_S = 30.0
@@ -50,6 +50,14 @@ def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
     admin = admin_client(bootstrap)
     futures = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)
     return futures[group].result(timeout=ADMIN_TIMEOUT_S)
+
+
+def listed_group_types(bootstrap: str, types: set[ConsumerGroupType]) -> dict[str, str]:
+    """ListGroups (v5, KIP-848) filtered on group types: {group id: its type's name}."""
+    admin = admin_client(bootstrap)
+    future = admin.list_consumer_groups(types=types, request_timeout=ADMIN_TIMEOUT_S)
+    result = future.result(timeout=ADMIN_TIMEOUT_S)
+    return {g.group_id: g.type.name for g in result.valid}
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:

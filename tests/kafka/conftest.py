@@ -50,7 +50,10 @@ class GroupcoordListeners:
             2,
             log_dir,
             namespace="gc-kafka-compat",
-            config=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+            # KIP-848's heartbeat interval as the broker's (javakafka.broker_properties).
+            config=CoordinatorConfig(
+                group_initial_rebalance_delay_ms=0, consumer_group_heartbeat_interval_ms=500
+            ),
             wire=WireConfig(bootstrap_port=0),
         )
         self.deployment.wait_ready(120)

@@ -90,6 +90,26 @@ class ConfluentMember:
         self.consumer.close()
 
 
+class ConfluentConsumerProtocolMember(ConfluentMember):
+    """confluent-kafka (librdkafka) with KIP-848's protocol (`group.protocol=consumer`): the
+    coordinator assigns (`assignor` names its server-side assignor); the session and the
+    heartbeat interval are the coordinator's, so the classic settings are left out."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
+        self.topic = topic
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "group.remote.assignor": assignor,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.consumer.subscribe([topic])
+
+
 class KafkaPythonMember:
     """kafka-python: its coordinator runs JoinGroup/SyncGroup inside poll()."""
 
@@ -179,6 +199,7 @@ CLIENTS = {
     "confluent-kafka": ConfluentMember,
     "kafka-python": KafkaPythonMember,
     "aiokafka": AioKafkaMember,
+    "confluent-kafka-consumer-protocol": ConfluentConsumerProtocolMember,
 }
 
 

@@ -1,4 +1,4 @@
-"""Kafka's Java consumer (kafka-clients 4.3.1, `group.protocol=classic`) in a group, against each
+"""Kafka's Java consumer (kafka-clients 4.3.1) in a group, against each
 coordinator under test (the `bootstrap` fixture: the real broker and groupcoord's listeners).
 
 The consumer is the tests' own small program, tests/kafka/java/GroupcoordConsumer.java, compiled
@@ -6,8 +6,9 @@ with `javac` against the Kafka jars on first use: it subscribes, polls until it 
 of partitions it is told, commits an offset for each synchronously, reads the topic's committed
 offsets back with `committed()`, prints one `RESULT` line and closes (leaving the group).
 
-Two scenarios: the Java consumer alone leads its group and owns every partition (with the range
-and the cooperative-sticky assignor); and a mixed group (cooperative-sticky, the harder case:
+Three scenarios: the Java consumer alone leads its group and owns every partition (with the range
+and the cooperative-sticky assignor); the same with KIP-848's protocol (`group.protocol=consumer`,
+the coordinator's uniform assignor); and a mixed group (cooperative-sticky, the harder case:
 partitions move in two rebalances), where a librdkafka consumer owns everything first, the Java
 consumer joins and takes half, each reads the other's commits, and the librdkafka consumer gets
 everything back once the Java consumer has left.
@@ -34,14 +35,21 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def java_consumer(
-    bootstrap: str, group: str, topic: str, assignor: str, *, owned: int, base: int
+    bootstrap: str,
+    group: str,
+    topic: str,
+    assignor: str,
+    *,
+    owned: int,
+    base: int,
+    protocol: str = "classic",
 ) -> dict:
-    """Run GroupcoordConsumer to completion; its RESULT line as {"generation": int, "assigned":
-    set of partitions, "committed": {partition: offset}}."""
+    """Run GroupcoordConsumer to completion with `group.protocol` = `protocol`; its RESULT line
+    as {"generation": int, "assigned": set of partitions, "committed": {partition: offset}}."""
     args = [bootstrap, group, topic, assignor, str(owned), str(base), str(PARTITIONS)]
     done = run_tool(
         JAVA_MAIN,
-        [*args, str(ASSIGN_TIMEOUT_MS)],
+        [*args, str(ASSIGN_TIMEOUT_MS), protocol],
         RUN_TIMEOUT_S,
         classes=compiled_classes(JAVA_SOURCES_DIR / f"{JAVA_MAIN}.java"),
     )
@@ -70,6 +78,22 @@ def test_java_consumer_alone_commits_and_reads_back(bootstrap, assignor):
     assert result["generation"] >= 1
     assert result["committed"] == expected
     # The commits are the coordinator's, not the client's cache: another client reads them.
+    assert committed_offsets(bootstrap, group, topic) == expected
+
+
+def test_java_consumer_protocol_joins_commits_and_reads_back(bootstrap):
+    """KIP-848: `group.protocol=consumer`, the coordinator's uniform assignor."""
+    topic = create_topic(bootstrap, PARTITIONS)
+    group = unique_name("java-kip848")
+
+    result = java_consumer(
+        bootstrap, group, topic, "uniform", owned=PARTITIONS, base=300, protocol="consumer"
+    )
+
+    expected = {p: 300 + p for p in ALL}
+    assert result["assigned"] == ALL
+    assert result["generation"] >= 1  # the member epoch
+    assert result["committed"] == expected
     assert committed_offsets(bootstrap, group, topic) == expected
 
 

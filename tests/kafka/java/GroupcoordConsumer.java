@@ -17,10 +17,13 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
- * One Kafka Java consumer in a group with the classic protocol, for tests/kafka/test_java_consumer.py.
+ * One Kafka Java consumer in a group, for tests/kafka/test_java_consumer.py.
  *
- * <p>Usage: {@code GroupcoordConsumer BOOTSTRAP GROUP TOPIC ASSIGNOR OWNED BASE PARTITIONS TIMEOUT_MS}.
- * It subscribes to TOPIC in GROUP with ASSIGNOR ({@code range} or {@code cooperative-sticky}), polls
+ * <p>Usage: {@code GroupcoordConsumer BOOTSTRAP GROUP TOPIC ASSIGNOR OWNED BASE PARTITIONS TIMEOUT_MS
+ * [PROTOCOL]}. PROTOCOL is the consumer's {@code group.protocol}: {@code classic} (the default), where
+ * ASSIGNOR is the client's ({@code range} or {@code cooperative-sticky}), or {@code consumer} (KIP-848),
+ * where ASSIGNOR names the coordinator's ({@code uniform} or {@code range}: {@code
+ * group.remote.assignor}). It subscribes to TOPIC in GROUP, polls
  * until it owns exactly OWNED partitions, commits offset BASE + p for each partition p it owns
  * (commitSync), reads back the committed offsets of partitions 0..PARTITIONS-1 (committed()), prints
  * one line and closes, which leaves the group:
@@ -35,14 +38,19 @@ public final class GroupcoordConsumer {
       Map.of(
           "range", RangeAssignor.class.getName(),
           "cooperative-sticky", CooperativeStickyAssignor.class.getName());
+  private static final Set<String> REMOTE_ASSIGNORS = Set.of("uniform", "range");
   private static final Duration POLL = Duration.ofMillis(100);
   private static final Duration CALL_TIMEOUT = Duration.ofSeconds(30);
 
   public static void main(String[] args) {
-    if (args.length != 8 || !ASSIGNORS.containsKey(args[3])) {
+    String protocol = args.length == 9 ? args[8] : "classic";
+    boolean classic = protocol.equals("classic");
+    if ((args.length != 8 && args.length != 9)
+        || !(classic ? ASSIGNORS.containsKey(args[3]) : protocol.equals("consumer")
+            && REMOTE_ASSIGNORS.contains(args[3]))) {
       System.err.println(
-          "usage: GroupcoordConsumer BOOTSTRAP GROUP TOPIC range|cooperative-sticky OWNED BASE"
-              + " PARTITIONS TIMEOUT_MS");
+          "usage: GroupcoordConsumer BOOTSTRAP GROUP TOPIC ASSIGNOR OWNED BASE PARTITIONS"
+              + " TIMEOUT_MS [classic (range|cooperative-sticky) | consumer (uniform|range)]");
       System.exit(64);
     }
     String topic = args[2];
@@ -54,14 +62,20 @@ public final class GroupcoordConsumer {
     Properties props = new Properties();
     props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
     props.put(ConsumerConfig.GROUP_ID_CONFIG, args[1]);
-    props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-    props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, ASSIGNORS.get(args[3]));
+    props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
     props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
     props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-    // Kafka's smallest session (group.min.session.timeout.ms) and a short heartbeat, as the
-    // Python members of these tests use: a rebalance is noticed within half a second.
-    props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
-    props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+    if (classic) {
+      props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, ASSIGNORS.get(args[3]));
+      // Kafka's smallest session (group.min.session.timeout.ms) and a short heartbeat, as the
+      // Python members of these tests use: a rebalance is noticed within half a second.
+      props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
+      props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+    } else {
+      // KIP-848: the coordinator assigns and sets the session and the heartbeat interval (the
+      // classic settings above are refused with this protocol).
+      props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, args[3]);
+    }
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     props.put(
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
