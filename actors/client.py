@@ -78,6 +78,8 @@ LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
 PROTOCOL_TYPE = "consumer"
 HISTORY_MAX = 1_000  # (generation, assignment) pairs kept for inspection
 CALL_SLACK_MS = 5_000  # over the rebalance timeout, for a parked join or sync
+# How long SyncGroupMember.close waits beyond its timeout_ms for GroupMember.close to return.
+CLOSE_GRACE_S = 5.0
 CLOSE_TIMEOUT_MS = 30_000  # Kafka's default for close()
 LEAVE_TIMEOUT_MS = 5_000  # past it, the session timeout removes the member instead
 METADATA_MAX_AGE_MS = 300_000  # Kafka's metadata.max.age.ms default
@@ -615,8 +617,13 @@ class SyncGroupMember:
         return self.member.stable
 
     def close(self, leave: bool = True, timeout_ms: int = CLOSE_TIMEOUT_MS) -> None:
+        """As ``GroupMember.close``, and bounded even if that hangs (a rebalance listener that
+        never returns): ``TimeoutError`` when it has not finished ``CLOSE_GRACE_S`` after
+        ``timeout_ms``; the member's thread stops either way."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"the close timeout_ms must be an int >= 0, got {timeout_ms!r}")
         try:
-            self._run(self.member.close(leave, timeout_ms))
+            self._run(self.member.close(leave, timeout_ms), timeout_ms / 1000 + CLOSE_GRACE_S)
         finally:
             self._shutdown()
 

@@ -18,6 +18,7 @@ from groupcoord.actors import (
     CoordinatorChannel,
     CoordinatorUnavailable,
     GroupMember,
+    RebalanceListener,
     SyncGroupMember,
 )
 from groupcoord.actors.runtime import PartitionRuntime
@@ -486,3 +487,27 @@ def test_the_leader_rejoins_when_a_topic_grows():
 def test_a_bad_metadata_max_age_is_refused(age):
     with pytest.raises(ValueError, match="metadata_max_age_ms"):
         GroupMember(object(), "g", ["t"], **MEMBER, metadata_max_age_ms=age)
+
+
+def test_sync_close_is_bounded_when_a_listener_never_returns():
+    # Before: SyncGroupMember.close waited for GroupMember.close without any bound, so a
+    # revocation callback that never returned hung the caller's thread for good.
+    class Hangs(RebalanceListener):
+        async def on_partitions_revoked(self, partitions):
+            await asyncio.Event().wait()
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        runtime = asyncio.run_coroutine_threadsafe(serving(), loop).result(OUTER_S)
+        router = ThreadSafeRouter(StuckRouter(runtime), loop)
+        m = SyncGroupMember(router, "g", ["t"], listener=Hangs(), **MEMBER)
+        assert m.wait_assigned(OUTER_S)
+        with pytest.raises(TimeoutError):
+            m.close(timeout_ms=100)
+        assert not m._thread.is_alive()
+        asyncio.run_coroutine_threadsafe(runtime.close(), loop).result(OUTER_S)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(OUTER_S)
