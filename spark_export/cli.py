@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import NoReturn
 
 from pyspark.sql import SparkSession
 
@@ -33,8 +34,29 @@ from .session import get_session
 from .timefmt import parse_time_ms
 
 
+class _UsageError(ValueError):
+    """The command line is wrong; the message says how, in one line."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the command, not the whole usage text
+    (``--help`` still prints it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
+    """The parsed arguments, or None once a usage error has been printed as one line."""
+    try:
+        return parser.parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 def _export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="groupcoord export",
         description="Export committed offsets from the partition "
         "logs into Delta tables, exactly once.",
@@ -65,7 +87,7 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _report_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="groupcoord report",
         description="Analytics over the exported lake. Times are "
         "ISO-8601 in UTC (2026-11-23T13:45:00Z); a time without a zone is taken as UTC.",
@@ -207,7 +229,9 @@ def _run(command: str, log_path: str | None, work) -> int:
 
 
 def export_main(argv: list[str] | None = None) -> int:
-    args = _export_parser().parse_args(argv)
+    args = _parse(_export_parser(), argv)
+    if args is None:
+        return 2
     try:
         check_dir(args.logs, "log directory")
         check_creatable_dir(args.lake, "lake directory")
@@ -235,7 +259,9 @@ def export_main(argv: list[str] | None = None) -> int:
 
 
 def report_main(argv: list[str] | None = None) -> int:
-    args = _report_parser().parse_args(argv)
+    args = _parse(_report_parser(), argv)
+    if args is None:
+        return 2
     if args.schemas:
         print(schema_text())
         return 0
