@@ -1,0 +1,66 @@
+"""What a new user meets first: every ``--help`` says what each option is for, and bad input
+that needs no deployment (a file where a directory belongs, a Ray address nothing listens on)
+is one line on stderr and exit 2, before Ray starts. In-process and Ray-free."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+import pytest
+
+from groupcoord.actors.cli import main, parser
+
+
+def subparsers() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", ["serve", "status", "topics", "users", "demo"])
+def test_every_option_and_argument_of_a_command_has_help(command):
+    commands = subparsers()
+    command_parser = commands[command]
+    assert command_parser.description, f"groupcoord {command} --help says nothing about itself"
+    undocumented = [
+        a.dest
+        for a in command_parser._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert undocumented == []
+
+
+def test_demo_with_a_file_as_log_dir_fails_before_ray(tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep")
+    assert main(["demo", "--log-dir", str(a_file), "--no-lake"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"groupcoord: --log-dir {a_file} is a file, not a directory\n"
+    assert a_file.read_text() == "keep"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening: a connection is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["topics", "list"],
+        ["groups", "--list"],
+        ["serve", "--partitions", "1"],
+    ],
+)
+def test_an_address_nothing_listens_on_is_one_line_and_exit_2(tmp_path, capsys, argv):
+    address = f"127.0.0.1:{closed_port()}"
+    extra = ["--log-dir", str(tmp_path / "logs")] if argv[0] == "serve" else []
+    assert main([*argv, "--address", address, *extra]) == 2
+    lines = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if not line.startswith("groupcoord: connecting to")  # the progress line before it
+    ]
+    assert len(lines) == 1 and lines[0].startswith(f"groupcoord: no Ray cluster at {address}")
