@@ -162,7 +162,14 @@ def ensure_ray(
     else:
         _check_reachable(target)
         try:
-            ray.init(address=target, namespace=namespace, log_to_driver=False)
+            # WARNING: Ray's INFO lines ("Connecting to existing Ray cluster") would mix with
+            # the CLI's own one-line reports on stderr; its warnings and errors still show.
+            ray.init(
+                address=target,
+                namespace=namespace,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
         except ConnectionError as exc:
             if os.environ.get("RAY_AUTH_MODE"):
                 raise
