@@ -64,3 +64,18 @@ def test_an_address_nothing_listens_on_is_one_line_and_exit_2(tmp_path, capsys, 
         if not line.startswith("groupcoord: connecting to")  # the progress line before it
     ]
     assert len(lines) == 1 and lines[0].startswith(f"groupcoord: no Ray cluster at {address}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--bogus"], "--bogus"),
+        (["--describe", "--list"], "--describe --list"),
+        (["--group", "g"], "--group g"),
+    ],
+)
+def test_groups_without_one_action_names_what_it_was_given(capsys, argv, named):
+    assert main(["groups", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"got: {named})" in err
+    assert "give exactly one action: --list, --describe" in err
