@@ -267,6 +267,8 @@ def report_main(argv: list[str] | None = None) -> int:
         return 0
     try:
         check_dir(args.lake, "lake directory")
+        if args.plots:
+            check_creatable_dir(args.plots, "plots directory")
         lake.check_tables(args.lake)
         if args.log_end and not os.path.exists(args.log_end):
             raise ValueError(f"log-end file {args.log_end!r} does not exist")

@@ -79,3 +79,13 @@ def test_groups_without_one_action_names_what_it_was_given(capsys, argv, named):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"got: {named})" in err
     assert "give exactly one action: --list, --describe" in err
+
+
+def test_users_with_a_file_as_log_dir_names_it(tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep")
+    assert main(["users", "add", "bob", "--password", "pw", "--log-dir", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"users file {a_file}/users.json" in err
+    assert "Not a directory" in err or "not a directory" in err
+    assert a_file.read_text() == "keep"

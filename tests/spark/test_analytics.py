@@ -514,6 +514,16 @@ def test_a_usage_error_is_one_line_and_exit_2(capsys, main, argv, message):
     assert out.err.rstrip().endswith(f"(see {prog} --help)")
 
 
+def test_a_plots_path_that_is_a_file_fails_before_spark(tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep")
+    # An empty lake directory: the plots path is checked first, as every other path.
+    assert cli.report_main(["--lake", str(tmp_path), "--plots", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"groupcoord report: plots directory '{a_file}' is not a directory\n"
+    assert a_file.read_text() == "keep"
+
+
 def test_every_report_column_is_explained_in_help_and_readme(capsys):
     with pytest.raises(SystemExit):
         cli.report_main(["--help"])
