@@ -55,6 +55,21 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         return None
 
 
+def _at_least(minimum: int):
+    """An argparse ``type``: an int no smaller than ``minimum``, checked before Spark starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _export_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="groupcoord export",
@@ -67,13 +82,18 @@ def _export_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)"
     )
-    parser.add_argument("--max-segments-per-round", type=int, default=64)
+    parser.add_argument(
+        "--max-segments-per-round",
+        type=_at_least(1),
+        default=64,
+        help="log segments read per Spark round (default: %(default)s)",
+    )
     parser.add_argument(
         "--compact", action="store_true", help="afterwards, compact small files of closed days"
     )
     parser.add_argument(
         "--vacuum-retention-hours",
-        type=int,
+        type=_at_least(0),
         default=None,
         help="afterwards, vacuum files unreferenced for this many hours",
     )
@@ -115,25 +135,27 @@ def _report_parser() -> argparse.ArgumentParser:
     parser.add_argument("--as-of-ms", type=int, dest="as_of", help=argparse.SUPPRESS)
     parser.add_argument(
         "--bucket-ms",
-        type=int,
+        type=_at_least(1),
         default=None,
         help="activity and lag bucket width in ms (default: from the time span of the commits)",
     )
     parser.add_argument(
         "--window",
-        type=int,
+        type=_at_least(1),
         default=burrow.DEFAULT_WINDOW,
         help="Burrow window: slots per partition (default "
         f"{burrow.DEFAULT_WINDOW}, Burrow's shipped 'intervals')",
     )
     parser.add_argument(
         "--min-distance-ms",
-        type=int,
+        type=_at_least(0),
         default=burrow.DEFAULT_MIN_DISTANCE_MS,
         help="Burrow min-distance: commits closer than this share one window "
         f"slot (default {burrow.DEFAULT_MIN_DISTANCE_MS}, as shipped)",
     )
-    parser.add_argument("--max-rows", type=int, default=20, help="rows per section")
+    parser.add_argument(
+        "--max-rows", type=_at_least(1), default=20, help="rows per section (default: %(default)s)"
+    )
     parser.add_argument("--plots", default=None, help="write PNG plots into this folder")
     parser.add_argument("--master", default=None, help="Spark master (default local[2])")
     parser.add_argument("--schemas", action="store_true", help="print the table schemas only")

@@ -502,7 +502,13 @@ def test_times_and_durations_read_as_iso_8601_and_units():
         (cli.export_main, ["--bogus"], "the following arguments are required: --logs, --lake"),
         (cli.export_main, ["--logs", "l", "--lake", "k", "--bogus"], "unrecognized arguments"),
         (cli.report_main, ["--lake", "k", "--as-of", "yesterday"], "not an ISO-8601 time"),
-        (cli.report_main, ["--lake", "k", "--window", "x"], "invalid int value: 'x'"),
+        (cli.report_main, ["--lake", "k", "--window", "x"], "not an integer: 'x'"),
+        # Before: accepted, then refused (or ignored) only after Spark had started.
+        (cli.report_main, ["--lake", "k", "--window", "0"], "--window: must be >= 1, got 0"),
+        (cli.report_main, ["--lake", "k", "--max-rows", "-1"], "--max-rows: must be >= 1"),
+        (cli.report_main, ["--lake", "k", "--bucket-ms", "0"], "--bucket-ms: must be >= 1"),
+        (cli.report_main, ["--lake", "k", "--min-distance-ms", "-5"], "must be >= 0, got -5"),
+        (cli.export_main, ["--logs", "l", "--lake", "k", "--max-segments-per-round", "0"], ">= 1"),
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2(capsys, main, argv, message):
