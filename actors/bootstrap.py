@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -160,8 +161,16 @@ def ensure_ray(
             configure_logging=False,
         )
     else:
+        _check_reachable(target)
         try:
-            ray.init(address=target, namespace=namespace, log_to_driver=False)
+            # WARNING: Ray's INFO lines ("Connecting to existing Ray cluster") would mix with
+            # the CLI's own one-line reports on stderr; its warnings and errors still show.
+            ray.init(
+                address=target,
+                namespace=namespace,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
         except ConnectionError as exc:
             if os.environ.get("RAY_AUTH_MODE"):
                 raise
@@ -172,6 +181,25 @@ def ensure_ray(
                 f"default, set RAY_AUTH_MODE=token)"
             ) from None
     return source
+
+
+# How long a GCS address may take to accept a TCP connection before it counts as unreachable.
+GCS_CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(target: str) -> None:
+    """ConnectionError, in one line, when nothing accepts connections at a ``host:port`` GCS
+    address: ``ray.init`` would retry for about a minute, printing its own warnings."""
+    host, _, port = target.rpartition(":")
+    if target in ("auto", "local") or "://" in target or not host or not port.isdigit():
+        return  # Ray's own lookup or a client address: ray.init says what is wrong with it
+    try:
+        socket.create_connection((host, int(port)), timeout=GCS_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(
+            f"no Ray cluster at {target}: {exc.strerror or exc} (pass the address "
+            f"`groupcoord serve` printed, or start one with `ray start --head`)"
+        ) from None
 
 
 def _check_same_cluster(address: str | None) -> None:

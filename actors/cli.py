@@ -60,7 +60,7 @@ from .security import (
     UsersFile,
     read_acl_file,
 )
-from .serve_config import add_serve_options, parse_with_config, serve_settings
+from .serve_config import add_serve_options, parse_with_config, serve_settings, usable_log_dir
 from .server_log import SERVER_LOGS
 from .wire_service import WireConfig
 
@@ -422,8 +422,9 @@ def demo_lake_report(work_dir: str, log_dir: str, topic, out: Output) -> None:
 
 
 def cmd_demo(args, out: Output) -> int:
+    log_dir = usable_log_dir(args.log_dir) if args.log_dir else None  # checked before Ray
     work_dir = tempfile.mkdtemp(prefix="groupcoord-demo-")
-    log_dir = args.log_dir or os.path.join(work_dir, "logs")
+    log_dir = log_dir or os.path.join(work_dir, "logs")
     topic = run_demo(log_dir, args.seconds, out)
     if not args.no_lake:
         demo_lake_report(work_dir, log_dir, topic, out)
@@ -440,11 +441,21 @@ def parser() -> OneLineParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp, address_help):
-        sp.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+        sp.add_argument(
+            "--namespace",
+            default=DEFAULT_NAMESPACE,
+            help="the deployment's Ray namespace (default: %(default)s)",
+        )
         sp.add_argument("--address", default=None, help=address_help)
         sp.add_argument("--json", action="store_true", help="one JSON document, no tables")
 
-    serve = sub.add_parser("serve", help="start the coordinator and stay up")
+    serve = sub.add_parser(
+        "serve",
+        help="start the coordinator and stay up",
+        description="Start the coordinator: one Ray actor per offsets partition, a router, "
+        "optional Kafka listeners and HTTP service. Every setting is a flag or a key of "
+        "--config FILE.toml; a flag overrides the file. Stops on Ctrl-C or SIGTERM.",
+    )
     common(serve, "Ray cluster (GCS host:port); default RAY_ADDRESS, else an embedded Ray")
     serve.add_argument(
         "--partitions", type=int, default=4, help="offsets partitions (default: %(default)s)"
@@ -555,11 +566,21 @@ def parser() -> OneLineParser:
     )
     add_serve_options(serve)
 
-    users = sub.add_parser("users", help="SASL users of the Kafka listeners (SCRAM credentials)")
-    users.add_argument("action", choices=("add", "list", "delete"))
+    users = sub.add_parser(
+        "users",
+        help="SASL users of the Kafka listeners (SCRAM credentials)",
+        description="Add, list or delete the SASL users of the Kafka listeners in the users "
+        "file (SCRAM credentials, never the password). Needs no running deployment.",
+    )
+    users.add_argument("action", choices=("add", "list", "delete"), help="what to do")
     users.add_argument("name", nargs="?", help="add/delete: the user name")
     users.add_argument("--users-file", default=None, help=f"default LOG_DIR/{USERS_FILE_NAME}")
-    users.add_argument("--log-dir", default=DEFAULT_LOG_DIR)
+    users.add_argument(
+        "--log-dir",
+        default=DEFAULT_LOG_DIR,
+        help="the deployment's log directory, where the users file is by default "
+        "(default: %(default)s)",
+    )
     users.add_argument(
         "--mechanism",
         action="append",
@@ -577,10 +598,19 @@ def parser() -> OneLineParser:
     )
     users.add_argument("--json", action="store_true", help="one JSON document, no tables")
 
-    demo = sub.add_parser("demo", help="run consumers, kill a partition, show the recovery")
+    demo = sub.add_parser(
+        "demo",
+        help="run consumers, kill a partition, show the recovery",
+        description="On an embedded Ray: start a two-partition coordinator with its web view "
+        "and Burrow API (their URLs are printed), run consumers over a synthetic topic, kill a "
+        "partition actor and show that no acknowledged commit was lost, then export the logs "
+        "with Spark and print the lake report.",
+    )
     demo.add_argument("--seconds", type=float, default=6.0, help="consuming time per phase")
-    demo.add_argument("--log-dir", default=None)
-    demo.add_argument("--json", action="store_true")
+    demo.add_argument(
+        "--log-dir", default=None, help="the partition logs (default: a new temporary directory)"
+    )
+    demo.add_argument("--json", action="store_true", help="one JSON document, no tables")
     demo.add_argument("--no-lake", action="store_true", help="skip the Spark export and report")
 
     # Dispatched before parsing (see main); listed here so that --help shows them.
@@ -598,14 +628,22 @@ def parser() -> OneLineParser:
         "else the one cluster running on this machine"
     )
     status = sub.add_parser(
-        "status", help="the partitions: node, state, epoch, load time, groups, errors"
+        "status",
+        help="the partitions: node, state, epoch, load time, groups, errors",
+        description="Each offsets partition: state, epoch, groups, process, node, load time, "
+        "niceness, Kafka listener and load errors. Exit 1 when a partition is not serving.",
     )
     common(status, client_address)
 
-    topics = sub.add_parser("topics", help="the topic catalog Kafka clients see")
+    topics = sub.add_parser(
+        "topics",
+        help="the topic catalog Kafka clients see",
+        description="The topic catalog (LOG_DIR/topics.json) that Kafka clients' Metadata "
+        "requests see: list it, create a topic, grow one (alter) or delete one.",
+    )
     common(topics, client_address)
-    topics.add_argument("action", choices=("list", "create", "alter", "delete"))
-    topics.add_argument("topic", nargs="?")
+    topics.add_argument("action", choices=("list", "create", "alter", "delete"), help="what to do")
+    topics.add_argument("topic", nargs="?", help="create/alter/delete: the topic name")
     topics.add_argument("--partitions", type=int, help="create/alter: the partition count")
 
     # Dispatched before parsing (see main), like export and report.

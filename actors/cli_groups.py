@@ -196,7 +196,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | None:
             return None
         raise UsageError(
             f"groupcoord groups: give exactly one action: {', '.join(ACTIONS)} "
-            "(see groupcoord groups --help)"
+            f"(see groupcoord groups --help; got: {' '.join(argv) or 'nothing'})"
         )
     parser = _parser(actions[0])
     args = parser.parse_args(argv)
@@ -486,7 +486,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
     out.add("offsets", rows)
     if rows:
         out.table(rows, RESET_VIEW)
-    if not args.execute:
+    if rows and not args.execute:
         out.note("dry run: nothing was written (add --execute to write these offsets)")
     return status
 

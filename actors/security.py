@@ -248,7 +248,15 @@ class UsersFile:
         self.path = path
 
     def _locked(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise ValueError(f"users file {self.path}: {directory} is not a directory")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"users file {self.path}: cannot create {directory}: {exc.strerror or exc}"
+            ) from None
         lock = open(self.path + ".lock", "a")  # noqa: SIM115 (closed by the caller's with)
         fcntl.flock(lock, fcntl.LOCK_EX)
         return lock

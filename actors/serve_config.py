@@ -33,6 +33,7 @@ from groupcoord.storage.config import FSYNC_POLICIES
 
 from . import identity
 from .bootstrap import log_config_for
+from .router import MAX_PARTITIONS
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -267,6 +268,8 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     """The checked configuration ``serve`` runs with; ValueError (one line) for a bad value,
     an unusable log directory or one whose ``deployment.json`` records another partition count
     or namespace. Creates the log directory when it is missing, nothing else."""
+    if not 1 <= args.partitions <= MAX_PARTITIONS:  # the router would refuse it after Ray started
+        raise ValueError(f"--partitions must be in [1, {MAX_PARTITIONS}], got {args.partitions}")
     try:
         config = CoordinatorConfig(**_fields(args, CoordinatorConfig))
         fields = _fields(args, LogConfig)

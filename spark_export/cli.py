@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import NoReturn
 
 from pyspark.sql import SparkSession
 
@@ -33,8 +34,44 @@ from .session import get_session
 from .timefmt import parse_time_ms
 
 
+class _UsageError(ValueError):
+    """The command line is wrong; the message says how, in one line."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the command, not the whole usage text
+    (``--help`` still prints it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | None:
+    """The parsed arguments, or None once a usage error has been printed as one line."""
+    try:
+        return parser.parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
+def _at_least(minimum: int):
+    """An argparse ``type``: an int no smaller than ``minimum``, checked before Spark starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="groupcoord export",
         description="Export committed offsets from the partition "
         "logs into Delta tables, exactly once.",
@@ -45,13 +82,18 @@ def _export_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)"
     )
-    parser.add_argument("--max-segments-per-round", type=int, default=64)
+    parser.add_argument(
+        "--max-segments-per-round",
+        type=_at_least(1),
+        default=64,
+        help="log segments read per Spark round (default: %(default)s)",
+    )
     parser.add_argument(
         "--compact", action="store_true", help="afterwards, compact small files of closed days"
     )
     parser.add_argument(
         "--vacuum-retention-hours",
-        type=int,
+        type=_at_least(0),
         default=None,
         help="afterwards, vacuum files unreferenced for this many hours",
     )
@@ -65,7 +107,7 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _report_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="groupcoord report",
         description="Analytics over the exported lake. Times are "
         "ISO-8601 in UTC (2026-11-23T13:45:00Z); a time without a zone is taken as UTC.",
@@ -93,25 +135,27 @@ def _report_parser() -> argparse.ArgumentParser:
     parser.add_argument("--as-of-ms", type=int, dest="as_of", help=argparse.SUPPRESS)
     parser.add_argument(
         "--bucket-ms",
-        type=int,
+        type=_at_least(1),
         default=None,
         help="activity and lag bucket width in ms (default: from the time span of the commits)",
     )
     parser.add_argument(
         "--window",
-        type=int,
+        type=_at_least(1),
         default=burrow.DEFAULT_WINDOW,
         help="Burrow window: slots per partition (default "
         f"{burrow.DEFAULT_WINDOW}, Burrow's shipped 'intervals')",
     )
     parser.add_argument(
         "--min-distance-ms",
-        type=int,
+        type=_at_least(0),
         default=burrow.DEFAULT_MIN_DISTANCE_MS,
         help="Burrow min-distance: commits closer than this share one window "
         f"slot (default {burrow.DEFAULT_MIN_DISTANCE_MS}, as shipped)",
     )
-    parser.add_argument("--max-rows", type=int, default=20, help="rows per section")
+    parser.add_argument(
+        "--max-rows", type=_at_least(1), default=20, help="rows per section (default: %(default)s)"
+    )
     parser.add_argument("--plots", default=None, help="write PNG plots into this folder")
     parser.add_argument("--master", default=None, help="Spark master (default local[2])")
     parser.add_argument("--schemas", action="store_true", help="print the table schemas only")
@@ -207,7 +251,9 @@ def _run(command: str, log_path: str | None, work) -> int:
 
 
 def export_main(argv: list[str] | None = None) -> int:
-    args = _export_parser().parse_args(argv)
+    args = _parse(_export_parser(), argv)
+    if args is None:
+        return 2
     try:
         check_dir(args.logs, "log directory")
         check_creatable_dir(args.lake, "lake directory")
@@ -235,12 +281,16 @@ def export_main(argv: list[str] | None = None) -> int:
 
 
 def report_main(argv: list[str] | None = None) -> int:
-    args = _report_parser().parse_args(argv)
+    args = _parse(_report_parser(), argv)
+    if args is None:
+        return 2
     if args.schemas:
         print(schema_text())
         return 0
     try:
         check_dir(args.lake, "lake directory")
+        if args.plots:
+            check_creatable_dir(args.plots, "plots directory")
         lake.check_tables(args.lake)
         if args.log_end and not os.path.exists(args.log_end):
             raise ValueError(f"log-end file {args.log_end!r} does not exist")

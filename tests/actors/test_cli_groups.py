@@ -170,6 +170,8 @@ def test_resets_that_cannot_happen_fail_with_status_1(served, active, capsys):
     )
     assert document["offsets"] == [] and document["groups"][0]["error"] == "GROUP_ID_NOT_FOUND"
     assert "has no committed offsets to reset" in " ".join(document["notes"])
+    # Nothing was planned, so no "dry run ... add --execute to write these offsets" either.
+    assert not any("dry run" in note for note in document["notes"])
 
 
 def test_describe_views_columns_and_json(served, active, capsys, tmp_path):

@@ -146,3 +146,13 @@ def test_a_bad_log_dir_fails_before_ray_starts(tmp_path):
         assert result.stderr == f"groupcoord: --log-dir {log_dir} {message}\n"
         assert result.stdout == ""
     assert a_file.read_text() == "keep" and os.listdir(tmp_path) == ["a-file"]
+
+
+@pytest.mark.parametrize("partitions", ["0", "-3", "1001"])
+def test_a_bad_partition_count_fails_before_ray_starts(tmp_path, capsys, partitions):
+    # In-process: were Ray started, the progress lines ("starting an embedded Ray") would show.
+    log_dir = tmp_path / "logs"
+    assert main(["serve", "--partitions", partitions, "--log-dir", str(log_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"groupcoord: --partitions must be in [1, 1000], got {partitions}\n"
+    assert not log_dir.exists()

@@ -139,6 +139,10 @@ def test_serve_prints_its_address_the_cli_names_the_cluster_and_sigterm_stops_cl
             f"no groupcoord deployment in namespace '{NS}' on the Ray cluster at "
             f"{elsewhere}" in missing.stderr
         )
+        # Only groupcoord's own lines: not Ray's "Connecting to existing Ray cluster" INFO.
+        for result in (described, listed, missing):
+            lines = result.stderr.splitlines()
+            assert all(line.startswith("groupcoord: ") for line in lines), result.stderr
     finally:
         code, out, err = first.finish(signal.SIGTERM)
     assert code == 0, err

@@ -287,9 +287,8 @@ def test_report_and_cli_on_an_exported_lake(spark, coordinator_run, tmp_path, ca
     out = capsys.readouterr().out
     assert f"committed offsets (as of {iso_utc(as_of)})" in out
     assert f"report time {iso_utc(end_ms)}" in out
-    with pytest.raises(SystemExit) as bad:
-        cli.report_main(["--lake", lake_dir, "--as-of", "yesterday"])
-    assert bad.value.code == 2 and "not an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
+    assert cli.report_main(["--lake", lake_dir, "--as-of", "yesterday"]) == 2
+    assert "not an ISO-8601 time: 'yesterday'" in capsys.readouterr().err
     assert cli.report_main(["--lake", lake_dir, "--schemas"]) == 0
     assert "offset_commits  (partitioned by commit_date)" in capsys.readouterr().out
     assert cli.export_main(["--logs", str(tmp_path / "nope"), "--lake", lake_dir]) == 2
@@ -495,6 +494,40 @@ def test_times_and_durations_read_as_iso_8601_and_units():
         duration_text(ms)
         for ms in (850, 2_500, 200_000, 4 * 3_600_000 + 300_000, 2 * 86_400_000 + 3 * 3_600_000)
     ] == ["850ms", "2.5s", "3m20s", "4h05m", "2d03h"]
+
+
+@pytest.mark.parametrize(
+    ("main", "argv", "message"),
+    [
+        (cli.export_main, ["--bogus"], "the following arguments are required: --logs, --lake"),
+        (cli.export_main, ["--logs", "l", "--lake", "k", "--bogus"], "unrecognized arguments"),
+        (cli.report_main, ["--lake", "k", "--as-of", "yesterday"], "not an ISO-8601 time"),
+        (cli.report_main, ["--lake", "k", "--window", "x"], "not an integer: 'x'"),
+        # Before: accepted, then refused (or ignored) only after Spark had started.
+        (cli.report_main, ["--lake", "k", "--window", "0"], "--window: must be >= 1, got 0"),
+        (cli.report_main, ["--lake", "k", "--max-rows", "-1"], "--max-rows: must be >= 1"),
+        (cli.report_main, ["--lake", "k", "--bucket-ms", "0"], "--bucket-ms: must be >= 1"),
+        (cli.report_main, ["--lake", "k", "--min-distance-ms", "-5"], "must be >= 0, got -5"),
+        (cli.export_main, ["--logs", "l", "--lake", "k", "--max-segments-per-round", "0"], ">= 1"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_exit_2(capsys, main, argv, message):
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    prog = "groupcoord export" if main is cli.export_main else "groupcoord report"
+    assert out.out == "" and out.err.count("\n") == 1
+    assert out.err.startswith(f"{prog}: ") and message in out.err
+    assert out.err.rstrip().endswith(f"(see {prog} --help)")
+
+
+def test_a_plots_path_that_is_a_file_fails_before_spark(tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep")
+    # An empty lake directory: the plots path is checked first, as every other path.
+    assert cli.report_main(["--lake", str(tmp_path), "--plots", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"groupcoord report: plots directory '{a_file}' is not a directory\n"
+    assert a_file.read_text() == "keep"
 
 
 def test_every_report_column_is_explained_in_help_and_readme(capsys):
