@@ -139,6 +139,21 @@ def _join_commit_fetch(config: dict, group: str) -> None:
     consumer.close()
 
 
+def _errors_until_refused(consumer: Consumer, reported: list | None = None) -> list:
+    """Subscribe to "events" and poll until the client reports an error (through its
+    ``error_cb``, appending to ``reported``, or on a polled message); close it; the errors."""
+    errors = [] if reported is None else reported
+    consumer.subscribe(["events"])
+    for _ in range(POLL_LIMIT):
+        message = consumer.poll(0.05)
+        if message is not None and message.error():
+            errors.append(message.error())
+        if errors:
+            break
+    consumer.close()
+    return errors
+
+
 def _listed(address: str, user: str) -> set[str]:
     admin = AdminClient(_config(address, user, "SCRAM-SHA-512"))
     result = admin.list_consumer_groups(request_timeout=10).result()
@@ -193,13 +208,7 @@ def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     failures = served.listener.authentication_failures
     errors = []
     config = _config(address, "alice", "SCRAM-SHA-512", "not-her-password")
-    consumer = _consumer(config | {"error_cb": errors.append}, "app-x")
-    consumer.subscribe(["events"])
-    for _ in range(POLL_LIMIT):
-        consumer.poll(0.05)
-        if errors:
-            break
-    consumer.close()
+    _errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), errors)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert "Invalid user credentials" in errors[0].str()
     assert served.listener.authentication_failures > failures
@@ -242,12 +251,7 @@ def test_unauthenticated_requests_are_refused(sasl_plaintext):
     # A client that does not speak SASL at all is disconnected and never reaches the group.
     errors = []
     consumer = _consumer({"bootstrap.servers": address, "error_cb": errors.append}, "app-nosasl")
-    consumer.subscribe(["events"])
-    for _ in range(POLL_LIMIT):
-        consumer.poll(0.05)
-        if errors:
-            break
-    consumer.close()
+    _errors_until_refused(consumer, errors)
     assert {e.code() for e in errors} & {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
     assert "app-nosasl" not in _listed(address, "admin")
 
@@ -260,17 +264,8 @@ def test_acls_deny_join_and_commit_without_read(sasl_plaintext):
         committer.commit(offsets=[TopicPartition("events", 0, 5)], asynchronous=False)
     assert denied.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     committer.close()
-    joiner = _consumer(bob, "app-bob")
-    joiner.subscribe(["events"])
-    errors = set()
-    for _ in range(POLL_LIMIT):
-        message = joiner.poll(0.05)
-        if message is not None and message.error():
-            errors.add(message.error().code())
-        if errors:
-            break
-    joiner.close()
-    assert KafkaError.GROUP_AUTHORIZATION_FAILED in errors
+    errors = _errors_until_refused(_consumer(bob, "app-bob"))
+    assert KafkaError.GROUP_AUTHORIZATION_FAILED in {e.code() for e in errors}
     assert "app-bob" not in _listed(address, "admin")
 
 
@@ -282,16 +277,9 @@ def test_acls_deny_a_consumer_protocol_heartbeat_without_read(sasl_plaintext):
         bob
         | {"group.id": "app-bob-kip848", "group.protocol": "consumer", "enable.auto.commit": False}
     )
-    member.subscribe(["events"])
-    error = None
-    for _ in range(POLL_LIMIT):
-        message = member.poll(0.05)
-        if message is not None and message.error():
-            error = message.error()
-            break
-    member.close()
+    (error, *_) = _errors_until_refused(member)
     # librdkafka's new consumer treats the refusal as fatal: _FATAL, naming the broker's error.
-    assert error is not None and error.code() == KafkaError._FATAL, error
+    assert error.code() == KafkaError._FATAL, error
     assert "Group authorization failed" in error.str(), error
     assert "app-bob-kip848" not in _listed(address, "admin")
 
@@ -404,12 +392,7 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files):
         denied.close()
         errors = []  # no client certificate: the TLS handshake fails
         anonymous = _consumer(tls | {"error_cb": errors.append}, "tls-anonymous")
-        anonymous.subscribe(["events"])
-        for _ in range(POLL_LIMIT):
-            anonymous.poll(0.05)
-            if errors:
-                break
-        anonymous.close()
+        _errors_until_refused(anonymous, errors)
         refused_codes = {KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
         assert {e.code() for e in errors} & refused_codes
         admin = AdminClient(with_cert)  # kept: a dropped client cancels its requests
