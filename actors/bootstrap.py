@@ -40,7 +40,7 @@ from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
 from .placement import router_strategy
-from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor
+from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor, detached_options
 from .wire_service import WireConfig
 
 DEFAULT_NAMESPACE = "groupcoord"
@@ -297,14 +297,7 @@ def start(
         _check_same_deployment(running[1], namespace, num_partitions, log_dir)
         cluster_id = running[1].get("cluster_id", "")
     router = RouterActor.options(
-        name=ROUTER_NAME,
-        namespace=namespace,
-        lifetime="detached",
-        max_restarts=-1,
-        max_task_retries=0,
-        get_if_exists=True,
-        num_cpus=0,
-        scheduling_strategy=strategy,
+        name=ROUTER_NAME, scheduling_strategy=strategy, **detached_options(namespace)
     ).remote(
         num_partitions,
         log_dir,
@@ -342,15 +335,9 @@ def _start_http(
 ) -> str:
     """Start (or find) the HTTP service; its host:port. A service that cannot listen (a taken
     port) is removed again and reported in one line."""
-    actor = HttpActor.options(
-        name=HTTP_ACTOR_NAME,
-        namespace=namespace,
-        lifetime="detached",
-        max_restarts=-1,
-        max_task_retries=0,
-        get_if_exists=True,
-        num_cpus=0,
-    ).remote(router, num_partitions, http, (kafka,) if kafka else ())
+    actor = HttpActor.options(name=HTTP_ACTOR_NAME, **detached_options(namespace)).remote(
+        router, num_partitions, http, (kafka,) if kafka else ()
+    )
     try:
         return ray.get(actor.address.remote(), timeout=HTTP_START_TIMEOUT_S)
     except Exception as exc:

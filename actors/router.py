@@ -67,7 +67,10 @@ class RouterRuntime:
         return n, self.partition(n)
 
 
-def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
+def detached_options(namespace: str) -> dict:
+    """Every groupcoord actor's options: named in ``namespace``, detached, restarted by Ray
+    forever, its calls never retried by Ray (a retried call would run twice; clients retry),
+    found rather than started twice, and holding no CPU of its own."""
     return dict(
         namespace=namespace,
         lifetime="detached",
@@ -75,8 +78,13 @@ def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
         max_task_retries=0,
         get_if_exists=True,
         num_cpus=0,
-        # Parked joins and syncs each hold a concurrency slot while they wait.
-        max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY,
+    )
+
+
+def partition_options(namespace: str, config: CoordinatorConfig) -> dict:
+    # Parked joins and syncs each hold a concurrency slot while they wait.
+    return detached_options(namespace) | dict(
+        max_concurrency=config.max_parked_requests + EXTRA_CONCURRENCY
     )
 
 
