@@ -61,14 +61,17 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
     deployment, infos = start_placed(
         log_dir,
         "mn-zombie",
-        lambda _, infos: len({i["node"] for i in infos} - {head}) == 2,
+        # Two partitions off the head, on one worker or on both: Ray's soft affinity does not
+        # always spread them on a loaded machine, and the scenario needs only two frozen logs.
+        lambda _, infos: sum(i["node"] != head for i in infos) >= 2,
         config=TEST_CONFIG,
     )
-    on_workers = {i["node"]: i for i in infos if i["node"] != head}
+    on_workers = [i for i in infos if i["node"] != head]
     try:
-        assert len(on_workers) == 2, f"partitions not spread over the workers: {infos}"
-        # Worker a keeps its lock (a local file system); worker b loses it (an NFS lease).
-        (kept, lost) = sorted(on_workers.values(), key=lambda i: i["partition"])
+        assert len(on_workers) >= 2, f"fewer than two partitions on the workers: {infos}"
+        # Log a keeps its lock (a local file system); log b loses it (an NFS lease).
+        (kept, lost) = sorted(on_workers, key=lambda i: i["partition"])[:2]
+        frozen_nodes = {kept["node"], lost["node"]}
         nodes = [node_by_id(cluster, i["node"]) for i in (kept, lost)]
         handles = deployment.partitions()
         dirs = {i["partition"]: os.path.join(log_dir, f"partition-{i['partition']}") for i in infos}
@@ -95,10 +98,10 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
             try:
                 seen["declared_dead_s"] = [wait_dead_in_ray(n.node_id) for n in nodes]
                 # The frozen processes keep their locks: the new incarnations, restarted on
-                # the head, wait for them instead of serving.
+                # a survivor, wait for them instead of serving.
                 for frozen in (kept, lost):
                     waiting = _wait(lambda f=frozen: locked_out(f), 60, "a locked-out restart")
-                    assert waiting["node"] == head and waiting["state"] == "loading"
+                    assert waiting["node"] not in frozen_nodes and waiting["state"] == "loading"
                 # NFS/EFS: b's stalled client loses its lease; here, its lock file goes.
                 os.remove(os.path.join(dirs[lost["partition"]], "writer.lock"))
                 wait_serving_one(deployment, lost["partition"], lost["epoch"])
@@ -121,7 +124,7 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
         logs = ray._private.worker._global_node.get_logs_dir_path()
         for frozen in (kept, lost):
             p = frozen["partition"]
-            assert seen["infos"][p]["node"] == head
+            assert seen["infos"][p]["node"] not in frozen_nodes
             # It gave up by itself, and says why: a newer claim, or the epoch fence.
             (err,) = glob.glob(os.path.join(logs, f"worker-*-{frozen['pid']}.err"))
             with open(err) as f:
