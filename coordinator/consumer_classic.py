@@ -200,15 +200,22 @@ class ConsumerClassicMixin:
             raise Refusal(Errors.UNKNOWN_MEMBER_ID)
         return member
 
+    def _classic_member_at(self, group: ConsumerGroup, req) -> ConsumerMember:
+        """The classic member a SyncGroup or Heartbeat names, at the generation it names
+        (its member epoch); Refusal (INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+        ILLEGAL_GENERATION) otherwise."""
+        if not member_fields_ok(
+            req.member_id, req.group_instance_id, req.generation_id, self.config
+        ):
+            raise Refusal(Errors.INVALID_REQUEST)
+        member = self._classic_member(group, req.member_id, req.group_instance_id)
+        if req.generation_id != member.member_epoch:
+            raise Refusal(Errors.ILLEGAL_GENERATION)
+        return member
+
     def _classic_sync_consumer_group(self, request_id, req, group: ConsumerGroup) -> None:
         try:
-            if not member_fields_ok(
-                req.member_id, req.group_instance_id, req.generation_id, self.config
-            ):
-                raise Refusal(Errors.INVALID_REQUEST)
-            member = self._classic_member(group, req.member_id, req.group_instance_id)
-            if req.generation_id != member.member_epoch:
-                raise Refusal(Errors.ILLEGAL_GENERATION)
+            member = self._classic_member_at(group, req)
             names = {n for n, _ in member.subscription.classic_protocols}
             if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
                 req.protocol_name is not None and req.protocol_name not in names
@@ -235,13 +242,7 @@ class ConsumerClassicMixin:
 
     def _classic_heartbeat_consumer_group(self, request_id, req, group: ConsumerGroup) -> None:
         try:
-            if not member_fields_ok(
-                req.member_id, req.group_instance_id, req.generation_id, self.config
-            ):
-                raise Refusal(Errors.INVALID_REQUEST)
-            member = self._classic_member(group, req.member_id, req.group_instance_id)
-            if req.generation_id != member.member_epoch:
-                raise Refusal(Errors.ILLEGAL_GENERATION)
+            member = self._classic_member_at(group, req)
         except Refusal as refusal:
             return self._reply(request_id, HeartbeatResponse(refusal.error))
         self._arm(
