@@ -124,6 +124,17 @@ class KafkaPythonMember:
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[assignor]],
         )
+        # Learn the topic before subscribing. Subscribed without it, kafka-python 3.0.12 joins,
+        # assigns nothing, then rejoins once its metadata names the topic; in about 1 of 30 such
+        # double joins its poll thread then waited forever on its own IO thread (idle in
+        # select() with the poll's task never run), after groupcoord had answered the SyncGroup:
+        # a lost wakeup inside the client. Knowing the topic first makes one join, as a real
+        # consumer of an existing topic does.
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while not self.consumer.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
+            time.sleep(POLL_TIMEOUT_MS / 1000)
         self.consumer.subscribe([topic])
 
     def poll(self) -> None:
