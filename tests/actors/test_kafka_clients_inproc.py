@@ -117,8 +117,13 @@ def test_librdkafka_consumer_fetches_and_its_producer_is_refused(bootstrap):
 
     delivered: list = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    producer.produce("events", b"record", partition=1, on_delivery=lambda e, _: delivered.append(e))
-    assert producer.flush(30) == 0
+    try:
+        producer.produce(
+            "events", b"record", partition=1, on_delivery=lambda e, _: delivered.append(e)
+        )
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()  # else it outlives the listener, retrying its address all session
     [error] = delivered
     assert error.code() == KafkaError.INVALID_REQUEST and not error.retriable()
 

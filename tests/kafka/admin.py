@@ -39,10 +39,13 @@ def create_topic(bootstrap: str, partitions: int) -> str:
 def produce(bootstrap: str, topic: str, values_by_partition: dict[int, list[str]]) -> None:
     """Write each partition's values, in order, and wait until all are acknowledged."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for partition, values in values_by_partition.items():
-        for value in values:
-            producer.produce(topic, value=value.encode(), partition=partition)
-    remaining = producer.flush(ADMIN_TIMEOUT_S)
+    try:
+        for partition, values in values_by_partition.items():
+            for value in values:
+                producer.produce(topic, value=value.encode(), partition=partition)
+        remaining = producer.flush(ADMIN_TIMEOUT_S)
+    finally:
+        producer.close()
     assert remaining == 0, f"{remaining} messages not acknowledged in {ADMIN_TIMEOUT_S} s"
 
 
