@@ -10,11 +10,13 @@ operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecu
 HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
+# The protocols' members (client.py: classic, consumer_member.py: KIP-848) register with
+# GroupMember when imported.
+from . import client, consumer_member  # noqa: F401
 from .admin import AdminClient, AdminError, GroupDescription, PartitionStatus
 from .assignment import AssignmentPlan, RebalanceListener
 from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
 from .channel import CoordinatorChannel, CoordinatorUnavailable
-from .client import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
 from .end_offsets import (
     EndOffsetsFn,
     end_offsets_source,
@@ -26,6 +28,7 @@ from .end_offsets import (
 )
 from .http_service import HttpConfig
 from .live_lag import LagWindowConfig
+from .member import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
 from .runtime import PartitionRuntime
 from .security import ListenerSecurity, UsersFile
 from .wire_service import WireConfig
