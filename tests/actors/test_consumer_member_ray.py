@@ -122,6 +122,30 @@ def test_members_join_and_leave_without_two_owners(deployment):
     asyncio.run(scenario())
 
 
+def test_a_static_member_keeps_its_partitions_for_its_next_incarnation(deployment):
+    async def scenario():
+        events: list = []
+        first = consumer(deployment.router, "kc-static", events, "s1", group_instance_id="i")
+        await first.wait_assigned(WAIT_S)
+        other = consumer(deployment.router, "kc-static", events, "d")
+        await wait_until(lambda: covered(first, other), WAIT_S, "two owners")
+        kept, seen = first.assignment, len(events)
+        await first.close()  # epoch -2: its partitions wait for instance "i"
+        (described,) = await AdminClient(deployment.router).describe_groups(["kc-static"])
+        assert [
+            (m.group_instance_id, m.member_epoch) for m in described.members if m.group_instance_id
+        ] == [("i", -2)]
+        second = consumer(deployment.router, "kc-static", events, "s2", group_instance_id="i")
+        assert await second.wait_assigned(WAIT_S) == kept
+        assert second.member_id != first.member_id
+        # Nothing moved meanwhile: the other member was neither given nor asked for anything.
+        assert [e for e in events[seen:] if e[0] == "d"] == []
+        await asyncio.gather(second.close(), other.close())
+        assert single_owner(events) == {}
+
+    asyncio.run(scenario())
+
+
 def test_commits_carry_the_member_epoch(deployment):
     async def scenario():
         events: list = []
