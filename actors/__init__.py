@@ -1,9 +1,10 @@
 """groupcoord.actors: the Ray runtime, the client library and the CLI.
 
 ``start()`` / ``connect()`` give a ``Deployment`` (the router handle and its partitions);
-``GroupMember`` / ``SyncGroupMember`` are consumer-group members; ``AdminClient`` lists,
-describes and deletes groups and resets offsets; ``end_offsets_source`` gives an ``EndOffsetsFn``
-(log-end offsets from a JSON file, an upstream Kafka cluster or Python code) for lag.
+``GroupMember`` / ``SyncGroupMember`` are consumer-group members (classic or KIP-848 protocol:
+``group_protocol``); ``AdminClient`` lists, describes and deletes groups and resets offsets;
+``end_offsets_source`` gives an ``EndOffsetsFn`` (log-end offsets from a JSON file, an upstream
+Kafka cluster or Python code) for lag.
 ``PartitionRuntime`` is the Ray-free core of a partition actor (see runtime.py's theory of
 operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecurity``;
 ``UsersFile`` manages their SASL users. ``start(http=HttpConfig(...))`` serves live lag over

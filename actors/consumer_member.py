@@ -156,14 +156,17 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
 
     async def _heartbeat(self) -> None:
         self._send_now = False
+        request = self._request()
         try:
-            response = await self.channel.call(self._request())
+            response = await self.channel.call(request)
         except CoordinatorUnavailable:
             self._full = True
             return  # keep trying; the session may still be alive
         error = response.error_code
         if error in FENCED_ERRORS:
             await self._fenced(error, response.error_message)
+            # A join cannot be fenced; should one be, the next waits an interval (no busy loop).
+            self._send_now = request.member_epoch != 0
             return
         if error != Errors.NONE:  # fatal: see the module docstring
             raise GroupMemberError(error, response.error_message or "heartbeat refused")
@@ -214,7 +217,7 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
         lost, self.assignment = self.assignment, frozenset()
         self.member_epoch = 0
         self._assigned.clear()
-        self._send_now = self._fresh = True
+        self._fresh = True
         if lost:
             await call_listener(self.listener.on_partitions_lost, lost)
 
