@@ -25,7 +25,8 @@ Answers, as Kafka's new consumer handles them: FENCED_MEMBER_EPOCH and UNKNOWN_M
 session expired, the rebalance timeout passed, or the member was removed) lose the partitions
 (``on_partitions_lost``) and rejoin at once with epoch 0 under the same member id; the
 coordinator's unavailability is absorbed by ``CoordinatorChannel`` (a heartbeat that got no
-answer is followed by a full one, as the lost answer may have carried an assignment); every
+answer, or was retried, is followed by a full one, whose answer names the whole assignment:
+the lost answer may have carried a new one); every
 other error (GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID, GROUP_ID_NOT_FOUND for a classic group that may not
 be upgraded, ...) is fatal: ``wait_assigned`` raises it.
@@ -157,11 +158,15 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
     async def _heartbeat(self) -> None:
         self._send_now = False
         request = self._request()
+        retries = self.channel.retries
         try:
             response = await self.channel.call(request)
         except CoordinatorUnavailable:
             self._full = True
             return  # keep trying; the session may still be alive
+        # An attempt that got no answer may have been applied, and its answer (a new
+        # assignment) is not repeated to the retry: the next heartbeat asks for everything.
+        retried = self.channel.retries != retries
         error = response.error_code
         if error in FENCED_ERRORS:
             await self._fenced(error, response.error_message)
@@ -170,7 +175,7 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
             return
         if error != Errors.NONE:  # fatal: see the module docstring
             raise GroupMemberError(error, response.error_message or "heartbeat refused")
-        self._full = False
+        self._full = retried
         self.member_epoch = response.member_epoch
         self.heartbeat_interval_ms = response.heartbeat_interval_ms
         if response.assignment is not None:
