@@ -42,6 +42,12 @@ Rebalance protocols: with EAGER assignors every owned partition is revoked befor
 COOPERATIVE ones (KIP-429) nothing is revoked up front, only the partitions the new assignment
 takes away are revoked after the sync, and the member rejoins at once so that the follow-up
 rebalance can hand them to their new owners.
+
+``wait_assigned`` waits for that follow-up round too: a partition that changes owner moves in
+two rounds, the first giving the newcomer nothing while the old owner revokes it. A groupcoord
+leader announces the follow-up in the assignment (``FOLLOW_UP_MARKER``), so a newcomer gets its
+partitions, not an empty set. (A leader of another client library announces nothing: then it
+returns after the first round, as Kafka's consumer would.)
 """
 
 from __future__ import annotations

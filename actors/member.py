@@ -375,7 +375,7 @@ class SyncGroupMember:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
 
     def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
-        """As ``GroupMember.wait_assigned`` (follow-up cooperative rounds included)."""
+        """As ``GroupMember.wait_assigned``."""
         return self._run(self.member.wait_assigned(timeout_s))
 
     def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
