@@ -46,6 +46,7 @@ from .end_offsets import (
     start_offsets_source,
 )
 from .groups_output import (
+    CONSUMER_STATE_VIEW,
     DELETE_OFFSETS_VIEW,
     OFFSETS_VIEW,
     RESET_VIEW,
@@ -101,7 +102,9 @@ def _parser(action: str) -> argparse.ArgumentParser:
         f"states ({', '.join(STATES)}; comma-separated).",
         "--describe": "Describe groups: per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG and "
         "owner (--offsets, the default), the members (--members; --verbose adds each "
-        "one's ASSIGNMENT), or the group (--state).",
+        "one's ASSIGNMENT; a consumer group's show their epochs and current and target "
+        "assignments), or the group (--state; a consumer group's adds its TYPE, GROUP-EPOCH "
+        "and TARGET-ASSIGNMENT-EPOCH).",
         "--reset-offsets": "Reset the committed offsets of groups without active members. A "
         "dry run (prints the new offsets) unless --execute is given.",
         "--delete-offsets": "Delete a group's committed offsets of the partitions named by "
@@ -309,10 +312,15 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
         if args.state:
             where = kafka.get(coordinator)
             text = f"{where}  ({coordinator})" if where else f"partition-{coordinator}"
-            out.table([group | {"coordinator_text": text}], STATE_VIEW)
+            view = CONSUMER_STATE_VIEW if d.group_type == "consumer" else STATE_VIEW
+            out.table([group | {"coordinator_text": text}], view)
         elif args.members:
             # The header even without members, as Kafka prints it.
-            out.table(members_view(members, args.verbose), _members_columns(members, args))
+            consumer = d.group_type == "consumer"
+            out.table(
+                members_view(members, args.verbose or consumer, group["assignment_epoch"]),
+                _members_columns(members, args, consumer),
+            )
         elif offsets:
             out.table(offsets, OFFSETS_VIEW)
     if end_fn is not None and any(o["log_end_offset"] is None for o in out.document["offsets"]):
@@ -320,18 +328,37 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
     return status
 
 
-def members_view(members: list[dict], verbose: bool) -> list[dict]:
+def members_view(members: list[dict], verbose: bool, target_epoch: int | None = None) -> list[dict]:
+    """The rows of ``--members``: with ``verbose``, the assignments as text (a consumer group's
+    target one too, and its target assignment epoch, as Kafka's TARGET-EPOCH)."""
     if not verbose:
         return members
-    return [m | {"assignment_text": assignment_text(m["assignment"])} for m in members]
+    return [
+        m
+        | {
+            "assignment_text": assignment_text(m["assignment"]),
+            "target_text": None
+            if m["target_assignment"] is None
+            else assignment_text(m["target_assignment"]),
+            "target_epoch": target_epoch,
+        }
+        for m in members
+    ]
 
 
-def _members_columns(members: list[dict], args) -> list[tuple[str, str]]:
+def _members_columns(members: list[dict], args, consumer: bool) -> list[tuple[str, str]]:
     columns = [("group", "GROUP"), ("consumer_id", "CONSUMER-ID")]
     if any(m["group_instance_id"] for m in members):  # Kafka shows it only when one has it
         columns.append(("group_instance_id", "GROUP-INSTANCE-ID"))
     columns += [("host", "HOST"), ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")]
-    if args.verbose:
+    if consumer:  # the epochs and both assignments, always (Kafka: with --verbose)
+        columns += [
+            ("member_epoch", "CURRENT-EPOCH"),
+            ("assignment_text", "CURRENT-ASSIGNMENT"),
+            ("target_epoch", "TARGET-EPOCH"),
+            ("target_text", "TARGET-ASSIGNMENT"),
+        ]
+    elif args.verbose:
         columns.append(("assignment_text", "ASSIGNMENT"))
     return columns
 

@@ -1,9 +1,9 @@
-"""A consumer-group member for Python code holding Ray actor handles.
+"""The classic protocol's consumer-group member, for Python code holding Ray actor handles.
 
-``GroupMember`` (async) joins a group through the router, runs the assignor when it is the
-leader, syncs, heartbeats in a background task, commits and fetches offsets, calls the rebalance
-listener, and rejoins on its own after rebalances and coordinator failovers.
-``SyncGroupMember`` is the same behind blocking methods (its own event loop in a thread).
+``GroupMember(..., group_protocol="classic")`` (the default; member.py) joins a group through the
+router, runs the assignor when it is the leader, syncs, heartbeats in a background task, commits
+and fetches offsets, calls the rebalance listener, and rejoins on its own after rebalances and
+coordinator failovers.
 
 Every call to the coordinator is bounded (see channel.py): a heartbeat by the session timeout, a
 JoinGroup or SyncGroup by the rebalance timeout plus a slack (and at least
@@ -42,14 +42,18 @@ Rebalance protocols: with EAGER assignors every owned partition is revoked befor
 COOPERATIVE ones (KIP-429) nothing is revoked up front, only the partitions the new assignment
 takes away are revoked after the sync, and the member rejoins at once so that the follow-up
 rebalance can hand them to their new owners.
+
+``wait_assigned`` waits for that follow-up round too: a partition that changes owner moves in
+two rounds, the first giving the newcomer nothing while the old owner revokes it. A groupcoord
+leader announces the follow-up in the assignment (``FOLLOW_UP_MARKER``), so a newcomer gets its
+partitions, not an empty set. (A leader of another client library announces nothing: then it
+returns after the first round, as Kafka's consumer would.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -62,91 +66,61 @@ from groupcoord.coordinator import (
     MemberIdentity,
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
-    OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupRequestAssignment,
-    TopicPartition,
 )
 
-from .assignment import AssignmentPlan, Partitions, RebalanceListener, call_listener
-from .channel import CoordinatorChannel, CoordinatorUnavailable, RouterHandle
-from .offsets import checked_metadata, checked_offsets, checked_partitions
+from .assignment import AssignmentPlan, call_listener
+from .channel import CoordinatorUnavailable
+from .member import CommitFailedError, GroupMember, GroupMemberError
 
 log = logging.getLogger("groupcoord.client")
 
 LOST_ERRORS = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION})
 PROTOCOL_TYPE = "consumer"
-HISTORY_MAX = 1_000  # (generation, assignment) pairs kept for inspection
 CALL_SLACK_MS = 5_000  # over the rebalance timeout, for a parked join or sync
-# How long SyncGroupMember.close waits beyond its timeout_ms for GroupMember.close to return.
-CLOSE_GRACE_S = 5.0
-CLOSE_TIMEOUT_MS = 30_000  # Kafka's default for close()
-LEAVE_TIMEOUT_MS = 5_000  # past it, the session timeout removes the member instead
+SESSION_TIMEOUT_MS = 10_000  # this member's defaults (Kafka's session.timeout.ms: 45 s)
+HEARTBEAT_INTERVAL_MS = 3_000
 METADATA_MAX_AGE_MS = 300_000  # Kafka's metadata.max.age.ms default
 REASON_MAX_CHARS = 255  # Kafka's JoinGroupRequest.maybeTruncateReason
 
 
-class GroupMemberError(RuntimeError):
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(f"{error.name}: {message}")
-        self.error = error
+class ClassicGroupMember(GroupMember, group_protocol="classic"):
+    """The classic protocol's member (module docstring); made by ``GroupMember(...)``."""
 
+    OPTIONS = (
+        "topic_partitions",
+        "assignors",
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "metadata_max_age_ms",
+    )
 
-class CommitFailedError(GroupMemberError):
-    """Kafka's CommitFailedException / RebalanceInProgressException: the member is not (or no
-    longer) in a stable generation; commit again after the rebalance."""
-
-
-class GroupMember:
-    def __init__(
+    def _configure(
         self,
-        router: RouterHandle,
-        group_id: str,
         topics: Iterable[str],
         *,
-        topic_partitions: Mapping[str, int] | Callable[[str], int],
+        topic_partitions: Mapping[str, int] | Callable[[str], int] | None = None,
         assignors: Iterable[Any] = ("range",),
-        group_instance_id: str | None = None,
-        client_id: str = "groupcoord-consumer",
-        client_host: str = "",
-        session_timeout_ms: int = 10_000,
-        rebalance_timeout_ms: int = 30_000,
-        heartbeat_interval_ms: int = 3_000,
-        listener: RebalanceListener | None = None,
-        retry_backoff_ms: int = 50,
-        request_timeout_ms: int = 60_000,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         metadata_max_age_ms: int = METADATA_MAX_AGE_MS,
     ) -> None:
-        if not isinstance(group_id, str) or not group_id:
-            raise ValueError("group_id must be a non-empty str")
+        if topic_partitions is None:
+            raise ValueError("the classic protocol needs topic_partitions (its leader assigns)")
         if not 0 < heartbeat_interval_ms < session_timeout_ms:
             raise ValueError("need 0 < heartbeat_interval_ms < session_timeout_ms")
-        if rebalance_timeout_ms < 1:
-            raise ValueError("rebalance_timeout_ms must be >= 1")
         if type(metadata_max_age_ms) is not int or metadata_max_age_ms < 0:
             raise ValueError(
                 f"metadata_max_age_ms must be an int >= 0, got {metadata_max_age_ms!r}"
             )
-        self.group_id = group_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
         self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         self.plan = AssignmentPlan(topics, topic_partitions, assignors)
-        self.listener = listener or RebalanceListener()
-        self.channel = CoordinatorChannel(
-            router, group_id, retry_backoff_ms=retry_backoff_ms, timeout_ms=request_timeout_ms
-        )
-        self.member_id = ""
         self.generation_id = -1
         self.protocol_name: str | None = None
         self.leader_id = ""
-        self.assignment: Partitions = frozenset()
-        self.history: deque[tuple[int, Partitions]] = deque(maxlen=HISTORY_MAX)
-        self.rebalances = 0
         self._needs_join = True
         self._rejoin_reason: str | None = None  # sent with the next JoinGroup (KIP-800)
         self._metadata_due_s = 0.0  # loop time of the next count check
@@ -154,14 +128,6 @@ class GroupMember:
         # sync is applied. Only then are commits refused: a rejoin that was merely requested
         # still commits with the current generation (e.g. from on_partitions_revoked).
         self._joining = False
-        self._assigned = asyncio.Event()
-        # One commit in flight at a time, in call order (asyncio.Lock is FIFO): Ray's async
-        # actors and failover retries do not keep a caller's order, and an older offset landing
-        # after a newer acknowledged one would undo it.
-        self._commit_lock = asyncio.Lock()
-        self._async_commits: set[asyncio.Task] = set()  # close() waits for these
-        self._fatal: GroupMemberError | None = None
-        self._task: asyncio.Task | None = None
 
     @property
     def stable(self) -> bool:
@@ -172,104 +138,40 @@ class GroupMember:
     def is_leader(self) -> bool:
         return bool(self.member_id) and self.member_id == self.leader_id
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- leaving ---------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start keeping this member in the group, in a background task."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+    def _loses_on_close(self) -> bool:
+        # Kafka's onLeavePrepare: without a generation, or in the middle of a rebalance,
+        # the partitions may already be someone else's.
+        return self._joining or self.generation_id < 0 or not self.member_id
 
-    async def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
-        """Wait until the member has applied the assignment of a generation and no rebalance
-        is under way or announced for it, then return what it owns.
-
-        Under the cooperative protocol a partition that changes owner moves in two rounds
-        (KIP-429): the first round gives the newcomer nothing while the old owner revokes it,
-        the follow-up round hands it over. A groupcoord leader announces the follow-up in the
-        assignment (``FOLLOW_UP_MARKER``), so this waits for that round too and a newcomer
-        gets its partitions, not an empty set. (A leader of another client library announces
-        nothing: then this returns after the first round, as Kafka's consumer would.) An
-        empty result means the group gave this member nothing (more members than
-        partitions). ``timeout_s`` bounds the whole wait (``TimeoutError``); a member that
-        stopped on a fatal error raises it (``GroupMemberError``)."""
-        await asyncio.wait_for(self._assigned.wait(), timeout_s)
-        if self._fatal is not None:
-            raise self._fatal
-        return self.assignment
-
-    async def close(self, leave: bool = True, timeout_ms: int = CLOSE_TIMEOUT_MS) -> None:
-        """Wait for pending ``commit_async`` calls, stop heartbeating, give up what we own, and
-        (dynamic members) leave the group at once; all within ``timeout_ms``.
-
-        Async commits still pending at the timeout are cancelled: their callbacks get
-        ``CoordinatorUnavailable`` (such a commit may or may not have landed). A static member
-        never sends LeaveGroup (as in Kafka): its session timeout removes it, and a restart
-        within it takes its place without a rebalance."""
-        if type(timeout_ms) is not int or timeout_ms < 0:
-            raise ValueError(f"the close timeout_ms must be an int >= 0, got {timeout_ms!r}")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        if self._async_commits:
-            # The member keeps heartbeating meanwhile, so the commits keep their generation.
-            _, late = await asyncio.wait(
-                set(self._async_commits), timeout=max(deadline - loop.time(), 0)
+    async def _leave(self, timeout_ms: int) -> None:
+        # A static member never sends LeaveGroup (as in Kafka): its session timeout removes
+        # it, and a restart within it takes its place without a rebalance.
+        if self.member_id and self.group_instance_id is None:
+            await self.channel.call(
+                LeaveGroupRequest(
+                    self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]
+                ),
+                timeout_ms=timeout_ms,
             )
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self.assignment:
-            dropped, self.assignment = self.assignment, frozenset()
-            # Kafka's onLeavePrepare: without a generation, or in the middle of a rebalance,
-            # the partitions may already be someone else's.
-            if self._joining or self.generation_id < 0 or not self.member_id:
-                await call_listener(self.listener.on_partitions_lost, dropped)
-            else:
-                await call_listener(self.listener.on_partitions_revoked, dropped)
-        leave_ms = min(LEAVE_TIMEOUT_MS, int((deadline - loop.time()) * 1000))
-        if leave and self.member_id and self.group_instance_id is None and leave_ms > 0:
-            try:
-                await self.channel.call(
-                    LeaveGroupRequest(
-                        self.group_id, [MemberIdentity(self.member_id, None, "consumer closed")]
-                    ),
-                    timeout_ms=leave_ms,
-                )
-            except CoordinatorUnavailable:
-                pass  # the session timeout will remove us instead
+
+    def _closed(self) -> None:
         self.generation_id = -1  # a closed member commits nothing more
         self._needs_join = True
 
     # -- the coordination loop -------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        try:
-            while True:
-                if self._needs_join:
-                    await self._join_and_sync()
-                    continue
-                await asyncio.sleep(self.heartbeat_interval_ms / 1000)
-                if not self._needs_join:
-                    self._check_metadata()
-                if not self._needs_join:
-                    await self._heartbeat()
-        except GroupMemberError as exc:
-            self._stop(exc)
-        except Exception as exc:
-            # The assignor refused its input, a listener raised, ...: stop visibly (wait_assigned
-            # raises, ``stable`` turns False) rather than let the task die unobserved while the
-            # member still looks Stable and its heartbeats have stopped.
-            stopped = GroupMemberError(Errors.UNKNOWN_SERVER_ERROR, repr(exc))
-            stopped.__cause__ = exc
-            self._stop(stopped)
-
-    def _stop(self, exc: GroupMemberError) -> None:
-        log.error("member %s of %s stopped: %s", self.member_id, self.group_id, exc)
-        self._fatal = exc
-        self._assigned.set()
+    async def _coordinate(self) -> None:
+        while True:
+            if self._needs_join:
+                await self._join_and_sync()
+                continue
+            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            if not self._needs_join:
+                self._check_metadata()
+            if not self._needs_join:
+                await self._heartbeat()
 
     async def _heartbeat(self) -> None:
         generation = self.generation_id
@@ -460,15 +362,6 @@ class GroupMember:
 
     # -- offsets ---------------------------------------------------------------------------------
 
-    async def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
-        """Commit synchronously; returns once the offsets are durable. A member's commits (sync
-        and async) go out one at a time, in the order they were made.
-
-        Raises ``ValueError`` for a bad offset or partition (nothing is sent),
-        ``CommitFailedError`` when the member is rebalancing or left its generation, and
-        ``GroupMemberError`` for other refusals (e.g. OFFSET_METADATA_TOO_LARGE)."""
-        await self._commit(checked_offsets(offsets), checked_metadata(metadata))
-
     async def _commit(self, offsets: dict[tuple[str, int], int], metadata: str) -> None:
         if not offsets:
             return
@@ -507,126 +400,3 @@ class GroupMember:
                 await self._lose_partitions(error)
             raise CommitFailedError(error, "this member is no longer part of the generation")
         raise GroupMemberError(error, f"commit failed for {sorted(errors)}")
-
-    def commit_async(
-        self,
-        offsets: Mapping[tuple[str, int], int],
-        callback: Callable[[BaseException | None], Any] | None = None,
-        metadata: str = "",
-    ) -> asyncio.Task:
-        """Commit in the background; ``callback(None)`` or ``callback(exception)`` afterwards.
-        A bad offset or partition raises ``ValueError`` here, and nothing is sent."""
-        checked, metadata = checked_offsets(offsets), checked_metadata(metadata)
-
-        def report(outcome: BaseException | None) -> None:
-            if callback is not None:
-                callback(outcome)
-            elif outcome is not None:
-                log.warning("async commit failed: %s", outcome)
-
-        async def run() -> None:
-            try:
-                await self._commit(checked, metadata)
-            except asyncio.CancelledError:
-                report(
-                    CoordinatorUnavailable(
-                        "the commit was abandoned (the member closed) before it was acknowledged"
-                    )
-                )
-                raise
-            except Exception as exc:  # every failure reaches the callback, as in Kafka
-                report(exc)
-                return
-            report(None)
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._async_commits.add(task)
-        task.add_done_callback(self._async_commits.discard)
-        return task
-
-    async def committed(
-        self,
-        partitions: Iterable[tuple[str, int]] | None = None,
-    ) -> dict[tuple[str, int], int]:
-        """Committed offsets (-1 where none), like ``KafkaConsumer.committed``; all when None."""
-        checked = checked_partitions(partitions)
-        tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
-        response = await self.channel.call(OffsetFetchRequest(self.group_id, tps))
-        if response.error != Errors.NONE:
-            raise GroupMemberError(response.error, "OffsetFetch failed")
-        return {(p.topic, p.partition): p.committed_offset for p in response.partitions}
-
-
-class SyncGroupMember:
-    """``GroupMember`` behind blocking methods, for code that is not async."""
-
-    def __init__(
-        self, router: RouterHandle, group_id: str, topics: Iterable[str], **kwargs: Any
-    ) -> None:
-        """``kwargs``: ``GroupMember``'s keyword arguments."""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, daemon=True, name=f"groupcoord-member-{group_id}"
-        )
-        self._thread.start()
-        try:
-            self.member: GroupMember = self._run(self._make(router, group_id, topics, kwargs))
-        except BaseException:
-            self._shutdown()
-            raise
-
-    @staticmethod
-    async def _make(router, group_id, topics, kwargs) -> GroupMember:
-        member = GroupMember(router, group_id, topics, **kwargs)
-        member.start()
-        return member
-
-    def _run(self, coroutine, timeout_s: float | None = None):
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
-
-    def wait_assigned(self, timeout_s: float | None = None) -> Partitions:
-        """As ``GroupMember.wait_assigned`` (follow-up cooperative rounds included)."""
-        return self._run(self.member.wait_assigned(timeout_s))
-
-    def commit(self, offsets: Mapping[tuple[str, int], int], metadata: str = "") -> None:
-        self._run(self.member.commit(offsets, metadata))
-
-    def commit_async(
-        self,
-        offsets: Mapping[tuple[str, int], int],
-        callback: Callable[[BaseException | None], Any] | None = None,
-        metadata: str = "",
-    ) -> None:
-        """As ``GroupMember.commit_async``; a bad offset raises ``ValueError`` in the caller's
-        thread. ``callback`` runs on the member's thread."""
-        checked_offsets(offsets)
-        checked_metadata(metadata)
-        self._loop.call_soon_threadsafe(self.member.commit_async, offsets, callback, metadata)
-
-    def committed(
-        self, partitions: Iterable[tuple[str, int]] | None = None
-    ) -> dict[tuple[str, int], int]:
-        return self._run(self.member.committed(partitions))
-
-    @property
-    def assignment(self) -> Partitions:
-        return self.member.assignment
-
-    @property
-    def stable(self) -> bool:
-        return self.member.stable
-
-    def close(self, leave: bool = True, timeout_ms: int = CLOSE_TIMEOUT_MS) -> None:
-        """As ``GroupMember.close``, and bounded even if that hangs (a rebalance listener that
-        never returns): ``TimeoutError`` when it has not finished ``CLOSE_GRACE_S`` after
-        ``timeout_ms``; the member's thread stops either way."""
-        if type(timeout_ms) is not int or timeout_ms < 0:
-            raise ValueError(f"the close timeout_ms must be an int >= 0, got {timeout_ms!r}")
-        try:
-            self._run(self.member.close(leave, timeout_ms), timeout_ms / 1000 + CLOSE_GRACE_S)
-        finally:
-            self._shutdown()
-
-    def _shutdown(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)

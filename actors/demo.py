@@ -18,7 +18,7 @@ import msgspec
 import ray
 
 from .channel import CoordinatorUnavailable
-from .client import CommitFailedError, GroupMember, GroupMemberError
+from .member import CommitFailedError, GroupMember, GroupMemberError
 
 MAX_DEMO_MEMBERS = 64
 

@@ -17,7 +17,10 @@ Every ``--json`` document of ``groups`` has the same four keys, whatever the act
 - ``notes``: the messages the text form prints on stderr (errors go to stderr in both forms).
 
 A value that is not known or does not apply is null, never "" or a guess; ids are never cut.
-The text form prints Kafka's column names with ``-`` for null, as kafka-consumer-groups does.
+The text form prints Kafka's column names with ``-`` for null, as kafka-consumer-groups does; a
+consumer group's ``--state`` adds TYPE, GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH, its
+``--members`` CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH and TARGET-ASSIGNMENT (Kafka's
+``--verbose`` columns for consumer groups).
 """
 
 from __future__ import annotations
@@ -92,6 +95,14 @@ STATE_VIEW = (
     ("coordinator_text", "COORDINATOR (ID)"),
     ("assignment_strategy", "ASSIGNMENT-STRATEGY"),
     ("state", "STATE"),
+    ("members", "#MEMBERS"),
+)
+# A consumer group's (KIP-848): its type and epochs too (Kafka's --state --verbose columns).
+CONSUMER_STATE_VIEW = (
+    *STATE_VIEW[:-1],
+    ("group_type", "TYPE"),
+    ("generation", "GROUP-EPOCH"),
+    ("assignment_epoch", "TARGET-ASSIGNMENT-EPOCH"),
     ("members", "#MEMBERS"),
 )
 

@@ -9,6 +9,7 @@ import asyncio
 import json
 
 import pytest
+import ray
 
 from groupcoord.actors import AdminClient, SyncGroupMember, start, stop
 from groupcoord.actors.cli import main
@@ -242,6 +243,67 @@ def test_describe_views_columns_and_json(served, active, capsys, tmp_path):
         header.startswith("GROUP") and "COORDINATOR (ID)" in header and header.endswith("#MEMBERS")
     )
     assert row.split()[-3:] == ["range", "Stable", "1"]
+
+
+def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, active, capsys):
+    group_id = "cli-kip848"
+    ray.get(served.router.create_topic.remote("cli-k", 2))
+    member = SyncGroupMember(
+        served.router, group_id, ["cli-k"], group_protocol="consumer", client_id="kc"
+    )
+    try:
+        assert member.wait_assigned(30) == {("cli-k", 0), ("cli-k", 1)}
+        member_id = member.member.member_id
+        code, out, _ = run(capsys, "--describe", "--group", group_id, "--state")
+        header, row = out.split("\n")[:2]
+        assert header.split()[-4:] == ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert row.split()[-6:] == ["uniform", "Stable", "consumer", "1", "1", "1"]
+        code, out, _ = run(capsys, "--describe", "--group", group_id, "--members")
+        header, row = out.split("\n")[:2]
+        assert header.split() == [
+            "GROUP",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+        ]
+        assert row.split() == [
+            group_id,
+            member_id,
+            "-",
+            "kc",
+            "2",
+            "1",
+            "cli-k:0,1",
+            "1",
+            "cli-k:0,1",
+        ]
+        # JSON: the same facts; a classic group's epochs and target assignment are null.
+        document = run_json(capsys, "--describe", "--group", group_id, "--group", LONG_GROUP)
+        consumer, classic = document["groups"]
+        assert (consumer["group_type"], consumer["generation"], consumer["assignment_epoch"]) == (
+            "consumer",
+            1,
+            1,
+        )
+        assert (classic["group_type"], classic["assignment_epoch"]) == ("classic", None)
+        mine, theirs = document["members"]
+        both = [{"topic": "cli-k", "partition": 0}, {"topic": "cli-k", "partition": 1}]
+        assert (mine["member_epoch"], mine["assignment"], mine["target_assignment"]) == (
+            1,
+            both,
+            both,
+        )
+        assert (theirs["member_epoch"], theirs["target_assignment"]) == (None, None)
+        # A classic group's --state and --members keep Kafka's classic columns.
+        code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state")
+        assert "EPOCH" not in out and "TYPE" not in out
+    finally:
+        member.close()
 
 
 def test_unknown_groups_and_refused_deletes_fail_with_status_1(served, active, capsys):

@@ -105,6 +105,28 @@ async def consumer() -> None:
     await member.close()
 
 
+async def kip848_consumer() -> None:
+    deployment = connect("groupcoord")
+    member = GroupMember(
+        deployment.router,
+        "my-group",
+        ["events"],
+        group_protocol="consumer",
+        server_assignor="uniform",
+        listener=RebalanceListener(),
+    )
+    member.start()
+    partitions = await member.wait_assigned(timeout_s=30)
+    await member.commit({tp: 42 for tp in partitions})
+    await member.close()
+    blocking = SyncGroupMember(
+        deployment.router, "other-group", group_protocol="consumer", topic_regex="events-.*"
+    )
+    owned: frozenset[tuple[str, int]] = blocking.wait_assigned(timeout_s=30)
+    blocking.commit({tp: 1 for tp in owned})
+    blocking.close()
+
+
 async def operator() -> list[GroupDescription]:
     deployment = start(num_partitions=4, log_dir="/tmp/logs", namespace="groupcoord")
     admin = AdminClient(deployment.router)
