@@ -221,8 +221,7 @@ def _start_alone(cluster, log_dir: str, candidates: set[int]) -> tuple:
     """A 3-partition deployment on 3 nodes in which one of ``candidates`` is the only
     partition on a worker node, so that losing that node restarts exactly that partition;
     returns the deployment, that partition and the starts it took. The affinity is soft and
-    Ray often places elsewhere (here it tended to leave the head without a partition): start
-    again, up to ``MAX_STARTS`` times."""
+    Ray often places elsewhere: start again, up to ``MAX_STARTS`` times."""
     top_up(cluster, 3)
     workers = {n.node_id for n in cluster.worker_nodes}
     for attempt in range(1, MAX_STARTS + 1):
