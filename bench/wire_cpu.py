@@ -248,24 +248,23 @@ def run(trials: int, heartbeats: int, commits: int, profile: bool) -> list[dict]
                 floor_loop.create_server(lambda: FloorProtocol(bodies), "127.0.0.1", 0), floor_loop
             ).result(30)
             floor = f"127.0.0.1:{floor_server.sockets[0].getsockname()[1]}"
-            profiler = cProfile.Profile(time.thread_time) if profile else None
             for label, api, connections in ROWS:
                 requests = heartbeats if api == ApiKey.HEARTBEAT else commits
                 member = (group, member_id, generation)
                 gc, fl = [], []
                 for _ in range(trials):
                     gc.append(
-                        _measure(
-                            partition.loop, address, api, connections, requests, member, profiler
-                        )
+                        _measure(partition.loop, address, api, connections, requests, member, None)
                     )
                     fl.append(_measure(floor_loop, floor, api, connections, requests, member, None))
-                rows.append(_row(label, gc, fl))
+                profiler = cProfile.Profile()  # one more run, for counts only
+                _measure(partition.loop, address, api, connections, requests, member, profiler)
+                stats = pstats.Stats(profiler, stream=io.StringIO())
+                rows.append(_row(label, gc, fl, _counts(stats, requests)))
                 print(_format(rows[-1]), flush=True)
-            if profiler is not None:
-                out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
-                print(out.getvalue())
+                if profile:
+                    stats.stream = sys.stdout
+                    stats.sort_stats("tottime").print_stats(30)
         finally:
             if floor_server is not None:
                 floor_loop.call_soon_threadsafe(floor_server.close)
@@ -281,7 +280,27 @@ def _start_loop(loop: asyncio.AbstractEventLoop) -> threading.Thread:
     return thread
 
 
-def _row(label: str, gc: list, floor: list) -> dict:
+def _counts(stats: pstats.Stats, requests: int) -> dict:
+    """Per request: Python function calls, turns of the event loop, and socket calls (send,
+    recv, epoll's poll) on the loop thread. Unlike CPU time, these do not depend on the load."""
+    turns = sockets = 0
+    for (_, _, name), (_, ncalls, *_) in stats.stats.items():  # type: ignore[attr-defined]
+        if name == "_run_once":
+            turns += ncalls
+        elif name in (
+            "<method 'send' of '_socket.socket' objects>",
+            "<method 'recv' of '_socket.socket' objects>",
+            "<method 'poll' of 'select.epoll' objects>",
+        ):
+            sockets += ncalls
+    return {
+        "calls": round(stats.total_calls / requests, 1),  # type: ignore[attr-defined]
+        "loop_turns": round(turns / requests, 2),
+        "socket_calls": round(sockets / requests, 2),
+    }
+
+
+def _row(label: str, gc: list, floor: list, counts: dict) -> dict:
     def us(samples, index):  # the least: load on the machine only ever adds to it
         return round(min(s[index] / s[2] * 1e6 for s in samples), 1)
 
@@ -295,13 +314,18 @@ def _row(label: str, gc: list, floor: list) -> dict:
         "loop_over_floor": round(loop_us / floor_us, 2),
         "requests_per_s": round(statistics.median(s[2] / s[3] for s in gc)),
         "floor_requests_per_s": round(statistics.median(s[2] / s[3] for s in floor)),
+        "calls_per_request": counts["calls"],
+        "loop_turns_per_request": counts["loop_turns"],
+        "socket_calls_per_request": counts["socket_calls"],
     }
 
 
 def _format(row: dict) -> str:
     return (
         f"{row['row']:<27} {row['loop_us']:>9.1f} {row['process_us']:>11.1f} "
-        f"{row['floor_us']:>9.1f} {row['loop_over_floor']:>12.2f}×"
+        f"{row['floor_us']:>9.1f} {row['loop_over_floor']:>12.2f}× "
+        f"{row['calls_per_request']:>9.1f} {row['loop_turns_per_request']:>10.2f} "
+        f"{row['socket_calls_per_request']:>12.2f}"
     )
 
 
@@ -309,7 +333,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests and one trial")
     parser.add_argument("--trials", type=int, default=5, help="runs per row (default 5)")
-    parser.add_argument("--profile", action="store_true", help="print the loop's cProfile top 30")
+    parser.add_argument("--profile", action="store_true", help="print each row's cProfile top 30")
     # The client process's options (internal).
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--api", type=int, help=argparse.SUPPRESS)
@@ -328,7 +352,11 @@ def main() -> None:
     heartbeats, commits = (2_000, 1_000) if args.quick else (6_000, 2_000)
     load = os.getloadavg()[0]
     header = ("row", "loop µs/req", "process µs/req", "floor µs", "loop ÷ floor")
-    print(f"{header[0]:<27} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13}")
+    counts = ("calls/req", "turns/req", "socket/req")
+    print(
+        f"{header[0]:<27} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
+        f"{counts[0]:>9} {counts[1]:>10} {counts[2]:>12}"
+    )
     rows = run(trials, heartbeats, commits, args.profile)
     result = {
         "bench": "wire_cpu",
