@@ -12,16 +12,19 @@ those requests:
 * ``process_us``: CPU of the whole serving process per request (the loop plus the runtime's log
   and snapshot threads);
 * ``floor_us``: the loop thread's CPU per request for a trivial server on the same kind of loop
-  that answers every frame with a precomputed response (``FloorServer``): what reading, writing
-  and waking up cost, with nothing parsed or decided. ``loop ÷ floor`` is the ratio reported.
+  that answers every frame with a precomputed response (``FloorProtocol``): what reading,
+  writing and waking up cost, with nothing parsed or decided. ``loop ÷ floor`` is the ratio
+  reported;
+* ``calls``, ``loop turns``, ``socket calls``: per request, from one more run under cProfile,
+  the Python function calls, turns of the event loop and socket calls (send, recv, epoll's
+  poll) on the loop thread: counts that, unlike CPU time, barely move with the machine's load.
 
 Rows: Heartbeat from one member on 8 connections; OffsetCommit of 4 partitions from one member
 on 1 and on 16 connections. Each CPU figure is the least of ``--trials`` runs (other load on
 the machine only adds to it), each rate the median.
 
 Run: ``.venv/bin/python bench/wire_cpu.py [--quick] [--profile]``; writes
-bench/results/wire_cpu.json. ``--profile`` also prints cProfile's top functions on the loop
-thread for the groupcoord rows.
+bench/results/wire_cpu.json. ``--profile`` also prints each row's cProfile top functions.
 """
 
 from __future__ import annotations
