@@ -221,7 +221,10 @@ def _measure(loop, address: str, api: ApiKey, connections: int, requests: int, m
         process_cpu = resource.getrusage(resource.RUSAGE_SELF)
         client.stdin.write("go\n")
         client.stdin.flush()
-        result = json.loads(client.stdout.readline())
+        line = client.stdout.readline()
+        if not line:  # its traceback went to stderr
+            raise RuntimeError(f"client failed (exit status {client.wait(CLIENT_TIMEOUT_S)})")
+        result = json.loads(line)
         loop_cpu = _on_loop(loop, time.thread_time) - loop_cpu
         after = resource.getrusage(resource.RUSAGE_SELF)
         if profile is not None:
