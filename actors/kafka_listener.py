@@ -20,7 +20,8 @@ connection:
   a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
   with a request it cannot parse; neither changes the partition's state;
 * a connection with no request being answered and no bytes read or answer written for
-  ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms); beyond
+  ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms), a client that stops
+  reading its answers too (what is left unsent is dropped); beyond
   ``max_connections`` a new socket is closed at once. Memory per connection is bounded by the
   connection's buffer (one frame plus one read), and the bytes buffered by all connections
   together by ``max_buffered_bytes``: a read that would pass it closes its connection (else a
@@ -383,7 +384,10 @@ class _Client(asyncio.Protocol):
             self.idle_timer.cancel()
         if self.task is not None:
             self.task.cancel()
-        self.transport.close()
+        if self.writing_paused:
+            self.transport.abort()  # close() would wait for a client that does not read
+        else:
+            self.transport.close()
 
 
 async def _go_on(coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> Any:
