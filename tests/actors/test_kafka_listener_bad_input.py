@@ -200,3 +200,18 @@ def test_a_client_that_never_reads_its_answers_is_closed_when_idle(tmp_path):
         assert _answers_api_versions(listener.port)
     finally:
         partition.stop()
+
+
+def test_a_request_sent_before_a_half_close_is_still_answered(served):
+    # Fetch v4 for no topics waits max_wait (200 ms) before its empty answer; the client shuts
+    # its side down right after sending it, and still gets the answer, then EOF.
+    _, port = served
+    header = struct.pack(">hhih", 1, 4, 31, -1)
+    body = struct.pack(">iiiibi", -1, 200, 1, 1 << 20, 0, 0)
+    with _connect(port) as sock:
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        sock.shutdown(socket.SHUT_WR)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        frame = sock.recv(size, socket.MSG_WAITALL)
+        assert len(frame) == size and struct.unpack(">i", frame[:4])[0] == 31
+        assert _closed_without_answer(sock)
