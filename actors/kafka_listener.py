@@ -2,18 +2,28 @@
 
 Theory of operation
 -------------------
-Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) and one task:
+Each accepted socket gets a ``Connection`` (framing, headers, bounds; no I/O) inside an
+``asyncio.Protocol`` (``_Client``), driven by the loop's callbacks rather than a task per
+connection:
 
-* read at most ``MAX_READ_BYTES`` while the connection wants data, feed it to the connection,
-  and answer every request it releases, one at a time and in order: like a broker, which mutes
-  a connection while one of its requests is being handled, so a client's requests on one
-  connection are answered in the order sent (Kafka clients match answers by order);
+* every chunk the transport delivers is fed to the connection, and every request it releases is
+  answered one at a time and in order: like a broker, which mutes a connection while one of its
+  requests is being handled, so a client's requests on one connection are answered in the order
+  sent (Kafka clients match answers by order). A request the gateway answers without waiting
+  (a heartbeat, a metadata request) is answered within the callback that read it, with no task;
+  one that waits (a commit waiting for its log append, a Fetch) goes on in a task of its own;
+* bytes that arrive while a request is being answered are buffered, up to ``READ_PAUSE_BYTES``:
+  then the transport stops reading until the answer is written (TCP pushes back on the client),
+  and it stops too while the client is not reading its answers (the transport's write buffer is
+  over its high-water mark);
 * a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
   a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
   with a request it cannot parse; neither changes the partition's state;
-* a connection idle for ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms);
-  beyond ``max_connections`` a new socket is closed at once. Memory per connection is bounded by
-  the connection's buffer (one frame plus one read), and the bytes buffered by all connections
+* a connection with no request being answered and no bytes read or answer written for
+  ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms), a client that stops
+  reading its answers too (what is left unsent is dropped); beyond
+  ``max_connections`` a new socket is closed at once. Memory per connection is bounded by the
+  connection's buffer (one frame plus one read), and the bytes buffered by all connections
   together by ``max_buffered_bytes``: a read that would pass it closes its connection (else a
   thousand clients each holding a partial 10 MiB frame could hold 10 GiB).
 
@@ -37,9 +47,10 @@ import asyncio
 import ipaddress
 import logging
 import secrets
-import ssl
+import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
 
 from groupcoord.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -48,8 +59,7 @@ from groupcoord.wire import (
     ProtocolError,
     WireRequest,
 )
-from groupcoord.wire.connection import MAX_READ_BYTES
-from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer
+from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer, SaslStep
 
 from .security import ListenerSecurity, UserStore, certificate_principal
 
@@ -58,6 +68,10 @@ log = logging.getLogger("groupcoord.listener")
 DEFAULT_MAX_CONNECTIONS = 1_000
 DEFAULT_CONNECTION_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # every connection's unparsed bytes together
+# A connection answering a request stops reading once it holds this many unparsed bytes (what
+# asyncio's streams buffer by default). Pausing at every request would cost two epoll_ctl calls
+# per request; one more read (at most 256 KiB) stays well within Connection's own bound.
+READ_PAUSE_BYTES = 64 * 1024
 
 # (request, client host, principal) -> kio response
 Respond = Callable[[WireRequest, str, str], Awaitable[object]]
@@ -120,22 +134,23 @@ class KafkaListener:
         self._users: UserStore | None = None
         self.buffered_bytes = 0  # unparsed bytes of every connection
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._clients: set[_Client] = set()
         self.refused_connections = 0
         self.protocol_errors = 0
         self.authentication_failures = 0
 
     @property
     def connections(self) -> int:
-        return len(self._tasks)
+        return len(self._clients)
 
     async def start(self) -> int:
         """Bind and listen. The users file and TLS files are read here: ValueError, OSError or
         ssl.SSLError when they cannot be."""
         if self.security.sasl:
             self._users = UserStore(self.security.users_file)  # type: ignore[arg-type]
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self.port, ssl=self.security.ssl_context()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Client(self), self.host, self.port, ssl=self.security.ssl_context()
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -143,130 +158,261 @@ class KafkaListener:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        answering = [c.task for c in self._clients if c.task is not None]
+        for client in list(self._clients):
+            client.close()
+        await asyncio.gather(*answering, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._tasks) >= self.max_connections:
-            self.refused_connections += 1
-            writer.close()
-            return
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass  # the client went away, or its TLS was broken
-        except asyncio.CancelledError:
-            # close() ends every connection. Ending as cancelled would make asyncio's stream
-            # callback ask a cancelled task for its exception and log a spurious traceback.
-            pass
-        finally:
-            self._tasks.discard(task)
-            writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        client_host = peer[0] if peer else ""
-        connection = Connection(max_frame_bytes=self.max_frame_bytes)
-        idle_s = self.connection_max_idle_ms / 1000
-        released: deque[WireRequest | ProtocolError] = deque()
-        sasl = None
-        if self._users is not None:
-            sasl = SaslServer(
-                self.security.sasl_mechanisms,
-                self._users.lookup,
+class _Client(asyncio.Protocol):
+    """One accepted connection of a ``KafkaListener`` (see the module docstring)."""
+
+    def __init__(self, listener: KafkaListener) -> None:
+        self.listener = listener
+        self.closed = False
+        self.task: asyncio.Task | None = None  # answering the request in flight, if it waits
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        listener = self.listener
+        if len(listener._clients) >= listener.max_connections:
+            listener.refused_connections += 1
+            self.closed = True
+            transport.close()
+            return
+        listener._clients.add(self)
+        self.loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self.client_host = peer[0] if peer else ""
+        self.connection = Connection(max_frame_bytes=listener.max_frame_bytes)
+        self.released: deque[WireRequest | ProtocolError] = deque()
+        self.reading_paused = False
+        self.writing_paused = False
+        self.end_of_input = False
+        self.principal = ANONYMOUS
+        if listener.security.client_certificates:  # verified by the TLS handshake
+            self.principal = certificate_principal(transport.get_extra_info("peercert"))
+        self.sasl: SaslServer | None = None
+        if listener._users is not None:
+            self.sasl = SaslServer(
+                listener.security.sasl_mechanisms,
+                listener._users.lookup,
                 lambda: secrets.token_urlsafe(NONCE_BYTES),
             )
-            connection.max_frame_bytes = min(self.max_frame_bytes, MAX_RECEIVE_BYTES)
-        try:
-            await self._answer(connection, reader, writer, client_host, idle_s, released, sasl)
-        finally:
-            self.buffered_bytes -= connection.buffered_bytes
+            self.connection.max_frame_bytes = min(listener.max_frame_bytes, MAX_RECEIVE_BYTES)
+        # One timer per idle period, not one per read: it looks at last_active when it fires.
+        self.idle_s = listener.connection_max_idle_ms / 1000
+        self.last_active = self.loop.time()
+        self.idle_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            self.idle_s, self._check_idle
+        )
 
-    async def _answer(
-        self,
-        connection: Connection,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        client_host: str,
-        idle_s: float,
-        released: deque[WireRequest | ProtocolError],
-        sasl: SaslServer | None,
-    ) -> None:
-        principal = ANONYMOUS
-        if self.security.client_certificates:  # verified by the TLS handshake
-            principal = certificate_principal(writer.get_extra_info("peercert"))
-        while True:
-            while released:
-                item = released.popleft()
-                if isinstance(item, ProtocolError):
-                    self.protocol_errors += 1
-                    log.info("closing connection from %s: %s", client_host, item.reason)
-                    return
-                if sasl is not None and not sasl.complete:
-                    if item.api_key == ApiKey.SASL_AUTHENTICATE:
-                        # PLAIN derives a PBKDF2 key (~10 ms); hashlib releases the GIL, so a
-                        # worker thread keeps it off the partition's event loop.
-                        step = await asyncio.to_thread(sasl.receive, item)
-                    else:
-                        step = sasl.receive(item)
-                    if step.response is not None:
-                        writer.write(connection.send_response(item, step.response))
-                        await writer.drain()
-                    if step.close:
-                        self.authentication_failures += 1
-                        log.info("closing connection from %s: %s", client_host, step.reason)
-                        return
-                    connection.raw_sasl_tokens = sasl.raw_tokens and not sasl.complete
-                    if sasl.principal is not None:
-                        principal = sasl.principal
-                        connection.max_frame_bytes = self.max_frame_bytes
-                    released.extend(self._feed(connection, b""))
-                    continue
-                try:
-                    response = await self._respond(item, client_host, principal)
-                except ValueError as exc:
-                    self.protocol_errors += 1
-                    log.info(
-                        "closing connection from %s: refused api %d v%d: %s",
-                        client_host,
-                        item.api_key,
-                        item.api_version,
-                        exc,
-                    )
-                    return
-                writer.write(connection.send_response(item, response))
-                await writer.drain()
-                released.extend(self._feed(connection, b""))
-            if connection.closed:
+    # -- transport callbacks -----------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        listener = self.listener
+        if listener.buffered_bytes + len(data) > listener.max_buffered_bytes:
+            listener.protocol_errors += 1
+            log.warning(
+                "closing connection from %s: listeners hold %d unparsed bytes "
+                "(max_buffered_bytes=%d)",
+                self.client_host,
+                listener.buffered_bytes,
+                listener.max_buffered_bytes,
+            )
+            self.close()
+            return
+        self.last_active = self.loop.time()
+        self._feed(data)
+        self._answer_released()
+
+    def eof_received(self) -> bool:
+        # Requests already read are answered first, as a read loop would (not possible over
+        # TLS, where asyncio closes the transport at once).
+        self.end_of_input = True
+        if self.closed or (self.task is None and not self.released):
+            return False
+        return self.transport.get_extra_info("sslcontext") is None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._flow()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self.last_active = self.loop.time()
+        self._answer_released()
+
+    # -- answering ---------------------------------------------------------------------------------
+
+    def _answer_released(self) -> None:
+        """Answer released requests until one must wait (a task then goes on), the client stops
+        reading its answers, or none is left."""
+        while self.released and self.task is None and not self.writing_paused and not self.closed:
+            item = self.released.popleft()
+            if isinstance(item, ProtocolError):
+                self.listener.protocol_errors += 1
+                log.info("closing connection from %s: %s", self.client_host, item.reason)
+                self.close()
                 return
+            if self.sasl is not None and not self.sasl.complete:
+                if item.api_key == ApiKey.SASL_AUTHENTICATE:
+                    # PLAIN derives a PBKDF2 key (~10 ms); hashlib releases the GIL, so a
+                    # worker thread keeps it off the partition's event loop.
+                    self._wait(asyncio.to_thread(self.sasl.receive, item), self._sasl_step, item)
+                else:
+                    self._sasl_step(item, self.sasl.receive(item))
+                continue
+            coroutine = self.listener._respond(item, self.client_host, self.principal)
+            assert isinstance(coroutine, Coroutine)
+            # Run its first step here: most requests complete in it, and need no task.
             try:
-                # asyncio.timeout, not wait_for: wait_for wraps every read in a task of its own.
-                async with asyncio.timeout(idle_s):
-                    data = await reader.read(MAX_READ_BYTES)
-            except TimeoutError:
-                return  # idle: Kafka closes it too
-            if not data:
-                return
-            if self.buffered_bytes + len(data) > self.max_buffered_bytes:
-                self.protocol_errors += 1
-                log.warning(
-                    "closing connection from %s: listeners hold %d unparsed bytes "
-                    "(max_buffered_bytes=%d)",
-                    client_host,
-                    self.buffered_bytes,
-                    self.max_buffered_bytes,
-                )
-                return
-            released.extend(self._feed(connection, data))
+                waiting_on = coroutine.send(None)
+            except StopIteration as done:
+                self._send(item, done.value)
+            except ValueError as exc:
+                self._refuse(item, exc)
+            else:
+                self._wait(_go_on(coroutine, waiting_on), self._send, item)
+        if self.end_of_input and self.task is None and not self.released:
+            self.close()
+            return
+        self._flow()
 
-    def _feed(self, connection: Connection, data: bytes) -> list[WireRequest | ProtocolError]:
+    def _wait(
+        self,
+        awaitable: Coroutine[Any, Any, Any],
+        then: Callable[[WireRequest, Any], None],
+        item: WireRequest,
+    ) -> None:
+        self.task = self.loop.create_task(awaitable)
+        self.task.add_done_callback(lambda task: self._finished(task, then, item))
+
+    def _finished(
+        self, task: asyncio.Task, then: Callable[[WireRequest, Any], None], item: WireRequest
+    ) -> None:
+        self.task = None
+        if self.closed or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            then(item, task.result())
+            self._answer_released()
+        elif isinstance(exc, ValueError) and then == self._send:
+            self._refuse(item, exc)
+        else:
+            log.error("closing connection from %s", self.client_host, exc_info=exc)
+            self.close()
+
+    def _send(self, item: WireRequest, response: object) -> None:
+        self.transport.write(self.connection.send_response(item, response))
+        self.last_active = self.loop.time()
+        self._feed(b"")  # releases the next request held back by the in-flight limit
+
+    def _refuse(self, item: WireRequest, exc: ValueError) -> None:
+        self.listener.protocol_errors += 1
+        log.info(
+            "closing connection from %s: refused api %d v%d: %s",
+            self.client_host,
+            item.api_key,
+            item.api_version,
+            exc,
+        )
+        self.close()
+
+    def _sasl_step(self, item: WireRequest, step: SaslStep) -> None:
+        assert self.sasl is not None
+        if step.response is not None:
+            self.transport.write(self.connection.send_response(item, step.response))
+        if step.close:
+            self.listener.authentication_failures += 1
+            log.info("closing connection from %s: %s", self.client_host, step.reason)
+            self.close()
+            return
+        self.connection.raw_sasl_tokens = self.sasl.raw_tokens and not self.sasl.complete
+        if self.sasl.principal is not None:
+            self.principal = self.sasl.principal
+            self.connection.max_frame_bytes = self.listener.max_frame_bytes
+        self._feed(b"")
+
+    # -- bounds ------------------------------------------------------------------------------------
+
+    def _feed(self, data: bytes) -> None:
+        connection = self.connection
         before = connection.buffered_bytes
-        released = connection.receive_data(data)
-        self.buffered_bytes += connection.buffered_bytes - before
-        return released
+        self.released.extend(connection.receive_data(data))
+        self.listener.buffered_bytes += connection.buffered_bytes - before
+
+    def _flow(self) -> None:
+        pause = self.writing_paused or (
+            not self.connection.wants_data and self.connection.buffered_bytes >= READ_PAUSE_BYTES
+        )
+        if pause != self.reading_paused and not self.closed:
+            self.reading_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    def _check_idle(self) -> None:
+        self.idle_timer = None
+        if self.closed:
+            return
+        left_s = self.idle_s
+        if self.task is None:  # a request being answered is not idleness
+            left_s -= self.loop.time() - self.last_active
+            if left_s <= 0:
+                self.close()  # idle: Kafka closes it too
+                return
+        self.idle_timer = self.loop.call_later(left_s, self._check_idle)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.listener._clients.discard(self)
+        self.listener.buffered_bytes -= self.connection.buffered_bytes
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+        if self.task is not None:
+            self.task.cancel()
+        if self.writing_paused:
+            self.transport.abort()  # close() would wait for a client that does not read
+        else:
+            self.transport.close()
+
+
+async def _go_on(coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> Any:
+    """The rest of a coroutine whose first step ran outside a task and yielded ``waiting_on``
+    (what a task waits for: a future, or None to yield once), for a task to run."""
+    return await _resume(coroutine, waiting_on)
+
+
+@types.coroutine
+def _resume(coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
+    """Hands ``waiting_on`` to the task (which waits as the coroutine asked), then drives the
+    coroutine on with what the task sends, passing cancellation in."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:  # the task's cancellation: the coroutine decides
+            try:
+                waiting_on = coroutine.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            waiting_on = coroutine.send(sent)
+        except StopIteration as done:
+            return done.value

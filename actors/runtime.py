@@ -142,6 +142,7 @@ class PartitionRuntime:
         self._flush_wanted = asyncio.Event()
         self._durable_changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
+        self._aim_queued = False  # an _aim_timer call is scheduled on the loop
         self._tasks: list[asyncio.Task] = []
         self.appends = 0
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
@@ -365,7 +366,12 @@ class PartitionRuntime:
             )
             if self._metrics is not None:
                 self._metrics.event(self.partition, event)
-        self._aim_timer()
+        # Aimed once per turn of the loop, after every request that turn handled (a listener
+        # handles every connection's reads in one turn): each aim asks the Shard's timing
+        # wheel for its earliest deadline and moves the loop's timer.
+        if not self._aim_queued:
+            self._aim_queued = True
+            asyncio.get_running_loop().call_soon(self._aim_timer)
 
     def _release(self, request_id: int, response: Any) -> None:
         entry = self._waiting.get(request_id)
@@ -431,6 +437,7 @@ class PartitionRuntime:
             self._timer = None
 
     def _aim_timer(self) -> None:
+        self._aim_queued = False
         self._cancel_timer()
         deadline_ms = self._shard.next_deadline_ms()
         if deadline_ms is not None and self.state == "serving":

@@ -29,6 +29,7 @@ VERSIONS = {
     ApiKey.JOIN_GROUP: 5,
     ApiKey.SYNC_GROUP: 3,
     ApiKey.HEARTBEAT: 3,
+    ApiKey.OFFSET_COMMIT: 7,  # bench/wire_cpu.py's commits
 }
 IO_TIMEOUT_S = 30.0
 SESSION_TIMEOUT = datetime.timedelta(seconds=30)

@@ -169,3 +169,49 @@ def test_only_loopback_listeners_without_authentication(host, protocol):
     check_host(host, certificates)  # so do required client certificates
     for loopback in ("127.0.0.1", "::1", "localhost"):
         check_host(loopback, security)
+
+
+def test_a_client_that_never_reads_its_answers_is_closed_when_idle(tmp_path):
+    # Metadata requests for a wide topic sent back to back, the answers (~0.5 MB each) never
+    # read: once the kernel's buffers and the listener's write buffer are full, the listener
+    # stops reading, and after connection_max_idle_ms of that it drops the connection.
+    partition = WirePartition(str(tmp_path), {"wide": 20_000})
+    partition.start()
+    body = struct.pack(">hhih", 3, 0, 1, -1) + struct.pack(">i", 0)  # Metadata v0, all topics
+    request = struct.pack(">i", len(body)) + body
+    dropped = False
+    try:
+        listener = partition.listener
+        listener.connection_max_idle_ms = 200
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", listener.port))
+            sock.setblocking(False)
+            deadline = time.monotonic() + IO_TIMEOUT_S
+            while time.monotonic() < deadline and not dropped:
+                try:
+                    sock.send(request)
+                except BlockingIOError:
+                    time.sleep(0.01)  # both sides' buffers are full
+                except ConnectionError:
+                    dropped = True
+        assert dropped
+        assert listener.connections == 0
+        assert _answers_api_versions(listener.port)
+    finally:
+        partition.stop()
+
+
+def test_a_request_sent_before_a_half_close_is_still_answered(served):
+    # Fetch v4 for no topics waits max_wait (200 ms) before its empty answer; the client shuts
+    # its side down right after sending it, and still gets the answer, then EOF.
+    _, port = served
+    header = struct.pack(">hhih", 1, 4, 31, -1)
+    body = struct.pack(">iiiibi", -1, 200, 1, 1 << 20, 0, 0)
+    with _connect(port) as sock:
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        sock.shutdown(socket.SHUT_WR)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        frame = sock.recv(size, socket.MSG_WAITALL)
+        assert len(frame) == size and struct.unpack(">i", frame[:4])[0] == 31
+        assert _closed_without_answer(sock)

@@ -1,0 +1,382 @@
+"""CPU per request of a partition's Kafka listener, in process: a steadier figure than rates.
+
+Wall-clock rates on a shared machine swing with its load; the CPU the serving thread spends per
+answered request barely does. This bench runs a real ``PartitionRuntime`` and ``KafkaListener``
+(``tests.actors.kafka_inproc.WirePartition``: one event loop on its own thread, fsync policy
+``never``, no Ray) and drives it from a client process over raw Kafka wire (bench/wire_raw.py's
+framing), which connects, waits for a go, sends a fixed number of requests back to back (one in
+flight per connection, a Kafka client's rule) and checks every answer. Measured over exactly
+those requests:
+
+* ``loop_us``: CPU of the event loop's thread per request (``time.thread_time`` on that thread);
+* ``process_us``: CPU of the whole serving process per request (the loop plus the runtime's log
+  and snapshot threads);
+* ``floor_us``: the loop thread's CPU per request for a trivial server on the same kind of loop
+  that answers every frame with a precomputed response (``FloorProtocol``): what reading,
+  writing and waking up cost, with nothing parsed or decided. ``loop ÷ floor`` is the ratio
+  reported;
+* ``calls``, ``loop turns``, ``socket calls``: per request, from one more run under cProfile,
+  the Python function calls, turns of the event loop and socket calls (send, recv, epoll's
+  poll) on the loop thread: counts that, unlike CPU time, barely move with the machine's load.
+
+Rows: Heartbeat from one member on 8 connections; OffsetCommit of 4 partitions from one member
+on 1 and on 16 connections. Each CPU figure is the least of ``--trials`` runs (other load on
+the machine only adds to it), each rate the median.
+
+Run: ``.venv/bin/python bench/wire_cpu.py [--quick] [--profile]``; writes
+bench/results/wire_cpu.json. ``--profile`` also prints each row's cProfile top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench.wire_raw import VERSIONS, RawConnection, join_alone  # noqa: E402 — ROOT on the path
+from groupcoord.wire import apis  # noqa: E402
+from groupcoord.wire.apis import ApiKey  # noqa: E402
+from tests.actors.kafka_inproc import WirePartition  # noqa: E402 — the tests' in-process partition
+
+RESULTS = os.path.join(ROOT, "bench", "results", "wire_cpu.json")
+TOPIC = "bench"
+PARTITIONS = 64
+COMMIT_PARTITIONS = 4  # partitions per OffsetCommit
+COMMIT_VERSION = VERSIONS[ApiKey.OFFSET_COMMIT]
+CLIENT_TIMEOUT_S = 300
+_I32 = struct.Struct(">i")
+# (label, api, connections)
+ROWS = (
+    ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8),
+    ("commits, 1 connection", ApiKey.OFFSET_COMMIT, 1),
+    ("commits, 16 connections", ApiKey.OFFSET_COMMIT, 16),
+)
+
+
+# -- the client process ------------------------------------------------------------------------
+
+
+def _request_values(api: ApiKey, group: str, member_id: str, generation: int, offset: int):
+    if api == ApiKey.HEARTBEAT:
+        return dict(
+            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
+        )
+    cls = apis.request_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
+    topic_cls = apis.nested_class(cls, "OffsetCommitRequestTopic")
+    partition_cls = apis.nested_class(cls, "OffsetCommitRequestPartition")
+    partitions = tuple(
+        partition_cls(
+            partition_index=p,
+            committed_offset=offset,
+            committed_leader_epoch=-1,
+            committed_metadata="",
+        )
+        for p in range(COMMIT_PARTITIONS)
+    )
+    return dict(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        topics=(topic_cls(name=TOPIC, partitions=partitions),),
+    )
+
+
+def _errors(api: ApiKey, answer) -> list:
+    if api == ApiKey.HEARTBEAT:
+        return [answer.error_code]
+    return [p.error_code for t in answer.topics for p in t.partitions]
+
+
+async def _client(args) -> None:
+    api = ApiKey(args.api)
+    host, port = args.client.rsplit(":", 1)
+    conns = [await RawConnection.open(host, int(port)) for _ in range(args.connections)]
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    per_connection = args.requests // args.connections
+    started = time.perf_counter()
+
+    async def drive(conn: RawConnection, index: int) -> None:
+        for n in range(per_connection):
+            offset = index * per_connection + n
+            values = _request_values(api, args.group, args.member_id, args.generation, offset)
+            answer = await conn.call(api, **values)
+            bad = [e for e in _errors(api, answer) if e != 0]
+            if bad:
+                raise RuntimeError(f"{api.name}: {bad[0]!r}")
+
+    await asyncio.gather(*(drive(c, i) for i, c in enumerate(conns)))
+    seconds = time.perf_counter() - started
+    for c in conns:
+        c.close()
+    print(json.dumps({"requests": per_connection * len(conns), "seconds": seconds}), flush=True)
+
+
+# -- the floor: a trivial server on a loop of its own thread ------------------------------------
+
+
+def _canned_body(api: ApiKey) -> bytes:
+    """Heartbeat v3's answer (throttle 0, error NONE) or an OffsetCommit v7 answer of
+    ``COMMIT_PARTITIONS`` partitions, all NONE: what groupcoord's answers hold, byte for byte in
+    size."""
+    if api == ApiKey.HEARTBEAT:
+        return struct.pack(">ih", 0, 0)
+    name = TOPIC.encode()
+    partitions = b"".join(struct.pack(">ih", p, 0) for p in range(COMMIT_PARTITIONS))
+    return (
+        struct.pack(">ii", 0, 1)
+        + struct.pack(">h", len(name))
+        + name
+        + _I32.pack(COMMIT_PARTITIONS)
+        + partitions
+    )
+
+
+class FloorProtocol(asyncio.Protocol):
+    """Answers every whole frame with the canned body of its api and its correlation id."""
+
+    def __init__(self, bodies: dict[int, bytes]) -> None:
+        self.bodies = bodies
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        out = []
+        while len(self.buffer) >= 4:
+            (size,) = _I32.unpack_from(self.buffer)
+            if len(self.buffer) < 4 + size:
+                break
+            api_key = struct.unpack_from(">h", self.buffer, 4)[0]
+            correlation = self.buffer[8:12]
+            del self.buffer[: 4 + size]
+            body = self.bodies[api_key]
+            out.append(_I32.pack(4 + len(body)) + correlation + body)
+        if out:
+            self.transport.write(b"".join(out))
+
+
+# -- the serving process -------------------------------------------------------------------------
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn):
+    async def call():
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), loop).result(30)
+
+
+def _measure(loop, address: str, api: ApiKey, connections: int, requests: int, member, profile):
+    """(loop thread CPU s, process CPU s, requests) over one client run against ``address``."""
+    group, member_id, generation = member
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--client",
+            address,
+            "--api",
+            str(int(api)),
+            "--connections",
+            str(connections),
+            "--requests",
+            str(requests),
+            "--group",
+            group,
+            "--member-id",
+            member_id,
+            "--generation",
+            str(generation),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if client.stdout.readline().strip() != "ready":
+            raise RuntimeError("client did not connect")
+        if profile is not None:
+            _on_loop(loop, profile.enable)
+        loop_cpu = _on_loop(loop, time.thread_time)
+        process_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        line = client.stdout.readline()
+        if not line:  # its traceback went to stderr
+            raise RuntimeError(f"client failed (exit status {client.wait(CLIENT_TIMEOUT_S)})")
+        result = json.loads(line)
+        loop_cpu = _on_loop(loop, time.thread_time) - loop_cpu
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        if profile is not None:
+            _on_loop(loop, profile.disable)
+    finally:
+        client.wait(CLIENT_TIMEOUT_S)
+    if client.returncode != 0:
+        raise RuntimeError(f"client exited with {client.returncode}")
+    process_cpu = (after.ru_utime + after.ru_stime) - (process_cpu.ru_utime + process_cpu.ru_stime)
+    return loop_cpu, process_cpu, result["requests"], result["seconds"]
+
+
+def run(trials: int, heartbeats: int, commits: int, profile: bool) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        partition = WirePartition(os.path.join(tmp, "p0"), {TOPIC: PARTITIONS})
+        bootstrap = partition.start()
+        floor_loop = asyncio.new_event_loop()
+        floor_thread = _start_loop(floor_loop)
+        floor_server = None
+        try:
+            group = f"cpu-{time.monotonic_ns()}"
+            coordinator, member_id, generation = asyncio.run(join_alone(bootstrap, group))
+            address = f"{coordinator[0]}:{coordinator[1]}"
+            bodies = {int(api): _canned_body(api) for _, api, _ in ROWS}
+            floor_server = asyncio.run_coroutine_threadsafe(
+                floor_loop.create_server(lambda: FloorProtocol(bodies), "127.0.0.1", 0), floor_loop
+            ).result(30)
+            floor = f"127.0.0.1:{floor_server.sockets[0].getsockname()[1]}"
+            for label, api, connections in ROWS:
+                requests = heartbeats if api == ApiKey.HEARTBEAT else commits
+                member = (group, member_id, generation)
+                gc, fl = [], []
+                for _ in range(trials):
+                    gc.append(
+                        _measure(partition.loop, address, api, connections, requests, member, None)
+                    )
+                    fl.append(_measure(floor_loop, floor, api, connections, requests, member, None))
+                profiler = cProfile.Profile()  # one more run, for counts only
+                _measure(partition.loop, address, api, connections, requests, member, profiler)
+                stats = pstats.Stats(profiler, stream=io.StringIO())
+                rows.append(_row(label, gc, fl, _counts(stats, requests)))
+                print(_format(rows[-1]), flush=True)
+                if profile:
+                    stats.stream = sys.stdout
+                    stats.sort_stats("tottime").print_stats(30)
+        finally:
+            if floor_server is not None:
+                floor_loop.call_soon_threadsafe(floor_server.close)
+            floor_loop.call_soon_threadsafe(floor_loop.stop)
+            partition.stop()
+            floor_thread.join(30)
+    return rows
+
+
+def _start_loop(loop: asyncio.AbstractEventLoop) -> threading.Thread:
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    return thread
+
+
+def _counts(stats: pstats.Stats, requests: int) -> dict:
+    """Per request: Python function calls, turns of the event loop, and socket calls (send,
+    recv, epoll's poll) on the loop thread. Unlike CPU time, these do not depend on the load."""
+    turns = sockets = 0
+    for (_, _, name), (_, ncalls, *_) in stats.stats.items():  # type: ignore[attr-defined]
+        if name == "_run_once":
+            turns += ncalls
+        elif name in (
+            "<method 'send' of '_socket.socket' objects>",
+            "<method 'recv' of '_socket.socket' objects>",
+            "<method 'poll' of 'select.epoll' objects>",
+        ):
+            sockets += ncalls
+    return {
+        "calls": round(stats.total_calls / requests, 1),  # type: ignore[attr-defined]
+        "loop_turns": round(turns / requests, 2),
+        "socket_calls": round(sockets / requests, 2),
+    }
+
+
+def _row(label: str, gc: list, floor: list, counts: dict) -> dict:
+    def us(samples, index):  # the least: load on the machine only ever adds to it
+        return round(min(s[index] / s[2] * 1e6 for s in samples), 1)
+
+    loop_us, floor_us = us(gc, 0), us(floor, 0)
+    return {
+        "row": label,
+        "requests": gc[0][2],
+        "loop_us": loop_us,
+        "process_us": us(gc, 1),
+        "floor_us": floor_us,
+        "loop_over_floor": round(loop_us / floor_us, 2),
+        "requests_per_s": round(statistics.median(s[2] / s[3] for s in gc)),
+        "floor_requests_per_s": round(statistics.median(s[2] / s[3] for s in floor)),
+        "calls_per_request": counts["calls"],
+        "loop_turns_per_request": counts["loop_turns"],
+        "socket_calls_per_request": counts["socket_calls"],
+    }
+
+
+def _format(row: dict) -> str:
+    return (
+        f"{row['row']:<27} {row['loop_us']:>9.1f} {row['process_us']:>11.1f} "
+        f"{row['floor_us']:>9.1f} {row['loop_over_floor']:>12.2f}× "
+        f"{row['calls_per_request']:>9.1f} {row['loop_turns_per_request']:>10.2f} "
+        f"{row['socket_calls_per_request']:>12.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests and one trial")
+    parser.add_argument("--trials", type=int, default=5, help="runs per row (default 5)")
+    parser.add_argument("--profile", action="store_true", help="print each row's cProfile top 30")
+    # The client process's options (internal).
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--api", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--connections", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--requests", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--member-id", help=argparse.SUPPRESS)
+    parser.add_argument("--generation", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        asyncio.run(_client(args))
+        return
+    if args.trials < 1:
+        parser.error("--trials must be >= 1")
+    trials = 1 if args.quick else args.trials
+    heartbeats, commits = (2_000, 1_000) if args.quick else (6_000, 2_000)
+    load = os.getloadavg()[0]
+    header = ("row", "loop µs/req", "process µs/req", "floor µs", "loop ÷ floor")
+    counts = ("calls/req", "turns/req", "socket/req")
+    print(
+        f"{header[0]:<27} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
+        f"{counts[0]:>9} {counts[1]:>10} {counts[2]:>12}"
+    )
+    rows = run(trials, heartbeats, commits, args.profile)
+    result = {
+        "bench": "wire_cpu",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "load_average_1m": round(load, 2),
+        "trials": trials,
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"load average {load:.1f}; wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
