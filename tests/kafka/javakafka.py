@@ -259,9 +259,12 @@ class KafkaBroker:
     def start(self) -> None:
         """Format the storage, start the JVM and return once it answers Metadata listing
         itself; raises (with the log's tail) if it exits or is not ready in time."""
-        props = broker_properties(
-            self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
-        ) | self.overrides
+        props = (
+            broker_properties(
+                self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
+            )
+            | self.overrides
+        )
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         formatted = run_tool(
             STORAGE_TOOL_MAIN,
