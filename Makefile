@@ -61,6 +61,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/wire.py
 	$(VENV)/bin/python bench/assignors.py
 	$(VENV)/bin/python bench/scale.py
+	$(VENV)/bin/python bench/rebalance.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

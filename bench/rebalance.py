@@ -318,6 +318,10 @@ def run(args: argparse.Namespace) -> dict:
                 topics[server, count] = f"rebalance-{count}"
                 create_topic(bootstraps[server], topics[server, count], 10 * count)
         time.sleep(TOPIC_CATALOG_WAIT_S)
+        for bootstrap in bootstraps.values():
+            # Kafka creates its offsets topic on the first FindCoordinator: slow after thousands
+            # of partitions were just created, so before any clock runs.
+            asyncio.run(find_coordinator(bootstrap, "rebalance-warm-up", TOPIC_TIMEOUT_S))
         for count in args.sizes:
             repeats = 1 if count >= LARGE_GROUP else args.repeats
             for protocol in args.protocols:

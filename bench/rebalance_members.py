@@ -108,11 +108,13 @@ class Connection:
         self.writer.close()
 
 
-async def find_coordinator(bootstrap: str, group: str) -> tuple[str, int]:
+async def find_coordinator(
+    bootstrap: str, group: str, timeout_s: float = IO_TIMEOUT_S
+) -> tuple[str, int]:
     """The group's coordinator; retried while the server is still creating its offsets topic
-    (Kafka answers COORDINATOR_NOT_AVAILABLE to the first groups), for up to IO_TIMEOUT_S."""
+    (Kafka answers COORDINATOR_NOT_AVAILABLE to the first groups), for up to ``timeout_s``."""
     host, port = bootstrap.rsplit(":", 1)
-    deadline = time.monotonic() + IO_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     conn = await Connection.open(host, int(port))
     try:
         while True:
