@@ -62,6 +62,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/wire_cpu.py
 	$(VENV)/bin/python bench/assignors.py
 	$(VENV)/bin/python bench/scale.py
+	$(VENV)/bin/python bench/rebalance.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

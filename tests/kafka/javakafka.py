@@ -243,9 +243,13 @@ def kafka_uuid() -> str:
 class KafkaBroker:
     """One real Apache Kafka node (KRaft, combined broker+controller) in `work_dir`."""
 
-    def __init__(self, work_dir: Path, node_id: int = 1) -> None:
+    def __init__(
+        self, work_dir: Path, node_id: int = 1, overrides: dict[str, str] | None = None
+    ) -> None:
+        """``overrides``: broker properties set over `broker_properties`' (a benchmark's)."""
         self.work_dir = work_dir
         self.node_id = node_id
+        self.overrides = dict(overrides or {})
         self.broker_port, self.controller_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.log_path = work_dir / "broker.log"
@@ -255,8 +259,11 @@ class KafkaBroker:
     def start(self) -> None:
         """Format the storage, start the JVM and return once it answers Metadata listing
         itself; raises (with the log's tail) if it exits or is not ready in time."""
-        props = broker_properties(
-            self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
+        props = (
+            broker_properties(
+                self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
+            )
+            | self.overrides
         )
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         formatted = run_tool(
