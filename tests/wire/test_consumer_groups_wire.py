@@ -85,7 +85,7 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
     )
     assert first.error_code == ErrorCode.none
     assert first.member_id == "member-a"
-    assert first.member_epoch == 1
+    assert first.member_epoch == 2
     assert first.heartbeat_interval.total_seconds() == 0.5
     assert owned(first) == {TOPIC_IDS["orders"]: {0, 1, 2, 3}, TOPIC_IDS["payments"]: {0, 1}}
 
@@ -94,7 +94,7 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
     steady = client.heartbeat(
         1,
         "member-a",
-        1,
+        2,
         subscribed_topic_names=("orders", "payments"),
         topic_partitions=(
             {"topic_id": TOPIC_IDS["orders"], "partitions": (0, 1, 2, 3)},
@@ -103,30 +103,30 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
         ),
     )
     assert steady.error_code == ErrorCode.none
-    assert steady.member_epoch == 1
+    assert steady.member_epoch == 2
 
     second = client.heartbeat(
         1, "member-b", 0, subscribed_topic_names=("orders", "payments"), topic_partitions=()
     )
     assert second.error_code == ErrorCode.none
-    assert second.member_epoch == 2
+    assert second.member_epoch == 3
     # member-a must revoke first: member-b gets nothing that member-a still owns.
     assert owned(second) == {}
 
-    revoke = client.heartbeat(1, "member-a", 1)
+    revoke = client.heartbeat(1, "member-a", 2)
     kept = owned(revoke)
     assert sum(len(p) for p in kept.values()) == 3
     acked = client.heartbeat(
         1,
         "member-a",
-        1,
+        2,
         topic_partitions=tuple(
             {"topic_id": topic_id, "partitions": tuple(sorted(parts))}
             for topic_id, parts in kept.items()
         ),
     )
-    assert acked.member_epoch == 2
-    given = owned(client.heartbeat(1, "member-b", 2, topic_partitions=()))
+    assert acked.member_epoch == 3
+    given = owned(client.heartbeat(1, "member-b", 3, topic_partitions=()))
     for topic_id, count in ((TOPIC_IDS["orders"], 4), (TOPIC_IDS["payments"], 2)):
         mine, theirs = kept.get(topic_id, set()), given.get(topic_id, set())
         assert not mine & theirs and mine | theirs == set(range(count)), (kept, given)
@@ -156,7 +156,7 @@ def test_describe_names_topics_by_id_and_name_and_v1_the_member_type():
         )
         described, missing = answer.groups
         assert described.error_code == ErrorCode.none
-        assert (described.group_epoch, described.assignment_epoch) == (1, 1)
+        assert (described.group_epoch, described.assignment_epoch) == (2, 2)
         assert described.assignor_name == "uniform"
         (member,) = described.members
         assert member.member_id == "member-a"
