@@ -103,6 +103,7 @@ def test_consumer_group_describe():
         "/127.0.0.1",
     )
     assert member.subscribed_topic_names == ["bar", "foo"]
+    assert member.subscribed_topic_regex == ""  # no regex: "" as Kafka's, not null
     assigned = {tp.topic_name: tp.partitions for tp in member.assignment.topic_partitions}
     assert assigned == {"bar": [0, 1, 2], "foo": [0, 1, 2, 3, 4, 5]}
     assert member.target_assignment == member.assignment
@@ -128,6 +129,24 @@ def test_list_describe_and_delete_groups_see_the_consumer_group():
     assert [r.error for r in delete.results] == [Errors.NONE, Errors.GROUP_ID_NOT_FOUND]
     assert h.group() is None and h.committed() == {}
     assert h.call(ListGroupsRequest()).groups == []
+
+
+def test_describe_shows_what_a_member_still_owns_while_it_revokes():
+    h = ConsumerHarness()
+    h.subscribe("m1")
+    h.subscribe("m2")
+    h.hb("m1", 2, owned={"foo": range(6), "bar": range(3)})
+    pending = h.member("m1").assignment.pending_revocation
+    assert pending  # m1 must give some partitions to m2 first
+    [group] = h.call(ConsumerGroupDescribeRequest([GROUP])).groups
+    m1 = next(m for m in group.members if m.member_id == "m1")
+    # Kafka 4.3 describes the assignment plus what is pending revocation: all of it still.
+    assigned = {tp.topic_name: tp.partitions for tp in m1.assignment.topic_partitions}
+    assert assigned == {"bar": [0, 1, 2], "foo": [0, 1, 2, 3, 4, 5]}
+    target = {
+        tp.topic_name: frozenset(tp.partitions) for tp in m1.target_assignment.topic_partitions
+    }
+    assert target == h.group().target["m1"]
 
 
 def test_offset_delete_refuses_subscribed_topics():

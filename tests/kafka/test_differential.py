@@ -9,6 +9,11 @@ announce in ApiVersions, "old" to an older version that still has the scenario's
 "oldest" to the lowest version both announce. A request a server refuses to read is answered
 by closing the connection, and that is compared too.
 
+The KIP-848 scenarios (``CONSUMER_SCENARIOS``: ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+OffsetCommit with member epochs) run at the "latest" profile only: the two versions of each of
+their APIs differ in who names a new member (v0 the coordinator, v1 the client), and these
+scenarios' members name themselves. Assignments in their answers are compared as sets.
+
 Answers are normalised (member ids become the scenario member's name, topic ids their topic's
 name; throttle times, node ids, hosts and ports are dropped: ``differential.normalise``), and
 any remaining difference fails the test, naming the step, the field path and both values,
@@ -39,6 +44,8 @@ from tests.kafka.diff_steps import (
     SHORT_REBALANCE_MS,
     T,
     commit,
+    consumer_describe,
+    consumer_heartbeat,
     create_topics,
     delete_groups,
     describe,
@@ -55,15 +62,19 @@ from tests.kafka.diff_steps import (
 )
 from tests.kafka.differential import (
     GROUPS,
+    PROBE_GROUP,
     TOPICS,
     Await,
     Pause,
     Run,
+    WaitForAssignable,
     WaitForTopics,
     assignment,
     differences,
+    epoch,
     error_codes,
     generation,
+    new_member_id,
     normalise,
     subscription,
 )
@@ -324,6 +335,80 @@ SCENARIOS = {
     ],
 }
 
+# KIP-848 scenarios (ConsumerGroupHeartbeat, ConsumerGroupDescribe): each heartbeat carries the
+# member's id, epoch and owned partitions as its client would (diff_steps.consumer_heartbeat).
+CONSUMER_SETUP = [*SETUP, WaitForAssignable("admin")]
+CONSUMER_SCENARIOS = {
+    "consumer_join_revoke_fence": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: first join", "a"),
+        consumer_heartbeat("a: heartbeat", "a"),
+        consumer_heartbeat("b: first join", "b"),
+        consumer_heartbeat("a: heartbeat, told to revoke", "a"),
+        consumer_heartbeat("b: heartbeat while a still owns its partition", "b"),
+        consumer_describe("describe while a revokes", "G"),
+        consumer_heartbeat("a: acknowledges the revocation", "a"),
+        consumer_heartbeat("b: heartbeat, given its partition", "b"),
+        consumer_heartbeat("a: heartbeat at a later epoch", "a", member_epoch=epoch(plus=1)),
+        consumer_heartbeat("a: heartbeat at an older epoch", "a", member_epoch=epoch(plus=-2)),
+        consumer_heartbeat(
+            "unknown member heartbeats", "x", member_id=new_member_id(), member_epoch=3
+        ),
+        commit(
+            "a: commits at its epoch",
+            "a",
+            {"T": {0: 5, 1: 6}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        commit(
+            "a: commits at an epoch before its partitions were assigned",
+            "a",
+            {"T": {0: 7, 1: 7}},
+            generation_id_or_member_epoch=epoch(plus=-2),
+        ),
+        commit(
+            "a: commits at a later epoch",
+            "a",
+            {"T": {0: 8}},
+            generation_id_or_member_epoch=epoch(plus=1),
+        ),
+        fetch("fetch the committed offsets", {"G": None}),
+        consumer_describe("describe two stable members and an unknown group", "G", "G2"),
+        consumer_heartbeat("a: leaves", "a", member_epoch=-1),
+        consumer_heartbeat("a: heartbeat after leaving", "a"),
+        consumer_heartbeat("b: heartbeat after a left", "b"),
+        consumer_heartbeat("b: acknowledges", "b"),
+        consumer_describe("describe b alone", "G"),
+        list_groups("list consumer-protocol groups", types=["consumer"]),
+    ],
+    "consumer_static_and_invalid": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: static first join", "a", instance_id="i-1"),
+        consumer_heartbeat("a: heartbeat", "a", instance_id="i-1"),
+        consumer_heartbeat("a2: joins with a's instance id while a is in", "a2", instance_id="i-1"),
+        consumer_heartbeat("a: static leave", "a", instance_id="i-1", member_epoch=-2),
+        consumer_describe("describe after the static leave", "G"),
+        consumer_heartbeat("a2: joins with a's instance id after it left", "a2", instance_id="i-1"),
+        consumer_heartbeat("a: heartbeat after being replaced", "a", instance_id="i-1"),
+        consumer_heartbeat("a2: heartbeat", "a2", instance_id="i-1"),
+        consumer_heartbeat("b: joins", "b"),
+        consumer_heartbeat("b: leaves", "b", member_epoch=-1),
+        consumer_heartbeat("b: heartbeat after leaving", "b"),
+        consumer_heartbeat("join without a subscription", "x", subscribed_topic_names=None),
+        consumer_heartbeat("join without owned partitions", "x", topic_partitions=None),
+        consumer_heartbeat("empty member id", "x", member_id=""),
+        consumer_heartbeat("member epoch -3", "x", member_epoch=-3),
+        consumer_heartbeat("empty group id", "x", group_id=""),
+        consumer_heartbeat("static leave without an instance id", "x", member_epoch=-2),
+        consumer_heartbeat("unsupported assignor", "x", server_assignor="no-such-assignor"),
+        consumer_heartbeat(
+            "invalid regex", "x", subscribed_topic_names=None, subscribed_topic_regex="t("
+        ),
+        join("c: classic first join", "c", group="G3"),
+        join("c: classic join with its id", "c", group="G3"),
+        consumer_describe("describe G, a classic group and an unknown one", "G", "G3", "G2"),
+    ],
+}
 
 # What each scenario is for: error codes Kafka's answers must include, so that a scenario that
 # stopped reaching its paths (a typo, a changed default) fails instead of comparing nothing.
@@ -342,6 +427,22 @@ EXPECTED_KAFKA_ERRORS = {
     "rebalance_timeout": {"unknown_member_id"},
     "static_members": {"fenced_instance_id", "unknown_member_id"},
     "sync_timeout": {"unknown_member_id"},
+    "consumer_join_revoke_fence": {
+        "fenced_member_epoch",
+        "unknown_member_id",
+        "stale_member_epoch",
+        "group_id_not_found",
+    },
+    "consumer_static_and_invalid": {
+        "unreleased_instance_id",
+        "fenced_instance_id",
+        "unknown_member_id",
+        "invalid_request",
+        "unsupported_assignor",
+        "invalid_regular_expression",
+        "group_id_not_found",
+        "member_id_required",
+    },
     "invalid_requests": {
         "invalid_session_timeout",
         "invalid_group_id",
@@ -521,7 +622,8 @@ def run_names() -> dict[str, str]:
     partition = partition_for("", GROUPCOORD_PARTITIONS)
     candidates = (f"diff-{token}-group-{n}" for n in itertools.count())
     groups = (g for g in candidates if partition_for(g, GROUPCOORD_PARTITIONS) == partition)
-    return names | dict(zip(GROUPS, itertools.islice(groups, len(GROUPS)), strict=True))
+    placeholders = (*GROUPS, PROBE_GROUP)
+    return names | dict(zip(placeholders, itertools.islice(groups, len(placeholders)), strict=True))
 
 
 def test_groupcoord_versions_are_within_kafkas(announced):
@@ -536,14 +638,14 @@ def test_groupcoord_versions_are_within_kafkas(announced):
 
 
 def play_and_compare(
-    scenario: str, versions: dict[ApiKey, int], servers
+    steps: list, versions: dict[ApiKey, int], servers
 ) -> tuple[list[str], set[str]]:
-    """Play ``scenario`` against both servers at once: every difference that is not
+    """Play a scenario's ``steps`` against both servers at once: every difference that is not
     deliberate, and the error codes of Kafka's answers."""
     names = run_names()
     runs = {server: Run(address, versions, names) for server, address in servers.items()}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        played = {s: pool.submit(run.play, SCENARIOS[scenario]) for s, run in runs.items()}
+        played = {s: pool.submit(run.play, steps) for s, run in runs.items()}
         answers = {s: future.result() for s, future in played.items()}
     topic_ids: dict[str, dict[str, str]] = {"kafka": {}, "groupcoord": {}}
     found = []
@@ -566,10 +668,35 @@ def play_and_compare(
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_same_answers_as_kafka(scenario, profile, servers, announced):
-    found, kafka_errors = play_and_compare(scenario, profile_versions(profile, announced), servers)
+    found, kafka_errors = play_and_compare(
+        SCENARIOS[scenario], profile_versions(profile, announced), servers
+    )
     assert not found, "groupcoord answered differently from Kafka:\n" + "\n".join(found)
     # The lowest versions lack what some scenarios are about (MEMBER_ID_REQUIRED is v4+,
     # static members v5+): their answers are compared, their errors not expected.
     if profile != "oldest":
         missing = EXPECTED_KAFKA_ERRORS[scenario] - kafka_errors
         assert not missing, f"Kafka never answered {sorted(missing)}: the scenario misses them"
+
+
+def consumer_versions(announced) -> dict[ApiKey, int]:
+    """The "latest" profile with KIP-848's APIs at the highest version both servers speak."""
+    versions = profile_versions("latest", announced)
+    for api in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
+        versions[api] = min(announced["kafka"][api][1], announced["groupcoord"][api][1])
+    return versions
+
+
+@pytest.mark.parametrize("scenario", sorted(CONSUMER_SCENARIOS))
+def test_consumer_groups_same_answers_as_kafka(scenario, servers, announced):
+    """The KIP-848 scenarios: joins, revocation and its acknowledgement, fenced and unknown
+    members, leaves (-1, static -2) and a static rejoin, invalid heartbeats, describes and
+    epoch-checked commits."""
+    found, kafka_errors = play_and_compare(
+        CONSUMER_SCENARIOS[scenario], consumer_versions(announced), servers
+    )
+    assert not found, "groupcoord answered differently from Kafka:\n" + "\n".join(found)
+    missing = EXPECTED_KAFKA_ERRORS[scenario] - kafka_errors
+    assert not missing, (
+        f"Kafka never answered {sorted(missing)}: the scenario misses them ({sorted(kafka_errors)})"
+    )
