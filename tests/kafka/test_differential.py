@@ -42,6 +42,7 @@ from tests.kafka.diff_steps import (
     G2,
     G3,
     SHORT_REBALANCE_MS,
+    T2,
     T,
     commit,
     consumer_describe,
@@ -381,6 +382,38 @@ CONSUMER_SCENARIOS = {
         consumer_describe("describe b alone", "G"),
         list_groups("list consumer-protocol groups", types=["consumer"]),
     ],
+    # KIP-1251 (Kafka 4.3): a's partitions keep the epoch they were assigned at when a moves on.
+    "consumer_commit_epochs": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: first join", "a"),
+        consumer_heartbeat("b: joins, subscribed to T2 only", "b", subscribed_topic_names=[T2]),
+        consumer_heartbeat("a: heartbeat, to the new epoch", "a"),
+        commit(
+            "a: commits at an epoch before its partitions were assigned",
+            "a",
+            {"T": {0: 5}},
+            generation_id_or_member_epoch=epoch(plus=-2),
+        ),
+        commit(
+            "b: commits a partition of a's at its epoch",
+            "b",
+            {"T": {0: 5}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        commit(
+            "a: commits at its previous epoch, its partitions' assignment epoch",
+            "a",
+            {"T": {0: 6, 1: 6}},
+            generation_id_or_member_epoch=epoch(plus=-1),
+        ),
+        commit(
+            "a: commits at its epoch",
+            "a",
+            {"T": {0: 7, 1: 7}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        fetch("fetch the committed offsets", {"G": None}),
+    ],
     "consumer_static_and_invalid": [
         *CONSUMER_SETUP,
         consumer_heartbeat("a: static first join", "a", instance_id="i-1"),
@@ -433,6 +466,7 @@ EXPECTED_KAFKA_ERRORS = {
         "stale_member_epoch",
         "group_id_not_found",
     },
+    "consumer_commit_epochs": {"stale_member_epoch"},
     "consumer_static_and_invalid": {
         "unreleased_instance_id",
         "fenced_instance_id",
@@ -523,6 +557,15 @@ DELIBERATE_DIFFERENCES = [
         "Outside Stable, DescribeGroups shows members without metadata and without their "
         "assignment, as the spec (§2.9) and Kafka's coordinator before 4.0 do; Kafka 4's "
         "coordinator still shows each member's last assignment there.",
+    ),
+    Difference(
+        ApiKey.OFFSET_COMMIT,
+        r"\.topics\[\d+\]\.partitions\[\d+\]\.error_code",
+        lambda kafka, groupcoord: (kafka, groupcoord) == ("none", "stale_member_epoch"),
+        "A KIP-848 member's commit must carry its current member epoch (KIP-848's rule): "
+        "groupcoord does not keep the epoch each partition was assigned at, which Kafka 4.3 "
+        "(KIP-1251) uses to also accept an older epoch for partitions held since then. The "
+        "client refreshes its epoch with its next heartbeat and commits again.",
     ),
     Difference(
         ApiKey.JOIN_GROUP,
