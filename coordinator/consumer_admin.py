@@ -123,6 +123,7 @@ class ConsumerAdminMixin:
                 # Kafka 4.3 describes it.
                 _describe_assignment(m.assignment.assigned, m.assignment.pending_revocation),
                 _describe_assignment(group.target.get(m.member_id, {})),
+                m.uses_classic_protocol,
             )
             for m in group.members.values()
         ]

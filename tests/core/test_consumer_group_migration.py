@@ -7,6 +7,7 @@ replay equivalence and single ownership by the harness."""
 import pytest
 
 from groupcoord.coordinator import (
+    ConsumerGroupDescribeRequest,
     CoordinatorConfig,
     Errors,
     GroupState,
@@ -241,6 +242,10 @@ def test_upgrade_keeps_classic_members_and_their_partitions():
     response = h.hb("m1", generation + 1)
     mine = {tp.topic: frozenset(tp.partitions) for tp in response.assignment.topic_partitions}
     assert mine == group.target["m1"] and sum(map(len, mine.values())) == 3
+    # ConsumerGroupDescribe tells the classic members from the consumer-protocol one.
+    [described] = h.call(ConsumerGroupDescribeRequest([GROUP])).groups
+    classic = {m.member_id: m.uses_classic_protocol for m in described.members}
+    assert classic == {a: True, b: True, "m1": False}
 
 
 def test_upgrade_is_refused_when_the_policy_forbids_it():
@@ -291,17 +296,20 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     assert h.shard.consumer_group(GROUP) is None
     classic = h.shard.group(GROUP)
     assert classic.state == GroupState.PREPARING_REBALANCE
-    assert classic.persisted.generation == epoch + 1  # the epoch the leave bumped to
+    # The epoch it had: Kafka converts instead of bumping it for the leave.
+    assert classic.persisted.generation == epoch
     assert (classic.protocol_type, classic.protocol_name) == ("consumer", "range")
     for member_id, parts in ((a, A_PARTS), (b, B_PARTS)):
         assigned = decode_assignment(classic.members[member_id].assignment).partitions
         assert sorted(assigned) == owned_list(parts)
-    # The members join again the classic way and the group settles.
+    # A classic member at that generation is told to join again, one at an older is fenced.
+    assert h.heartbeat(a, epoch) == Errors.REBALANCE_IN_PROGRESS
     assert h.heartbeat(a, generation) == Errors.ILLEGAL_GENERATION
+    # The members join again the classic way and the group settles.
     rids = [h.join(m, protocols=[("range", subscription())]) for m in (a, b)]
     h.advance_until_answered(rids)
     assert {h.reply(r).error for r in rids} == {Errors.NONE}
-    assert h.reply(rids[0]).generation_id == epoch + 2
+    assert h.reply(rids[0]).generation_id == epoch + 1
 
 
 def test_no_downgrade_under_upgrade_policy_or_with_consumer_members_left():

@@ -414,6 +414,30 @@ CONSUMER_SCENARIOS = {
         ),
         fetch("fetch the committed offsets", {"G": None}),
     ],
+    # Online migration: a consumer-protocol member joins a classic group, whose classic member
+    # goes on through JoinGroup/SyncGroup/Heartbeat; when it leaves, the group is classic again.
+    "consumer_upgrade_and_downgrade": [
+        *CONSUMER_SETUP,
+        *stable_group_of_a(),
+        commit("a: commits", "a", {"T": {0: 5}}),
+        consumer_heartbeat("b: joins the classic group", "b"),
+        describe("describe the upgraded group", "G"),
+        consumer_describe("consumer-describe the upgraded group", "G"),
+        list_groups("list consumer-protocol groups", types=["consumer"]),
+        heartbeat("a: classic heartbeat", "a"),
+        join("a: rejoins", "a"),
+        sync("a: syncs", "a"),
+        consumer_heartbeat("b: heartbeat", "b"),
+        heartbeat("a: heartbeat again", "a"),
+        commit("a: commits in the consumer group", "a", {"T": {0: 6}}),
+        consumer_describe("consumer-describe a and b", "G"),
+        consumer_heartbeat("b: leaves", "b", member_epoch=-1),
+        describe("describe after b left", "G"),
+        list_groups("list classic groups", types=["classic"]),
+        heartbeat("a: heartbeat after the downgrade", "a"),
+        join("a: rejoins the classic group", "a"),
+        fetch("fetch the committed offsets", {"G": None}),
+    ],
     "consumer_static_and_invalid": [
         *CONSUMER_SETUP,
         consumer_heartbeat("a: static first join", "a", instance_id="i-1"),
@@ -467,6 +491,7 @@ EXPECTED_KAFKA_ERRORS = {
         "group_id_not_found",
     },
     "consumer_commit_epochs": {"stale_member_epoch"},
+    "consumer_upgrade_and_downgrade": {"rebalance_in_progress"},
     "consumer_static_and_invalid": {
         "unreleased_instance_id",
         "fenced_instance_id",

@@ -8,9 +8,17 @@ import uuid
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
-from groupcoord.coordinator import CoordinatorConfig, SequentialIds, Shard
+from groupcoord.coordinator import (
+    CoordinatorConfig,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    SequentialIds,
+    Shard,
+)
+from groupcoord.coordinator.consumer_protocol import Subscription, encode_subscription
 from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, apis
 from groupcoord.wire.consumer_groups import (
+    CLASSIC_MEMBER_TYPE,
     CONSUMER_MEMBER_TYPE,
     consumer_describe_from_core,
     consumer_describe_to_core,
@@ -172,3 +180,27 @@ def test_describe_names_topics_by_id_and_name_and_v1_the_member_type():
         if version == 1:
             assert member.member_type == CONSUMER_MEMBER_TYPE
         assert missing.error_code == ErrorCode.group_id_not_found
+
+
+def test_v1_describe_names_a_classic_member_in_a_consumer_group_classic():
+    client = Client()
+    client.heartbeat(1, "member-a", 0, subscribed_topic_names=("payments",), topic_partitions=())
+    # A classic consumer joins the consumer group (JoinGroup, served inside it).
+    subscription = encode_subscription(Subscription(("payments",), None, ()))
+    join = JoinGroupRequest(
+        GROUP,
+        "",
+        "consumer",
+        [JoinGroupRequestProtocol("range", subscription)],
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        require_known_member_id=False,
+    )
+    client.shard.handle(client.now, "join", join)
+    answer = client.call(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=(GROUP,), include_authorized_operations=False
+    )
+    (described,) = answer.groups
+    types = {m.member_id: m.member_type for m in described.members}
+    assert len(types) == 2 and types.pop("member-a") == CONSUMER_MEMBER_TYPE
+    assert list(types.values()) == [CLASSIC_MEMBER_TYPE]
