@@ -63,11 +63,16 @@ NONE = Errors.NONE
 INCONSISTENT = Errors.INCONSISTENT_GROUP_PROTOCOL
 
 
-def _describe_assignment(partitions: Partitions) -> ConsumerGroupDescribeAssignment:
+def _describe_assignment(*partitions: Partitions) -> ConsumerGroupDescribeAssignment:
+    """The union of ``partitions`` as described (topics and partitions in order)."""
+    union: dict[str, set[int]] = {}
+    for part in partitions:
+        for topic, parts in part.items():
+            union.setdefault(topic, set()).update(parts)
     return ConsumerGroupDescribeAssignment(
         [
             ConsumerGroupDescribeTopicPartitions(topic, sorted(parts))
-            for topic, parts in sorted(partitions.items())
+            for topic, parts in sorted(union.items())
         ]
     )
 
@@ -112,9 +117,13 @@ class ConsumerAdminMixin:
                 m.subscription.client_id,
                 m.subscription.client_host,
                 list(m.subscription.subscribed_topic_names),
-                m.subscription.subscribed_topic_regex,
-                _describe_assignment(m.assignment.assigned),
+                # Kafka describes a member without a regex with "", not null.
+                m.subscription.subscribed_topic_regex or "",
+                # What the member owns: its assignment and what it has yet to revoke, as
+                # Kafka 4.3 describes it.
+                _describe_assignment(m.assignment.assigned, m.assignment.pending_revocation),
                 _describe_assignment(group.target.get(m.member_id, {})),
+                m.uses_classic_protocol,
             )
             for m in group.members.values()
         ]

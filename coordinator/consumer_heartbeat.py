@@ -63,6 +63,9 @@ from .validation import is_int32, string_ok
 if TYPE_CHECKING:
     pass
 
+# A new consumer group's epoch and assignment epoch (Kafka 4.3, KAFKA-20268).
+FIRST_GROUP_EPOCH = 1
+
 
 def _owned(req) -> Partitions | None:
     if req.topic_partitions is None:
@@ -301,9 +304,12 @@ class ConsumerHeartbeatMixin:
                 # offsets stay (they are the group's, whatever its type).
                 self._records.append(Record(GroupMetadataKey(group_id), None))
                 self._apply_group(group_id, None)
-            # At epoch 0 until the records below bump it; the new member's record creates it
-            # on replay.
+            # A new group starts at epoch 1 with an empty target assignment, so its first
+            # computed assignment is epoch 2 (Kafka 4.3, KAFKA-20268: epoch 0 is reserved for
+            # joining members, epoch 1 for "nothing assigned yet"). The records below bump it;
+            # the new member's record creates it on replay.
             group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
+            group.group_epoch = group.assignment_epoch = FIRST_GROUP_EPOCH
         if replaced is not None:
             self._replace_static_consumer_member(group, replaced, member)
         before = member

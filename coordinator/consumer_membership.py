@@ -160,15 +160,18 @@ class ConsumerMembershipMixin:
     def _fence_consumer_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         """Kafka's ``consumerGroupFenceMember``: remove the member, free its partitions, and
         bump the group epoch (the next heartbeat computes the new target assignment). When
-        the last consumer-protocol member goes, the group may become classic again
-        (``consumer_migration``)."""
+        the last consumer-protocol member goes, the group may become classic again instead, at
+        the epoch it had (``consumer_migration``)."""
         was_consumer = not group.members[member_id].uses_classic_protocol
+        epoch = group.group_epoch
         self._remove_member_records(group.group_id, member_id)
-        self._refresh_partition_metadata(group, bump=True)
         self._cancel_consumer_timers(group.group_id, member_id)
         self._event("consumer-member-fenced", group.group_id, f"{member_id} {why}")
-        if was_consumer:
-            self._maybe_downgrade(group)
+        # Kafka converts to a classic group instead of bumping the epoch: the classic members
+        # keep the generation they know, and learn of the rebalance from their next Heartbeat.
+        if was_consumer and self._maybe_downgrade(group, epoch):
+            return
+        self._refresh_partition_metadata(group, bump=True)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
         for kind in ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync"):

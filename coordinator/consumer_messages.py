@@ -91,6 +91,8 @@ class ConsumerGroupDescribeMember(_Msg):
     subscribed_topic_regex: str | None
     assignment: ConsumerGroupDescribeAssignment
     target_assignment: ConsumerGroupDescribeAssignment
+    # A classic member served inside the consumer group (JoinGroup/SyncGroup/Heartbeat).
+    uses_classic_protocol: bool = False
 
 
 class DescribedConsumerGroup(_Msg):

@@ -20,9 +20,10 @@ conversions keep the members:
 * Downgrade (policy ``downgrade`` or ``bidirectional``): when the last consumer-protocol member
   of a consumer group leaves or is fenced and classic members remain (at most
   ``group_max_size``), the consumer group's records are tombstoned and a classic group record
-  written: generation = the group epoch, the protocol every member supports (the first member's
-  first such), the first member as leader, each member's assigned partitions as its assignment.
-  The group then prepares a rebalance, so the members join again the classic way.
+  written instead of the leave's epoch bump: generation = the group epoch the members know, the
+  protocol every member supports (the first member's first such), the first member as leader,
+  each member's assigned partitions as its assignment. The group then prepares a rebalance, so
+  the members join again the classic way (their next Heartbeat: REBALANCE_IN_PROGRESS).
 """
 
 from __future__ import annotations
@@ -160,9 +161,11 @@ class ConsumerMigrationMixin:
 
     # -- downgrade ----------------------------------------------------------------------------
 
-    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
-        """After a member left or was fenced: Kafka's ``convertToClassicGroup`` when only
-        classic members remain and the policy allows it (module docstring)."""
+    def _maybe_downgrade(self, group: ConsumerGroup, generation: int) -> bool:
+        """After a consumer-protocol member left or was fenced (its records already removed):
+        Kafka's ``convertToClassicGroup`` at ``generation`` (the epoch before it left) when
+        only classic members remain and the policy allows it (module docstring). Whether it
+        did."""
         members = list(group.members.values())
         if (
             not members
@@ -170,7 +173,7 @@ class ConsumerMigrationMixin:
             or not all(m.uses_classic_protocol for m in members)
             or len(members) > self.config.group_max_size
         ):
-            return
+            return False
         common = set.intersection(
             *({name for name, _ in m.subscription.classic_protocols} for m in members)
         )
@@ -178,11 +181,11 @@ class ConsumerMigrationMixin:
             (name for name, _ in members[0].subscription.classic_protocols if name in common), None
         )
         if protocol is None:
-            return
+            return False
         group_id = group.group_id
         value = GroupMetadataValue(
             CONSUMER_PROTOCOL_TYPE,
-            group.group_epoch,
+            generation,
             protocol,
             members[0].member_id,
             self._now,
@@ -208,3 +211,4 @@ class ConsumerMigrationMixin:
             self._reset_heartbeat(classic, member)
         self._event("downgraded", group_id, f"consumer group epoch {value.generation}")
         self._prepare_rebalance(classic, "downgraded from a consumer group")
+        return True

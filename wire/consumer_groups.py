@@ -11,8 +11,8 @@ caller passes the topic catalog's ids (``{topic: uuid}``), and the mapping goes 
   answered without that topic: the client could not map its id to a name either.
 - The request header's version goes to the core as ``api_version``: v0 lets the coordinator
   generate a member id, v1 requires the client's own (the core applies the rule).
-- ConsumerGroupDescribe v1 adds each member's type: every member here speaks the consumer
-  protocol (Kafka's ``MemberType`` CONSUMER, 1).
+- ConsumerGroupDescribe v1 adds each member's type (Kafka's ``MemberType``): CLASSIC (0) for a
+  classic member served inside the consumer group, CONSUMER (1) for the others.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from .apis import ApiKey
 from .connection import WireRequest
 from .translate import build, millis
 
-# Kafka's MemberType for a member that speaks the consumer (KIP-848) protocol.
+# Kafka's MemberType of a member that speaks the classic protocol, and of one that speaks the
+# consumer (KIP-848) protocol.
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 
 
@@ -156,7 +158,9 @@ def consumer_describe_from_core(
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=assignment(m.assignment),
                         target_assignment=assignment(m.target_assignment),
-                        member_type=CONSUMER_MEMBER_TYPE,
+                        member_type=(
+                            CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+                        ),
                     )
                     for m in g.members
                 ),

@@ -70,7 +70,7 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
             )
         )
         assert joined.error_code == Errors.NONE, joined
-        assert (joined.member_epoch, owned(joined)) == (1, [0, 1, 2, 3])
+        assert (joined.member_epoch, owned(joined)) == (2, [0, 1, 2, 3])
 
         # The admin client describes it as Kafka's does: through ConsumerGroupDescribe.
         (described,) = await AdminClient(deployment.router).describe_groups(
@@ -81,16 +81,16 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
             "Stable",
             "uniform",
         )
-        assert (described.generation_id, described.assignment_epoch) == (1, 1)
+        assert (described.generation_id, described.assignment_epoch) == (2, 2)
         (m1,) = described.members
         everything = tuple((TOPIC, p) for p in range(4))
-        assert (m1.member_id, m1.member_epoch) == ("m1", 1)
+        assert (m1.member_id, m1.member_epoch) == ("m1", 2)
         assert m1.assignment == m1.target_assignment == everything
         assert [(o.topic, o.partition, o.owner) for o in described.offsets] == [
             (t, p, "m1") for t, p in everything
         ]
         rows = described_rows(described, 0)
-        assert (rows[0]["group_type"], rows[1][0]["member_epoch"]) == ("consumer", 1)
+        assert (rows[0]["group_type"], rows[1][0]["member_epoch"]) == ("consumer", 2)
 
         def steady(epoch: int, partitions: list[int]) -> ConsumerGroupHeartbeatRequest:
             return ConsumerGroupHeartbeatRequest(
@@ -102,9 +102,9 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
 
         # The router pushes the grown catalog to every partition: a metadata-change rebalance.
         await asyncio.to_thread(ray.get, deployment.router.alter_topic.remote(TOPIC, 6))
-        grown = await channel.call(steady(1, [0, 1, 2, 3]))
+        grown = await channel.call(steady(2, [0, 1, 2, 3]))
         assert grown.error_code == Errors.NONE, grown
-        assert (grown.member_epoch, owned(grown)) == (2, [0, 1, 2, 3, 4, 5])
+        assert (grown.member_epoch, owned(grown)) == (3, [0, 1, 2, 3, 4, 5])
 
         # A restarted partition reloads the group from its log and fetches the catalog.
         handle = deployment.partitions()[partition_for(GROUP, NUM_PARTITIONS)]
@@ -112,9 +112,9 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
         # The channel retries while the actor restarts, then while the shard answers
         # COORDINATOR_LOAD_IN_PROGRESS (loading, then waiting for the catalog); m1's session
         # (45 s) outlives the restart.
-        again = await channel.call(steady(2, [0, 1, 2, 3, 4, 5]))
+        again = await channel.call(steady(3, [0, 1, 2, 3, 4, 5]))
         assert again.error_code == Errors.NONE, again
-        assert again.member_epoch == 2
+        assert again.member_epoch == 3
 
     asyncio.run(scenario())
     wait_serving(deployment)

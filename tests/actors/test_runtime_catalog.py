@@ -53,12 +53,12 @@ def test_heartbeats_wait_for_the_catalog_then_a_growing_topic_bumps_the_epoch():
         joined = await runtime.handle(join("m1"))
         assert joined.error_code == Errors.NONE
         assert sorted(joined.assignment.topic_partitions[0].partitions) == [0, 1]
-        assert await group_epoch(runtime) == 1
+        assert await group_epoch(runtime) == 2
 
         written = len(store)
         assert not runtime.update_topics(1, {"t": 8})  # not newer: ignored
         assert runtime.update_topics(2, {"t": 3})
-        assert await group_epoch(runtime) == 2  # the describe waited for the records
+        assert await group_epoch(runtime) == 3  # the describe waited for the records
         assert len(store) > written
 
         with pytest.raises(ValueError):
@@ -72,12 +72,12 @@ def test_heartbeats_wait_for_the_catalog_then_a_growing_topic_bumps_the_epoch():
         again.start()
         assert again.update_topics(2, {"t": 3})
         await serving(again)
-        assert await group_epoch(again) == 2
+        assert await group_epoch(again) == 3
         grown = await again.handle(
-            ConsumerGroupHeartbeatRequest("g", "m1", 1, topic_partitions=None)
+            ConsumerGroupHeartbeatRequest("g", "m1", 2, topic_partitions=None)
         )
         assert grown.error_code == Errors.NONE
-        assert grown.member_epoch == 2
+        assert grown.member_epoch == 3
         assert sorted(grown.assignment.topic_partitions[0].partitions) == [0, 1, 2]
         await again.close()
 

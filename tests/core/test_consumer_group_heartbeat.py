@@ -38,7 +38,9 @@ def test_member_joins_empty_group_and_gets_every_partition():
     start = len(h.records)
     r = h.subscribe("m1")
     assert r.error_code == Errors.NONE
-    assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("m1", 1, 5_000)
+    # A new group starts at epoch 1 (an empty assignment): the first member gets epoch 2, as
+    # from Kafka 4.3 (KAFKA-20268).
+    assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("m1", 2, 5_000)
     assert as_dict(r.assignment) == ALL
     assert record_keys(h, start) == [
         ConsumerGroupMemberMetadataKey,
@@ -49,7 +51,7 @@ def test_member_joins_empty_group_and_gets_every_partition():
         ConsumerGroupCurrentMemberAssignmentKey,
     ]
     group = h.group()
-    assert (group.group_epoch, group.assignment_epoch, group.state.value) == (1, 1, "Stable")
+    assert (group.group_epoch, group.assignment_epoch, group.state.value) == (2, 2, "Stable")
     assert group.partition_metadata == {"foo": 6, "bar": 3}
 
 
@@ -57,18 +59,18 @@ def test_heartbeat_without_change_writes_nothing_and_omits_the_assignment():
     h = ConsumerHarness()
     h.subscribe("m1")
     start = len(h.records)
-    r = h.hb("m1", 1)
-    assert (r.error_code, r.member_epoch, r.assignment) == (Errors.NONE, 1, None)
+    r = h.hb("m1", 2)
+    assert (r.error_code, r.member_epoch, r.assignment) == (Errors.NONE, 2, None)
     assert h.records[start:] == []
     # A full request (rebalance timeout, subscription and owned partitions) gets it again.
-    r = h.hb("m1", 1, names=["foo", "bar"], owned=ALL, rebalance_ms=REBALANCE_MS)
+    r = h.hb("m1", 2, names=["foo", "bar"], owned=ALL, rebalance_ms=REBALANCE_MS)
     assert as_dict(r.assignment) == ALL
 
 
 def test_v0_member_id_is_generated_by_the_coordinator():
     h = ConsumerHarness()
     r = h.hb("", 0, names=["foo"], owned={}, rebalance_ms=REBALANCE_MS, api_version=0)
-    assert r.error_code == Errors.NONE and r.member_id and r.member_epoch == 1
+    assert r.error_code == Errors.NONE and r.member_id and r.member_epoch == 2
     assert h.group().members.keys() == {r.member_id}
     # v1: the client names itself, and an empty id is invalid.
     r = h.hb("", 0, names=["foo"], owned={}, rebalance_ms=REBALANCE_MS, api_version=1)
@@ -79,26 +81,26 @@ def test_new_member_triggers_rebalance_with_revocation_before_assignment():
     h = ConsumerHarness()
     h.subscribe("m1")
     r2 = h.subscribe("m2")
-    assert r2.member_epoch == 2
+    assert r2.member_epoch == 3
     # m2's target partitions are still m1's: it gets none yet and waits for them.
     assert as_dict(r2.assignment) == {}
     assert h.member("m2").assignment.state == UNRELEASED_PARTITIONS
     target1, target2 = h.group().target["m1"], h.group().target["m2"]
     assert sum(len(p) for p in target1.values()) + sum(len(p) for p in target2.values()) == 9
-    # m1 must revoke what moved: it stays at epoch 1 until it reports them gone.
-    r1 = h.hb("m1", 1, owned=ALL)
-    assert r1.member_epoch == 1
+    # m1 must revoke what moved: it stays at epoch 2 until it reports them gone.
+    r1 = h.hb("m1", 2, owned=ALL)
+    assert r1.member_epoch == 2
     assert as_dict(r1.assignment) == target1
     m1 = h.member("m1").assignment
     assert m1.state == UNREVOKED_PARTITIONS and m1.pending_revocation == target2
     # Still owning them: nothing moves.
-    assert h.hb("m1", 1, owned=ALL).member_epoch == 1
-    assert h.hb("m2", 2, owned={}).assignment is None  # unchanged: still nothing
-    # m1 releases them: it moves to epoch 2, and m2 can take them.
-    r1 = h.hb("m1", 1, owned=target1)
-    assert r1.member_epoch == 2 and h.member("m1").assignment.state == STABLE
-    r2 = h.hb("m2", 2, owned={})
-    assert as_dict(r2.assignment) == target2 and r2.member_epoch == 2
+    assert h.hb("m1", 2, owned=ALL).member_epoch == 2
+    assert h.hb("m2", 3, owned={}).assignment is None  # unchanged: still nothing
+    # m1 releases them: it moves to epoch 3, and m2 can take them.
+    r1 = h.hb("m1", 2, owned=target1)
+    assert r1.member_epoch == 3 and h.member("m1").assignment.state == STABLE
+    r2 = h.hb("m2", 3, owned={})
+    assert as_dict(r2.assignment) == target2 and r2.member_epoch == 3
     assert h.group().state.value == "Stable"
 
 
@@ -116,20 +118,20 @@ def test_member_leaves_and_bumps_the_group_epoch():
         ConsumerGroupMetadataKey,
     ]
     assert all(r.value is None for r in h.records[start : start + 3])
-    assert h.group().group_epoch == 3 and "m2" not in h.group().members
-    # m1's next heartbeat computes the target at epoch 3: everything is m1's, as before, so
+    assert h.group().group_epoch == 4 and "m2" not in h.group().members
+    # m1's next heartbeat computes the target at epoch 4: everything is m1's, as before, so
     # only its epoch moves (an unchanged assignment is not sent).
-    r = h.hb("m1", 1, owned=ALL)
-    assert (r.member_epoch, r.assignment) == (3, None)
+    r = h.hb("m1", 2, owned=ALL)
+    assert (r.member_epoch, r.assignment) == (4, None)
     assert h.member("m1").assignment.assigned == ALL
-    assert h.hb("m2", 2).error_code == Errors.UNKNOWN_MEMBER_ID
+    assert h.hb("m2", 3).error_code == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_subscription_change_triggers_new_target_assignment():
     h = ConsumerHarness()
     h.subscribe("m1")
-    r = h.hb("m1", 1, names=["foo", "bar", "zar"])
-    assert r.member_epoch == 2
+    r = h.hb("m1", 2, names=["foo", "bar", "zar"])
+    assert r.member_epoch == 3
     assert as_dict(r.assignment) == {**ALL, "zar": frozenset({0, 1})}
     assert h.group().partition_metadata == {"foo": 6, "bar": 3, "zar": 2}
 
@@ -138,22 +140,22 @@ def test_member_epoch_validation():
     h = ConsumerHarness()
     h.subscribe("m1")
     h.subscribe("m2")
-    h.hb("m1", 1, owned=ALL)
-    h.hb("m1", 1, owned=h.group().target["m1"])  # m1 now at epoch 2, previous 1
+    h.hb("m1", 2, owned=ALL)
+    h.hb("m1", 2, owned=h.group().target["m1"])  # m1 now at epoch 3, previous 2
     m1 = h.member("m1").assignment
-    assert (m1.member_epoch, m1.previous_member_epoch) == (2, 1)
-    greater = h.hb("m1", 3)
+    assert (m1.member_epoch, m1.previous_member_epoch) == (3, 2)
+    greater = h.hb("m1", 4)
     assert greater.error_code == Errors.FENCED_MEMBER_EPOCH
-    assert "greater member epoch (3)" in greater.error_message
+    assert "greater member epoch (4)" in greater.error_message
     # The previous epoch is accepted with a subset of the assignment (a lost response) ...
-    ok = h.hb("m1", 1, owned=h.group().target["m1"])
-    assert (ok.error_code, ok.member_epoch) == (Errors.NONE, 2)
+    ok = h.hb("m1", 2, owned=h.group().target["m1"])
+    assert (ok.error_code, ok.member_epoch) == (Errors.NONE, 3)
     # ... not without owned partitions, nor with partitions outside the assignment.
-    assert h.hb("m1", 1).error_code == Errors.FENCED_MEMBER_EPOCH
-    assert h.hb("m1", 1, owned=ALL).error_code == Errors.FENCED_MEMBER_EPOCH
+    assert h.hb("m1", 2).error_code == Errors.FENCED_MEMBER_EPOCH
+    assert h.hb("m1", 2, owned=ALL).error_code == Errors.FENCED_MEMBER_EPOCH
     # A fenced member rejoins with epoch 0 under its id (KAFKA-19233) and gets its assignment.
     rejoin = h.subscribe("m1")
-    assert (rejoin.error_code, rejoin.member_epoch) == (Errors.NONE, 2)
+    assert (rejoin.error_code, rejoin.member_epoch) == (Errors.NONE, 3)
     assert as_dict(rejoin.assignment) == h.group().target["m1"]
 
 
@@ -176,7 +178,7 @@ def test_group_max_size():
     r = h.subscribe("m3")
     assert r.error_code == Errors.GROUP_MAX_SIZE_REACHED
     assert h.records[before:] == []
-    assert h.hb("m2", 2).error_code == Errors.NONE  # members already in are fine
+    assert h.hb("m2", 3).error_code == Errors.NONE  # members already in are fine
 
 
 @pytest.mark.parametrize(
@@ -230,9 +232,9 @@ def test_regex_subscription_follows_the_catalog():
     assert as_dict(r.assignment) == {"bar": frozenset(range(3))}
     # A new matching topic is a metadata change: a new epoch, and the member gets it.
     h.set_topics({"foo": 6, "bar": 3, "zar": 2, "baz": 2})
-    assert h.group().group_epoch == 2
-    r = h.hb("m1", 1, owned={"bar": {0, 1, 2}})
-    assert r.member_epoch == 2
+    assert h.group().group_epoch == 3
+    r = h.hb("m1", 2, owned={"bar": {0, 1, 2}})
+    assert r.member_epoch == 3
     assert as_dict(r.assignment) == {"bar": frozenset(range(3)), "baz": frozenset({0, 1})}
     # RE2 matches whole names only.
     assert "zbar" not in h.group().partition_metadata
@@ -244,15 +246,15 @@ def test_partition_count_change_bumps_subscribed_groups_only():
     other = h.subscribe("m1", names=["zar"], group_id=OTHER_GROUP)  # another partition's
     assert other.error_code == Errors.NOT_COORDINATOR
     h.set_topics({"foo": 8, "bar": 3, "zar": 2})
-    assert h.group().group_epoch == 2
-    r = h.hb("m1", 1, owned={"foo": range(6)})
+    assert h.group().group_epoch == 3
+    r = h.hb("m1", 2, owned={"foo": range(6)})
     assert as_dict(r.assignment) == {"foo": frozenset(range(8))}
     # Topic deleted: the member must give its partitions up before it moves on.
     h.set_topics({"bar": 3})
-    r = h.hb("m1", 2, owned={"foo": range(8)})
-    assert r.member_epoch == 2 and as_dict(r.assignment) == {}
+    r = h.hb("m1", 3, owned={"foo": range(8)})
+    assert r.member_epoch == 3 and as_dict(r.assignment) == {}
     assert h.member("m1").assignment.state == UNREVOKED_PARTITIONS
-    assert h.hb("m1", 2, owned={}).member_epoch == 3
+    assert h.hb("m1", 3, owned={}).member_epoch == 4
     assert h.group().partition_metadata == {}
 
 
@@ -276,12 +278,12 @@ def test_session_timeout_fences_the_member():
     h.subscribe("m1")
     h.subscribe("m2")
     h.advance(40_000)
-    h.hb("m1", 1, owned=ALL)
-    h.hb("m1", 1, owned=h.group().target["m1"])  # revoked: no rebalance deadline left
+    h.hb("m1", 2, owned=ALL)
+    h.hb("m1", 2, owned=h.group().target["m1"])  # revoked: no rebalance deadline left
     h.advance(5_000)  # m2's session (armed at 0) expires; m1's was renewed at 40 s
     assert "m2" not in h.group().members and "m1" in h.group().members
-    assert h.group().group_epoch == 3
-    assert h.hb("m2", 2).error_code == Errors.UNKNOWN_MEMBER_ID
+    assert h.group().group_epoch == 4
+    assert h.hb("m2", 3).error_code == Errors.UNKNOWN_MEMBER_ID
     h.advance(40_000)
     assert h.group().members == {} and h.group().state.value == "Empty"
 
@@ -290,16 +292,16 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
     h = ConsumerHarness()
     h.subscribe("m1", rebalance_ms=1_000)
     h.subscribe("m2")
-    h.hb("m1", 1, owned=ALL)
+    h.hb("m1", 2, owned=ALL)
     assert h.member("m1").assignment.state == UNREVOKED_PARTITIONS
     h.advance(999)
     assert "m1" in h.group().members
-    h.hb("m1", 1, owned=ALL)  # heartbeats do not extend the revocation deadline
+    h.hb("m1", 2, owned=ALL)  # heartbeats do not extend the revocation deadline
     h.advance(1)
     assert "m1" not in h.group().members
     # Its partitions are free: m2 gets everything at the next epoch.
-    r = h.hb("m2", 2, owned={})
-    assert as_dict(r.assignment) == ALL and r.member_epoch == 3
+    r = h.hb("m2", 3, owned={})
+    assert as_dict(r.assignment) == ALL and r.member_epoch == 4
 
 
 def test_revoking_in_time_cancels_the_rebalance_timeout():
@@ -316,9 +318,9 @@ def test_static_member_leaves_with_epoch_minus_two_and_is_replaced():
     h = ConsumerHarness()
     h.subscribe("m1", instance_id="i1")
     h.subscribe("m2", instance_id="i2")
-    h.hb("m1", 1, owned=ALL, instance_id="i1")
-    h.hb("m1", 1, owned=h.group().target["m1"], instance_id="i1")
-    h.hb("m2", 2, owned={}, instance_id="i2")
+    h.hb("m1", 2, owned=ALL, instance_id="i1")
+    h.hb("m1", 2, owned=h.group().target["m1"], instance_id="i1")
+    h.hb("m2", 3, owned={}, instance_id="i2")
     assert h.group().state.value == "Stable"
     target2 = h.group().target["m2"]
     epoch = h.group().group_epoch
@@ -395,28 +397,28 @@ def test_reconciliation_of_three_members_step_by_step():
         return {t: frozenset(p) for t, p in (("foo", foo), ("bar", bar)) if p}
 
     h.subscribe("m1", assignor="range")
-    h.subscribe("m2", assignor="range")  # epoch 2: m1 foo 0-2 bar 0-1, m2 foo 3-5 bar 2
+    h.subscribe("m2", assignor="range")  # epoch 3: m1 foo 0-2 bar 0-1, m2 foo 3-5 bar 2
     assert h.member("m2").assignment.state == UNRELEASED_PARTITIONS
-    assert step("m1", 1, ALL) == (
-        1,
+    assert step("m1", 2, ALL) == (
+        2,
         UNREVOKED_PARTITIONS,
         parts(foo={0, 1, 2}, bar={0, 1}),
         parts(foo={3, 4, 5}, bar={2}),
     )
-    # m3 joins at epoch 3 (m1 foo 0-1 bar 0, m2 foo 2-3 bar 1, m3 foo 4-5 bar 2): all of its
+    # m3 joins at epoch 4 (m1 foo 0-1 bar 0, m2 foo 2-3 bar 1, m3 foo 4-5 bar 2): all of its
     # partitions are still m1's.
     r3 = h.subscribe("m3", assignor="range")
-    assert (r3.member_epoch, as_dict(r3.assignment)) == (3, {})
-    # m1 releases epoch 2's revocations and goes on to revoke epoch 3's.
-    assert step("m1", 1, parts(foo={0, 1, 2}, bar={0, 1})) == (
-        2,
+    assert (r3.member_epoch, as_dict(r3.assignment)) == (4, {})
+    # m1 releases epoch 3's revocations and goes on to revoke epoch 4's.
+    assert step("m1", 2, parts(foo={0, 1, 2}, bar={0, 1})) == (
+        3,
         UNREVOKED_PARTITIONS,
         parts(foo={0, 1}, bar={0}),
         parts(foo={2}, bar={1}),
     )
     # m2 gets foo 3 (free) but not foo 2 and bar 1 (m1 still holds them).
-    assert step("m2", 2, {}) == (3, UNRELEASED_PARTITIONS, parts(foo={3}), {})
-    assert step("m3", 3, {}) == (3, STABLE, parts(foo={4, 5}, bar={2}), {})
-    assert step("m1", 2, parts(foo={0, 1}, bar={0})) == (3, STABLE, parts(foo={0, 1}, bar={0}), {})
-    assert step("m2", 3, parts(foo={3})) == (3, STABLE, parts(foo={2, 3}, bar={1}), {})
+    assert step("m2", 3, {}) == (4, UNRELEASED_PARTITIONS, parts(foo={3}), {})
+    assert step("m3", 4, {}) == (4, STABLE, parts(foo={4, 5}, bar={2}), {})
+    assert step("m1", 3, parts(foo={0, 1}, bar={0})) == (4, STABLE, parts(foo={0, 1}, bar={0}), {})
+    assert step("m2", 4, parts(foo={3})) == (4, STABLE, parts(foo={2, 3}, bar={1}), {})
     assert h.group().state.value == "Stable"

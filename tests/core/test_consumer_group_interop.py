@@ -27,12 +27,12 @@ from .harness import GROUP, GROUP2, replayed_shard
 def test_commit_needs_the_member_and_its_current_epoch():
     h = ConsumerHarness()
     h.subscribe("m1")
-    assert h.commit({("foo", 0): 10}, member_id="m1", generation=1) == {("foo", 0): Errors.NONE}
+    assert h.commit({("foo", 0): 10}, member_id="m1", generation=2) == {("foo", 0): Errors.NONE}
     assert h.committed() == {("foo", 0): 10}
-    assert h.commit({("foo", 0): 11}, member_id="m1", generation=2) == {
+    assert h.commit({("foo", 0): 11}, member_id="m1", generation=3) == {
         ("foo", 0): Errors.STALE_MEMBER_EPOCH
     }
-    assert h.commit({("foo", 0): 11}, member_id="m9", generation=1) == {
+    assert h.commit({("foo", 0): 11}, member_id="m9", generation=2) == {
         ("foo", 0): Errors.UNKNOWN_MEMBER_ID
     }
     # An admin commit (no member, epoch -1) is refused while the group has members ...
@@ -47,13 +47,13 @@ def test_commit_needs_the_member_and_its_current_epoch():
 def test_fetch_checks_member_epoch_when_given():
     h = ConsumerHarness()
     h.subscribe("m1")
-    h.commit({("foo", 1): 5}, member_id="m1", generation=1)
+    h.commit({("foo", 1): 5}, member_id="m1", generation=2)
     parts = [TopicPartition("foo", 1)]
-    ok = h.call(OffsetFetchRequest(GROUP, parts, member_id="m1", member_epoch=1))
+    ok = h.call(OffsetFetchRequest(GROUP, parts, member_id="m1", member_epoch=2))
     assert ok.error == Errors.NONE and ok.partitions[0].committed_offset == 5
     stale = h.call(OffsetFetchRequest(GROUP, parts, member_id="m1", member_epoch=0))
     assert stale.error == Errors.STALE_MEMBER_EPOCH
-    unknown = h.call(OffsetFetchRequest(GROUP, parts, member_id="m9", member_epoch=1))
+    unknown = h.call(OffsetFetchRequest(GROUP, parts, member_id="m9", member_epoch=2))
     assert unknown.error == Errors.UNKNOWN_MEMBER_ID
     assert h.call(OffsetFetchRequest(GROUP, parts)).error == Errors.NONE  # admin fetch
 
@@ -82,7 +82,7 @@ def test_consumer_heartbeat_on_a_classic_group():
     h.leave(ids[0])
     assert h.shard.group(GROUP).persisted is not None
     r = h.subscribe("m1")
-    assert r.error_code == Errors.NONE and r.member_epoch == 1
+    assert r.error_code == Errors.NONE and r.member_epoch == 2
     assert h.shard.group(GROUP).persisted is None  # the classic group record is tombstoned
     assert h.committed() == {("foo", 0): 7}
 
@@ -93,16 +93,17 @@ def test_consumer_group_describe():
     h.join(group_id=GROUP2)
     response = h.call(ConsumerGroupDescribeRequest([GROUP, "unknown", GROUP2, ""]))
     group, unknown, classic, empty = response.groups
-    assert (group.error_code, group.group_state, group.group_epoch) == (Errors.NONE, "Stable", 1)
-    assert (group.assignment_epoch, group.assignor_name) == (1, "range")
+    assert (group.error_code, group.group_state, group.group_epoch) == (Errors.NONE, "Stable", 2)
+    assert (group.assignment_epoch, group.assignor_name) == (2, "range")
     [member] = group.members
     assert (member.member_id, member.instance_id, member.rack_id) == ("m1", "i1", "r1")
     assert (member.member_epoch, member.client_id, member.client_host) == (
-        1,
+        2,
         "client",
         "/127.0.0.1",
     )
     assert member.subscribed_topic_names == ["bar", "foo"]
+    assert member.subscribed_topic_regex == ""  # no regex: "" as Kafka's, not null
     assigned = {tp.topic_name: tp.partitions for tp in member.assignment.topic_partitions}
     assert assigned == {"bar": [0, 1, 2], "foo": [0, 1, 2, 3, 4, 5]}
     assert member.target_assignment == member.assignment
@@ -130,10 +131,28 @@ def test_list_describe_and_delete_groups_see_the_consumer_group():
     assert h.call(ListGroupsRequest()).groups == []
 
 
+def test_describe_shows_what_a_member_still_owns_while_it_revokes():
+    h = ConsumerHarness()
+    h.subscribe("m1")
+    h.subscribe("m2")
+    h.hb("m1", 2, owned={"foo": range(6), "bar": range(3)})
+    pending = h.member("m1").assignment.pending_revocation
+    assert pending  # m1 must give some partitions to m2 first
+    [group] = h.call(ConsumerGroupDescribeRequest([GROUP])).groups
+    m1 = next(m for m in group.members if m.member_id == "m1")
+    # Kafka 4.3 describes the assignment plus what is pending revocation: all of it still.
+    assigned = {tp.topic_name: tp.partitions for tp in m1.assignment.topic_partitions}
+    assert assigned == {"bar": [0, 1, 2], "foo": [0, 1, 2, 3, 4, 5]}
+    target = {
+        tp.topic_name: frozenset(tp.partitions) for tp in m1.target_assignment.topic_partitions
+    }
+    assert target == h.group().target["m1"]
+
+
 def test_offset_delete_refuses_subscribed_topics():
     h = ConsumerHarness()
     h.subscribe("m1", names=["foo"])
-    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=1)
+    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=2)
     response = h.call(
         OffsetDeleteRequest(GROUP, [TopicPartition("foo", 0), TopicPartition("bar", 0)])
     )
@@ -152,7 +171,7 @@ def test_retention_keeps_subscribed_offsets_and_deletes_empty_groups():
         consumer_group_session_timeout_ms=10 * retention_ms,
     )
     h.subscribe("m1", names=["foo"])
-    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=1)
+    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=2)
     h.advance(retention_ms)
     assert h.committed() == {("foo", 0): 1}  # unsubscribed bar expired
     h.hb("m1", -1)
@@ -170,7 +189,7 @@ def test_load_rearms_sessions_and_revocation_deadlines():
     h = ConsumerHarness(consumer_group_session_timeout_ms=10_000)
     h.subscribe("m1", rebalance_ms=3_000)
     h.subscribe("m2")
-    h.hb("m1", 1, owned={"foo": range(6), "bar": range(3)})
+    h.hb("m1", 2, owned={"foo": range(6), "bar": range(3)})
     shard = replayed_shard(h.shard, h.records)
     assert shard.consumer_durable_state() == h.shard.consumer_durable_state()
     shard.on_loaded(100_000)
@@ -197,7 +216,7 @@ def test_a_catalog_change_while_loading_bumps_the_epoch_once_loaded():
     assert step.records == []  # loading: nothing is written yet
     step = shard.on_loaded(0)
     group = shard.consumer_group(GROUP)
-    assert (group.group_epoch, group.partition_metadata) == (2, {"foo": 9})
+    assert (group.group_epoch, group.partition_metadata) == (3, {"foo": 9})
     assert [type(r.key).__name__ for r in step.records] == [
         "ConsumerGroupPartitionMetadataKey",
         "ConsumerGroupMetadataKey",

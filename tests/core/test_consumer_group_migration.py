@@ -7,6 +7,7 @@ replay equivalence and single ownership by the harness."""
 import pytest
 
 from groupcoord.coordinator import (
+    ConsumerGroupDescribeRequest,
     CoordinatorConfig,
     Errors,
     GroupState,
@@ -57,69 +58,69 @@ def test_classic_member_joins_a_consumer_group_and_waits_for_released_partitions
     h.subscribe("m1")  # takes all 9 partitions of foo and bar
     first = classic_join(h, require_known=True)
     assert first.error == Errors.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
-    assert h.group().group_epoch == 1  # asking for a member id changes nothing
+    assert h.group().group_epoch == 2  # asking for a member id changes nothing
     joined = classic_join(h, first.member_id)
     classic = joined.member_id
     assert joined.error == Errors.NONE
     assert (joined.generation_id, joined.protocol_name, joined.leader, joined.members) == (
-        2,
+        3,
         "range",
         "",
         [],
     )
     group = h.group()
-    assert group.group_epoch == 2 and group.members[classic].uses_classic_protocol
+    assert group.group_epoch == 3 and group.members[classic].uses_classic_protocol
     # m1 still owns everything: the classic member gets nothing yet and must wait.
-    assert synced(h, classic, 2) == {}
-    assert h.heartbeat(classic, 2) == Errors.NONE
+    assert synced(h, classic, 3) == {}
+    assert h.heartbeat(classic, 3) == Errors.NONE
     # m1 learns its new target and revokes; the freed partitions are the classic member's.
     target = group.target["m1"]
-    h.hb("m1", 1, owned={"foo": range(6), "bar": range(3)})
-    h.hb("m1", 1, owned=target)
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS  # released: rejoin
+    h.hb("m1", 2, owned={"foo": range(6), "bar": range(3)})
+    h.hb("m1", 2, owned=target)
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS  # released: rejoin
     again = classic_join(h, classic)
-    assert (again.error, again.generation_id) == (Errors.NONE, 2)
-    mine = synced(h, classic, 2)
+    assert (again.error, again.generation_id) == (Errors.NONE, 3)
+    mine = synced(h, classic, 3)
     assert {t: frozenset(p) for t, p in mine.items()} == group.target[classic]
     assert sum(map(len, mine.values())) + sum(map(len, target.values())) == 9
-    assert h.heartbeat(classic, 2) == Errors.NONE
+    assert h.heartbeat(classic, 3) == Errors.NONE
 
 
 def test_classic_member_rejoins_when_the_group_epoch_moves_on():
     h = ConsumerHarness()
     h.subscribe("m1", names=["foo"])
     classic = classic_join(h, topics=["foo"]).member_id
-    assert synced(h, classic, 2) == {}  # m1 holds foo until it revokes
-    h.hb("m1", 1, owned={"foo": range(6)})
-    h.hb("m1", 2, owned=h.group().target["m1"])
-    h.subscribe("m2", names=["foo"])  # epoch 3
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
-    assert h.reply(h.sync(classic, 2)).error == Errors.REBALANCE_IN_PROGRESS
+    assert synced(h, classic, 3) == {}  # m1 holds foo until it revokes
+    h.hb("m1", 2, owned={"foo": range(6)})
+    h.hb("m1", 3, owned=h.group().target["m1"])
+    h.subscribe("m2", names=["foo"])  # epoch 4
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS
+    assert h.reply(h.sync(classic, 3)).error == Errors.REBALANCE_IN_PROGRESS
     rejoined = classic_join(h, classic, topics=["foo"])
-    assert rejoined.generation_id == 3
-    assert h.heartbeat(classic, 2) == Errors.ILLEGAL_GENERATION
-    assert h.reply(h.sync(classic, 1)).error == Errors.ILLEGAL_GENERATION
-    assert h.heartbeat("nobody", 3) == Errors.UNKNOWN_MEMBER_ID
-    assert h.heartbeat("m1", 2) == Errors.UNKNOWN_MEMBER_ID  # not a classic member
+    assert rejoined.generation_id == 4
+    assert h.heartbeat(classic, 3) == Errors.ILLEGAL_GENERATION
+    assert h.reply(h.sync(classic, 2)).error == Errors.ILLEGAL_GENERATION
+    assert h.heartbeat("nobody", 4) == Errors.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("m1", 3) == Errors.UNKNOWN_MEMBER_ID  # not a classic member
 
 
 def test_cooperative_classic_member_revokes_through_its_owned_partitions():
     h = ConsumerHarness()
     h.subscribe("m1", names=["zar"])
     classic = classic_join(h).member_id
-    held = synced(h, classic, 2)
+    held = synced(h, classic, 3)
     assert sum(map(len, held.values())) == 9  # nobody else wants foo and bar
-    h.subscribe("m2")  # epoch 3: the classic member must give up part of its partitions
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
-    # Rejoining while still owning everything: it stays in epoch 2 with partitions to revoke.
+    h.subscribe("m2")  # epoch 4: the classic member must give up part of its partitions
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS
+    # Rejoining while still owning everything: it stays in epoch 3 with partitions to revoke.
     still = classic_join(h, classic, owned=owned_list(held))
-    assert still.generation_id == 2
+    assert still.generation_id == 3
     assert h.group().members[classic].assignment.state == "unrevoked_partitions"
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS
     keep = h.group().target[classic]
     done = classic_join(h, classic, owned=owned_list(keep))
-    assert done.generation_id == 3
-    assert {t: frozenset(p) for t, p in synced(h, classic, 3).items()} == keep
+    assert done.generation_id == 4
+    assert {t: frozenset(p) for t, p in synced(h, classic, 4).items()} == keep
 
 
 def test_classic_members_leave_and_expire_like_consumer_members():
@@ -127,13 +128,13 @@ def test_classic_members_leave_and_expire_like_consumer_members():
     h.subscribe("m1")
     first = classic_join(h).member_id
     second = classic_join(h).member_id
-    assert h.group().group_epoch == 3
+    assert h.group().group_epoch == 4
     left = h.leave(first, "nobody")
     assert left.error == Errors.NONE
     assert [m.error for m in left.members] == [Errors.NONE, Errors.UNKNOWN_MEMBER_ID]
-    assert first not in h.group().members and h.group().group_epoch == 4
+    assert first not in h.group().members and h.group().group_epoch == 5
     # The classic member's own session timeout applies, not the consumer group's.
-    h.hb("m1", 1)
+    h.hb("m1", 2)
     h.advance(CLASSIC_SESSION_MS)
     assert second not in h.group().members and "m1" in h.group().members
 
@@ -153,14 +154,14 @@ def test_classic_join_refusals_change_nothing():
     classic = classic_join(h, protocols=[("roundrobin", subscription())]).member_id
     no_common = classic_join(h)  # "range" only: no protocol in common with the member above
     assert no_common.error == Errors.INCONSISTENT_GROUP_PROTOCOL
-    assert h.reply(h.sync(classic, 2)).error == Errors.NONE
-    assert len(h.records) > before and h.group().group_epoch == 2
+    assert h.reply(h.sync(classic, 3)).error == Errors.NONE
+    assert len(h.records) > before and h.group().group_epoch == 3
 
 
 def test_classic_join_takes_the_id_of_an_empty_consumer_group():
     h = ConsumerHarness()
     h.subscribe("m1")
-    h.commit({("foo", 0): 3}, member_id="m1", generation=1)
+    h.commit({("foo", 0): 3}, member_id="m1", generation=2)
     h.hb("m1", -1)
     assert h.group().members == {}
     rid = h.join(protocols=[("range", subscription())], session_ms=CLASSIC_SESSION_MS)
@@ -241,6 +242,10 @@ def test_upgrade_keeps_classic_members_and_their_partitions():
     response = h.hb("m1", generation + 1)
     mine = {tp.topic: frozenset(tp.partitions) for tp in response.assignment.topic_partitions}
     assert mine == group.target["m1"] and sum(map(len, mine.values())) == 3
+    # ConsumerGroupDescribe tells the classic members from the consumer-protocol one.
+    [described] = h.call(ConsumerGroupDescribeRequest([GROUP])).groups
+    classic = {m.member_id: m.uses_classic_protocol for m in described.members}
+    assert classic == {a: True, b: True, "m1": False}
 
 
 def test_upgrade_is_refused_when_the_policy_forbids_it():
@@ -291,17 +296,20 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     assert h.shard.consumer_group(GROUP) is None
     classic = h.shard.group(GROUP)
     assert classic.state == GroupState.PREPARING_REBALANCE
-    assert classic.persisted.generation == epoch + 1  # the epoch the leave bumped to
+    # The epoch it had: Kafka converts instead of bumping it for the leave.
+    assert classic.persisted.generation == epoch
     assert (classic.protocol_type, classic.protocol_name) == ("consumer", "range")
     for member_id, parts in ((a, A_PARTS), (b, B_PARTS)):
         assigned = decode_assignment(classic.members[member_id].assignment).partitions
         assert sorted(assigned) == owned_list(parts)
-    # The members join again the classic way and the group settles.
+    # A classic member at that generation is told to join again, one at an older is fenced.
+    assert h.heartbeat(a, epoch) == Errors.REBALANCE_IN_PROGRESS
     assert h.heartbeat(a, generation) == Errors.ILLEGAL_GENERATION
+    # The members join again the classic way and the group settles.
     rids = [h.join(m, protocols=[("range", subscription())]) for m in (a, b)]
     h.advance_until_answered(rids)
     assert {h.reply(r).error for r in rids} == {Errors.NONE}
-    assert h.reply(rids[0]).generation_id == epoch + 2
+    assert h.reply(rids[0]).generation_id == epoch + 1
 
 
 def test_no_downgrade_under_upgrade_policy_or_with_consumer_members_left():
@@ -325,14 +333,14 @@ def test_classic_member_must_rejoin_and_sync_within_its_rebalance_timeout():
     h.subscribe("m1", names=["zar"])
     classic = classic_join(h, rebalance_ms=1_000).member_id
     h.advance(900)
-    assert synced(h, classic, 2)  # in time: the sync deadline is met
+    assert synced(h, classic, 3)  # in time: the sync deadline is met
     h.advance(200)
     assert classic in h.group().members
-    h.hb("m1", 2)
-    h.subscribe("m2")  # epoch 3: the classic member is told to join again ...
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS
+    h.hb("m1", 3)
+    h.subscribe("m2")  # epoch 4: the classic member is told to join again ...
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS
     h.advance(600)
-    assert h.heartbeat(classic, 2) == Errors.REBALANCE_IN_PROGRESS  # the first answer's clock
+    assert h.heartbeat(classic, 3) == Errors.REBALANCE_IN_PROGRESS  # the first answer's clock
     h.advance(400)  # ... and keeps heartbeating without joining: fenced, its partitions freed
     assert classic not in h.group().members
     # A member that joins but never sends its SyncGroup is fenced the same way.

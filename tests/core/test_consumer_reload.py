@@ -21,13 +21,13 @@ FOO_BAR = {"foo": frozenset(range(6)), "bar": frozenset(range(3))}
 def test_rebalance_timeout_fires_before_the_catalog_arrives():
     h = ConsumerHarness()
     h.subscribe("m1", rebalance_ms=1_000)
-    h.hb("m1", 1, owned=FOO_BAR)
+    h.hb("m1", 2, owned=FOO_BAR)
     h.subscribe("m2", rebalance_ms=1_000)
-    assert h.hb("m1", 1, owned=FOO_BAR).member_epoch == 1  # it must revoke some first
+    assert h.hb("m1", 2, owned=FOO_BAR).member_epoch == 2  # it must revoke some first
     recorded = dict(h.group().partition_metadata)
     h.reload(hand_catalog=False)
     before = (h.group().group_epoch, len(h.records))
-    assert h.hb("m2", 2).error_code == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.hb("m2", 3).error_code == Errors.COORDINATOR_LOAD_IN_PROGRESS
     assert len(h.records) == before[1]  # a refused heartbeat writes nothing
     h.advance(1_000)  # m1 did not revoke in time: fenced without a catalog
     assert set(h.group().members) == {"m2"}
@@ -35,7 +35,7 @@ def test_rebalance_timeout_fires_before_the_catalog_arrives():
     assert h.group().partition_metadata == recorded  # the last recorded counts stay
     h.set_topics({**CATALOG, "foo": 8})  # the catalog arrives: counts refreshed, a new epoch
     assert h.group().partition_metadata == {"bar": 3, "foo": 8}
-    r = h.hb("m2", 2)
+    r = h.hb("m2", 3)
     assert r.error_code == Errors.NONE and r.member_epoch == h.group().group_epoch
     assert as_dict(r.assignment) == {"foo": frozenset(range(8)), "bar": frozenset(range(3))}
 
@@ -56,7 +56,7 @@ def test_classic_member_session_expiry_and_downgrade_before_the_catalog_arrives(
     h = ConsumerHarness(consumer_group_session_timeout_ms=60_000)
     h.subscribe("m1", names=["zar"])
     classic = classic_join(h, session_ms=3_000).member_id
-    assert synced(h, classic, 2) == {"foo": set(range(6)), "bar": set(range(3))}
+    assert synced(h, classic, 3) == {"foo": set(range(6)), "bar": set(range(3))}
     h.reload(hand_catalog=False)
     h.advance(3_000)  # the classic member's own session: fenced, m1 stays
     assert set(h.group().members) == {"m1"}
@@ -74,13 +74,13 @@ def test_classic_member_session_expiry_and_downgrade_before_the_catalog_arrives(
 def test_admin_requests_on_a_consumer_group_before_the_catalog_arrives():
     h = ConsumerHarness()
     h.hb("m1", 0, regex="fo.*", owned={}, rebalance_ms=1_000)  # foo, matched by the regex
-    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=1)
+    h.commit({("foo", 0): 1, ("bar", 0): 2}, member_id="m1", generation=2)
     h.reload(hand_catalog=False)
     [described] = h.call(ConsumerGroupDescribeRequest(["groupId"])).groups
     assert (described.error_code, described.group_state, described.group_epoch) == (
         Errors.NONE,
         "Stable",
-        1,
+        2,
     )
     deleted = h.call(
         OffsetDeleteRequest("groupId", [TopicPartition("foo", 0), TopicPartition("bar", 0)])

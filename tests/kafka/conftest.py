@@ -50,9 +50,12 @@ class GroupcoordListeners:
             2,
             log_dir,
             namespace="gc-kafka-compat",
-            # KIP-848's heartbeat interval as the broker's (javakafka.broker_properties).
+            # KIP-848's heartbeat interval and migration policy as the broker's
+            # (javakafka.broker_properties).
             config=CoordinatorConfig(
-                group_initial_rebalance_delay_ms=0, consumer_group_heartbeat_interval_ms=500
+                group_initial_rebalance_delay_ms=0,
+                consumer_group_heartbeat_interval_ms=500,
+                consumer_group_migration_policy="bidirectional",
             ),
             wire=WireConfig(bootstrap_port=0),
         )

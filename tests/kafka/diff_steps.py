@@ -10,9 +10,12 @@ from groupcoord.wire import ApiKey
 from tests.kafka.differential import (
     METADATA_FLAGS,
     Step,
+    consumer_member_id,
+    epoch,
     generation,
     member_id,
     name,
+    owned,
     subscription,
 )
 
@@ -156,6 +159,29 @@ def create_topics(label: str, topics: dict[str, int]):
 def metadata(label: str, *topics: str):
     body = dict(topics=[{"name": name(t), "topic_id": None} for t in topics], **METADATA_FLAGS)
     return Step(label, "admin", ApiKey.METADATA, body)
+
+
+def consumer_heartbeat(label: str, member: str, **fields):
+    """A KIP-848 consumer's full heartbeat: its id and epoch, subscription to T, the
+    server-side assignor left to the group, the partitions it owns."""
+    body = dict(
+        group_id=G,
+        member_id=consumer_member_id(),
+        member_epoch=epoch(),
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=REBALANCE_MS,
+        subscribed_topic_names=[T],
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=owned(),
+    )
+    return Step(label, member, ApiKey.CONSUMER_GROUP_HEARTBEAT, body | fields)
+
+
+def consumer_describe(label: str, *groups: str):
+    body = dict(group_ids=[name(g) for g in groups], include_authorized_operations=False)
+    return Step(label, "admin", ApiKey.CONSUMER_GROUP_DESCRIBE, body)
 
 
 def member(of: str, instance: str | None = None, reason: str | None = None) -> dict:

@@ -28,6 +28,7 @@ import dataclasses
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -37,6 +38,8 @@ from tests.kafka.rawwire import RawConnection, coordinator_address, plain
 
 # The run's names, by placeholder: group ids ("G", "G2") and topics ("T", "T2").
 GROUPS = ("G", "G2", "G3")
+# A group no scenario names, for WaitForAssignable's probes (never compared nor listed).
+PROBE_GROUP = "probe"
 TOPICS = ("T", "T2")
 DROPPED_FIELDS = frozenset(
     {
@@ -91,6 +94,37 @@ def generation(of: str | None = None, plus: int = 0) -> Ref:
         f"gen({of or ''}){plus:+d}" if plus else f"gen({of or ''})",
         lambda run, member: run.generations.get(of or member, -1) + plus,
     )
+
+
+def epoch(of: str | None = None, plus: int = 0) -> Ref:
+    """The member epoch ``of`` (default: the step's member) last heartbeated at, plus ``plus``;
+    0 (joining) before its first."""
+    return Ref(
+        f"epoch({of or ''}){plus:+d}" if plus else f"epoch({of or ''})",
+        lambda run, member: run.epochs.get(of or member, 0) + plus,
+    )
+
+
+def consumer_member_id(of: str | None = None) -> Ref:
+    """The member id ``of`` (default: the step's member) heartbeats with: its current one, or,
+    before its first, a new one made up by the client (ConsumerGroupHeartbeat v1)."""
+    return Ref(
+        f"cid({of or ''})",
+        lambda run, member: (
+            run.member_ids.get(of or member) or new_member_id().resolve(run, member)
+        ),
+    )
+
+
+def new_member_id() -> Ref:
+    """A new client-made member id, as a restarted KIP-848 client makes one."""
+    return Ref("new-id", lambda _run, _member: str(uuid.uuid4()))
+
+
+def owned(of: str | None = None) -> Ref:
+    """The partitions ``of`` (default: the step's member) was last assigned, as a heartbeat's
+    owned partitions ({topic_id, partitions}); none before its first assignment."""
+    return Ref(f"owned({of or ''})", lambda run, member: run.assigned.get(of or member, []))
 
 
 def subscription(*topics: Ref) -> Ref:
@@ -156,6 +190,17 @@ class WaitForTopics:
 
 
 @dataclasses.dataclass(frozen=True)
+class WaitForAssignable:
+    """Join a probe group (``PROBE_GROUP``) with KIP-848 heartbeats until the coordinator
+    assigns partitions of ``topic``, then leave it (not compared: a broker's group coordinator
+    learns of a new topic from its metadata a moment after Metadata answers with it, and a
+    member that joins before then is first given nothing)."""
+
+    member: str
+    topic: str = "T"
+
+
+@dataclasses.dataclass(frozen=True)
 class Answer:
     """One compared answer: the step, the version it was sent at, the answer as plain values."""
 
@@ -174,6 +219,9 @@ class Run:
         self.names = names
         self.member_ids: dict[str, str] = {}
         self.generations: dict[str, int] = {}
+        self.epochs: dict[str, int] = {}  # KIP-848 member epochs
+        self.assigned: dict[str, list[dict]] = {}  # KIP-848 assignments, as owned partitions
+        self.topic_ids: dict[str, str] = {}  # topic id -> its alias, from Metadata
         self.aliases: dict[str, str] = {}  # server-made id -> stable alias
         self._incarnations: dict[str, int] = {}
         self._connections: dict[tuple[str, str, bool], RawConnection] = {}
@@ -183,7 +231,7 @@ class Run:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="diff-step")
         self.answers: list[Answer] = []
 
-    def play(self, steps: Sequence[Step | Await | Pause | WaitForTopics]) -> list[Answer]:
+    def play(self, steps: Sequence) -> list[Answer]:
         try:
             for step in steps:
                 match step:
@@ -198,6 +246,8 @@ class Run:
                         time.sleep(step.ms / 1000)
                     case WaitForTopics():
                         self._wait_for_topics(step)
+                    case WaitForAssignable():
+                        self._wait_for_assignable(step)
             if self._pending:
                 raise AssertionError(f"background steps never awaited: {sorted(self._pending)}")
         finally:
@@ -243,18 +293,41 @@ class Run:
             return CLOSED
         if step.api == ApiKey.JOIN_GROUP:
             self._joined(step.member, answer)
+        if step.api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+            self._heartbeated(step.member, answer)
         return answer
 
     def _joined(self, member: str, answer: Any) -> None:
         with self._lock:
-            if answer.member_id and answer.member_id not in self.aliases:
-                count = self._incarnations.get(member, 0) + 1
-                self._incarnations[member] = count
-                self.aliases[answer.member_id] = member if count == 1 else f"{member}#{count}"
-            if answer.member_id:
-                self.member_ids[member] = answer.member_id
+            self._named(member, answer.member_id)
             if answer.error_code == 0:
                 self.generations[member] = answer.generation_id
+
+    def _heartbeated(self, member: str, answer: Any) -> None:
+        """Keep a KIP-848 member's id, epoch and assignment, as its client does; a leave's
+        answer (epoch -1 or -2) leaves them as they were, so that a scenario can show what a
+        member that left is told when it heartbeats again."""
+        with self._lock:
+            if answer.error_code != 0:
+                return
+            self._named(member, answer.member_id)
+            if answer.member_epoch < 0:
+                return
+            self.epochs[member] = answer.member_epoch
+            if answer.assignment is not None:
+                self.assigned[member] = [
+                    {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+                    for tp in answer.assignment.topic_partitions
+                ]
+
+    def _named(self, member: str, given: str | None) -> None:
+        """Alias a member id a server answered with: the member's name, "a#2" for its second."""
+        if given and given not in self.aliases:
+            count = self._incarnations.get(member, 0) + 1
+            self._incarnations[member] = count
+            self.aliases[given] = member if count == 1 else f"{member}#{count}"
+        if given:
+            self.member_ids[member] = given
 
     def _record(self, step: Step, answer: object) -> None:
         version = self.versions[step.api]
@@ -273,9 +346,43 @@ class Run:
                 **METADATA_FLAGS,
             )
             if all(t.error_code == 0 for t in answer.topics):
+                for t in answer.topics:
+                    if getattr(t, "topic_id", None) is not None:
+                        self.topic_ids[str(t.topic_id)] = f"id-of-{t.name}"
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"topics {wanted} unknown after {METADATA_TIMEOUT_S} s")
+            time.sleep(0.1)
+
+    def _wait_for_assignable(self, step: WaitForAssignable) -> None:
+        connection = self._connection(step.member, PROBE_GROUP)
+        version = self.versions[ApiKey.CONSUMER_GROUP_HEARTBEAT]
+        probe = dict(
+            group_id=self.names[PROBE_GROUP],
+            member_id=str(uuid.uuid4()),
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout=10_000,
+            subscribed_topic_names=[self.names[step.topic]],
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=[],
+        )
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        member_epoch = 0
+        while True:
+            answer = connection.send(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT, version, member_epoch=member_epoch, **probe
+            )
+            if answer.error_code == 0:
+                member_epoch = answer.member_epoch
+                if answer.assignment is not None and answer.assignment.topic_partitions:
+                    connection.send(
+                        ApiKey.CONSUMER_GROUP_HEARTBEAT, version, **probe | {"member_epoch": -1}
+                    )
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{step.topic} not assignable after {METADATA_TIMEOUT_S} s")
             time.sleep(0.1)
 
 
@@ -295,17 +402,25 @@ _BY_GROUP = {
     (ApiKey.DESCRIBE_GROUPS, "groups"),
     (ApiKey.DELETE_GROUPS, "results"),
     (ApiKey.OFFSET_FETCH, "groups"),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, "groups"),
 }
+
+
+_MEMBER_LISTS = (ApiKey.JOIN_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE)
+_KIP848 = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 
 
 def normalise(answer: Answer, run: Run, topic_ids: dict[str, str]) -> dict:
     """``answer``'s body with every server-made value replaced (see the module docstring);
-    ``topic_ids`` ({id: alias}) is filled in as topic ids are first seen."""
-    own_groups = set(run.names.values())
+    ``topic_ids`` ({id: alias}) is filled in as topic ids are first seen, after those the run
+    learnt from Metadata (``Run.topic_ids``)."""
+    own_groups = {run.names[g] for g in GROUPS}
 
     def topic_alias(topic_id: str, topic: str | None) -> str:
         """ "id-of-<topic>" for the first id seen with that name, "id-of-<topic>#2" for a
         second, so a topic whose id changes between answers shows as a difference."""
+        if topic_id not in topic_ids and topic_id in run.topic_ids:
+            topic_ids[topic_id] = run.topic_ids[topic_id]
         if topic_id not in topic_ids:
             taken = set(topic_ids.values())
             alias = f"id-of-{topic}"
@@ -324,8 +439,13 @@ def normalise(answer: Answer, run: Run, topic_ids: dict[str, str]) -> dict:
             return out
         if isinstance(value, list):
             items = [walk(v) for v in value]
-            if key == "members" and answer.api in (ApiKey.JOIN_GROUP, ApiKey.DESCRIBE_GROUPS):
+            if key == "members" and answer.api in _MEMBER_LISTS:
                 items.sort(key=lambda m: str(m.get("member_id")))
+            # KIP-848 assignments are sets: partitions and topics in any order.
+            if answer.api in _KIP848 and key == "partitions":
+                items.sort()
+            if answer.api in _KIP848 and key in ("topic_partitions", "topics"):
+                items.sort(key=lambda t: str(t.get("topic_id")))
             if answer.api == ApiKey.OFFSET_FETCH and key in ("topics", "partitions"):
                 items.sort(key=lambda t: (t.get("name", ""), t.get("partition_index", 0)))
             if (answer.api, key) in _BY_GROUP:

@@ -222,6 +222,14 @@ def broker_properties(
         # KIP-848 members rebalance through heartbeats: the default 5 s interval is slow.
         "group.consumer.min.heartbeat.interval.ms": "500",
         "group.consumer.heartbeat.interval.ms": "500",
+        # Kafka 4.3 batches consumer-group assignments (KIP-1263: at most one assignor run a
+        # second, on a background thread); groupcoord assigns in the heartbeat that changed
+        # the group, as Kafka did before: interval 0 and no offload make Kafka do the same.
+        "group.consumer.assignment.interval.ms": "0",
+        "group.consumer.assignor.offload.enable": "false",
+        # Kafka's default, as groupcoord's (CoordinatorConfig.consumer_group_migration_policy):
+        # classic groups upgrade and consumer groups downgrade online.
+        "group.consumer.migration.policy": "bidirectional",
         "num.network.threads": "2",
         "num.io.threads": "2",
         "background.threads": "2",

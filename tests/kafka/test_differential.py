@@ -9,6 +9,11 @@ announce in ApiVersions, "old" to an older version that still has the scenario's
 "oldest" to the lowest version both announce. A request a server refuses to read is answered
 by closing the connection, and that is compared too.
 
+The KIP-848 scenarios (``CONSUMER_SCENARIOS``: ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+OffsetCommit with member epochs) run at the "latest" profile only: the two versions of each of
+their APIs differ in who names a new member (v0 the coordinator, v1 the client), and these
+scenarios' members name themselves. Assignments in their answers are compared as sets.
+
 Answers are normalised (member ids become the scenario member's name, topic ids their topic's
 name; throttle times, node ids, hosts and ports are dropped: ``differential.normalise``), and
 any remaining difference fails the test, naming the step, the field path and both values,
@@ -37,8 +42,11 @@ from tests.kafka.diff_steps import (
     G2,
     G3,
     SHORT_REBALANCE_MS,
+    T2,
     T,
     commit,
+    consumer_describe,
+    consumer_heartbeat,
     create_topics,
     delete_groups,
     describe,
@@ -55,15 +63,19 @@ from tests.kafka.diff_steps import (
 )
 from tests.kafka.differential import (
     GROUPS,
+    PROBE_GROUP,
     TOPICS,
     Await,
     Pause,
     Run,
+    WaitForAssignable,
     WaitForTopics,
     assignment,
     differences,
+    epoch,
     error_codes,
     generation,
+    new_member_id,
     normalise,
     subscription,
 )
@@ -324,6 +336,136 @@ SCENARIOS = {
     ],
 }
 
+# KIP-848 scenarios (ConsumerGroupHeartbeat, ConsumerGroupDescribe): each heartbeat carries the
+# member's id, epoch and owned partitions as its client would (diff_steps.consumer_heartbeat).
+CONSUMER_SETUP = [*SETUP, WaitForAssignable("admin")]
+CONSUMER_SCENARIOS = {
+    "consumer_join_revoke_fence": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: first join", "a"),
+        consumer_heartbeat("a: heartbeat", "a"),
+        consumer_heartbeat("b: first join", "b"),
+        consumer_heartbeat("a: heartbeat, told to revoke", "a"),
+        consumer_heartbeat("b: heartbeat while a still owns its partition", "b"),
+        consumer_describe("describe while a revokes", "G"),
+        consumer_heartbeat("a: acknowledges the revocation", "a"),
+        consumer_heartbeat("b: heartbeat, given its partition", "b"),
+        consumer_heartbeat("a: heartbeat at a later epoch", "a", member_epoch=epoch(plus=1)),
+        consumer_heartbeat("a: heartbeat at an older epoch", "a", member_epoch=epoch(plus=-2)),
+        consumer_heartbeat(
+            "unknown member heartbeats", "x", member_id=new_member_id(), member_epoch=3
+        ),
+        commit(
+            "a: commits at its epoch",
+            "a",
+            {"T": {0: 5, 1: 6}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        commit(
+            "a: commits at an epoch before its partitions were assigned",
+            "a",
+            {"T": {0: 7, 1: 7}},
+            generation_id_or_member_epoch=epoch(plus=-2),
+        ),
+        commit(
+            "a: commits at a later epoch",
+            "a",
+            {"T": {0: 8}},
+            generation_id_or_member_epoch=epoch(plus=1),
+        ),
+        fetch("fetch the committed offsets", {"G": None}),
+        consumer_describe("describe two stable members and an unknown group", "G", "G2"),
+        consumer_heartbeat("a: leaves", "a", member_epoch=-1),
+        consumer_heartbeat("a: heartbeat after leaving", "a"),
+        consumer_heartbeat("b: heartbeat after a left", "b"),
+        consumer_heartbeat("b: acknowledges", "b"),
+        consumer_describe("describe b alone", "G"),
+        list_groups("list consumer-protocol groups", types=["consumer"]),
+    ],
+    # KIP-1251 (Kafka 4.3): a's partitions keep the epoch they were assigned at when a moves on.
+    "consumer_commit_epochs": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: first join", "a"),
+        consumer_heartbeat("b: joins, subscribed to T2 only", "b", subscribed_topic_names=[T2]),
+        consumer_heartbeat("a: heartbeat, to the new epoch", "a"),
+        commit(
+            "a: commits at an epoch before its partitions were assigned",
+            "a",
+            {"T": {0: 5}},
+            generation_id_or_member_epoch=epoch(plus=-2),
+        ),
+        commit(
+            "b: commits a partition of a's at its epoch",
+            "b",
+            {"T": {0: 5}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        commit(
+            "a: commits at its previous epoch, its partitions' assignment epoch",
+            "a",
+            {"T": {0: 6, 1: 6}},
+            generation_id_or_member_epoch=epoch(plus=-1),
+        ),
+        commit(
+            "a: commits at its epoch",
+            "a",
+            {"T": {0: 7, 1: 7}},
+            generation_id_or_member_epoch=epoch(),
+        ),
+        fetch("fetch the committed offsets", {"G": None}),
+    ],
+    # Online migration: a consumer-protocol member joins a classic group, whose classic member
+    # goes on through JoinGroup/SyncGroup/Heartbeat; when it leaves, the group is classic again.
+    "consumer_upgrade_and_downgrade": [
+        *CONSUMER_SETUP,
+        *stable_group_of_a(),
+        commit("a: commits", "a", {"T": {0: 5}}),
+        consumer_heartbeat("b: joins the classic group", "b"),
+        describe("describe the upgraded group", "G"),
+        consumer_describe("consumer-describe the upgraded group", "G"),
+        list_groups("list consumer-protocol groups", types=["consumer"]),
+        heartbeat("a: classic heartbeat", "a"),
+        join("a: rejoins", "a"),
+        sync("a: syncs", "a"),
+        consumer_heartbeat("b: heartbeat", "b"),
+        heartbeat("a: heartbeat again", "a"),
+        commit("a: commits in the consumer group", "a", {"T": {0: 6}}),
+        consumer_describe("consumer-describe a and b", "G"),
+        consumer_heartbeat("b: leaves", "b", member_epoch=-1),
+        describe("describe after b left", "G"),
+        list_groups("list classic groups", types=["classic"]),
+        heartbeat("a: heartbeat after the downgrade", "a"),
+        join("a: rejoins the classic group", "a"),
+        fetch("fetch the committed offsets", {"G": None}),
+    ],
+    "consumer_static_and_invalid": [
+        *CONSUMER_SETUP,
+        consumer_heartbeat("a: static first join", "a", instance_id="i-1"),
+        consumer_heartbeat("a: heartbeat", "a", instance_id="i-1"),
+        consumer_heartbeat("a2: joins with a's instance id while a is in", "a2", instance_id="i-1"),
+        consumer_heartbeat("a: static leave", "a", instance_id="i-1", member_epoch=-2),
+        consumer_describe("describe after the static leave", "G"),
+        consumer_heartbeat("a2: joins with a's instance id after it left", "a2", instance_id="i-1"),
+        consumer_heartbeat("a: heartbeat after being replaced", "a", instance_id="i-1"),
+        consumer_heartbeat("a2: heartbeat", "a2", instance_id="i-1"),
+        consumer_heartbeat("b: joins", "b"),
+        consumer_heartbeat("b: leaves", "b", member_epoch=-1),
+        consumer_heartbeat("b: heartbeat after leaving", "b"),
+        consumer_heartbeat("join without a subscription", "x", subscribed_topic_names=None),
+        consumer_heartbeat("join without owned partitions", "x", topic_partitions=None),
+        consumer_heartbeat("empty member id", "x", member_id=""),
+        consumer_heartbeat("member epoch -3", "x", member_epoch=-3),
+        consumer_heartbeat("empty group id", "x", group_id=""),
+        consumer_heartbeat("static leave without an instance id", "x", member_epoch=-2),
+        consumer_heartbeat("unsupported assignor", "x", server_assignor="no-such-assignor"),
+        consumer_heartbeat(
+            "invalid regex", "x", subscribed_topic_names=None, subscribed_topic_regex="t("
+        ),
+        join("c: classic first join", "c", group="G3"),
+        join("c: classic join with its id", "c", group="G3"),
+        consumer_describe("describe G, a classic group and an unknown one", "G", "G3", "G2"),
+    ],
+}
 
 # What each scenario is for: error codes Kafka's answers must include, so that a scenario that
 # stopped reaching its paths (a typo, a changed default) fails instead of comparing nothing.
@@ -342,6 +484,24 @@ EXPECTED_KAFKA_ERRORS = {
     "rebalance_timeout": {"unknown_member_id"},
     "static_members": {"fenced_instance_id", "unknown_member_id"},
     "sync_timeout": {"unknown_member_id"},
+    "consumer_join_revoke_fence": {
+        "fenced_member_epoch",
+        "unknown_member_id",
+        "stale_member_epoch",
+        "group_id_not_found",
+    },
+    "consumer_commit_epochs": {"stale_member_epoch"},
+    "consumer_upgrade_and_downgrade": {"rebalance_in_progress"},
+    "consumer_static_and_invalid": {
+        "unreleased_instance_id",
+        "fenced_instance_id",
+        "unknown_member_id",
+        "invalid_request",
+        "unsupported_assignor",
+        "invalid_regular_expression",
+        "group_id_not_found",
+        "member_id_required",
+    },
     "invalid_requests": {
         "invalid_session_timeout",
         "invalid_group_id",
@@ -422,6 +582,15 @@ DELIBERATE_DIFFERENCES = [
         "Outside Stable, DescribeGroups shows members without metadata and without their "
         "assignment, as the spec (§2.9) and Kafka's coordinator before 4.0 do; Kafka 4's "
         "coordinator still shows each member's last assignment there.",
+    ),
+    Difference(
+        ApiKey.OFFSET_COMMIT,
+        r"\.topics\[\d+\]\.partitions\[\d+\]\.error_code",
+        lambda kafka, groupcoord: (kafka, groupcoord) == ("none", "stale_member_epoch"),
+        "A KIP-848 member's commit must carry its current member epoch (KIP-848's rule): "
+        "groupcoord does not keep the epoch each partition was assigned at, which Kafka 4.3 "
+        "(KIP-1251) uses to also accept an older epoch for partitions held since then. The "
+        "client refreshes its epoch with its next heartbeat and commits again.",
     ),
     Difference(
         ApiKey.JOIN_GROUP,
@@ -521,7 +690,8 @@ def run_names() -> dict[str, str]:
     partition = partition_for("", GROUPCOORD_PARTITIONS)
     candidates = (f"diff-{token}-group-{n}" for n in itertools.count())
     groups = (g for g in candidates if partition_for(g, GROUPCOORD_PARTITIONS) == partition)
-    return names | dict(zip(GROUPS, itertools.islice(groups, len(GROUPS)), strict=True))
+    placeholders = (*GROUPS, PROBE_GROUP)
+    return names | dict(zip(placeholders, itertools.islice(groups, len(placeholders)), strict=True))
 
 
 def test_groupcoord_versions_are_within_kafkas(announced):
@@ -536,14 +706,14 @@ def test_groupcoord_versions_are_within_kafkas(announced):
 
 
 def play_and_compare(
-    scenario: str, versions: dict[ApiKey, int], servers
+    steps: list, versions: dict[ApiKey, int], servers
 ) -> tuple[list[str], set[str]]:
-    """Play ``scenario`` against both servers at once: every difference that is not
+    """Play a scenario's ``steps`` against both servers at once: every difference that is not
     deliberate, and the error codes of Kafka's answers."""
     names = run_names()
     runs = {server: Run(address, versions, names) for server, address in servers.items()}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        played = {s: pool.submit(run.play, SCENARIOS[scenario]) for s, run in runs.items()}
+        played = {s: pool.submit(run.play, steps) for s, run in runs.items()}
         answers = {s: future.result() for s, future in played.items()}
     topic_ids: dict[str, dict[str, str]] = {"kafka": {}, "groupcoord": {}}
     found = []
@@ -566,10 +736,35 @@ def play_and_compare(
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_same_answers_as_kafka(scenario, profile, servers, announced):
-    found, kafka_errors = play_and_compare(scenario, profile_versions(profile, announced), servers)
+    found, kafka_errors = play_and_compare(
+        SCENARIOS[scenario], profile_versions(profile, announced), servers
+    )
     assert not found, "groupcoord answered differently from Kafka:\n" + "\n".join(found)
     # The lowest versions lack what some scenarios are about (MEMBER_ID_REQUIRED is v4+,
     # static members v5+): their answers are compared, their errors not expected.
     if profile != "oldest":
         missing = EXPECTED_KAFKA_ERRORS[scenario] - kafka_errors
         assert not missing, f"Kafka never answered {sorted(missing)}: the scenario misses them"
+
+
+def consumer_versions(announced) -> dict[ApiKey, int]:
+    """The "latest" profile with KIP-848's APIs at the highest version both servers speak."""
+    versions = profile_versions("latest", announced)
+    for api in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):
+        versions[api] = min(announced["kafka"][api][1], announced["groupcoord"][api][1])
+    return versions
+
+
+@pytest.mark.parametrize("scenario", sorted(CONSUMER_SCENARIOS))
+def test_consumer_groups_same_answers_as_kafka(scenario, servers, announced):
+    """The KIP-848 scenarios: joins, revocation and its acknowledgement, fenced and unknown
+    members, leaves (-1, static -2) and a static rejoin, invalid heartbeats, describes and
+    epoch-checked commits."""
+    found, kafka_errors = play_and_compare(
+        CONSUMER_SCENARIOS[scenario], consumer_versions(announced), servers
+    )
+    assert not found, "groupcoord answered differently from Kafka:\n" + "\n".join(found)
+    missing = EXPECTED_KAFKA_ERRORS[scenario] - kafka_errors
+    assert not missing, (
+        f"Kafka never answered {sorted(missing)}: the scenario misses them ({sorted(kafka_errors)})"
+    )

@@ -8,9 +8,17 @@ import uuid
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
-from groupcoord.coordinator import CoordinatorConfig, SequentialIds, Shard
+from groupcoord.coordinator import (
+    CoordinatorConfig,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    SequentialIds,
+    Shard,
+)
+from groupcoord.coordinator.consumer_protocol import Subscription, encode_subscription
 from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, apis
 from groupcoord.wire.consumer_groups import (
+    CLASSIC_MEMBER_TYPE,
     CONSUMER_MEMBER_TYPE,
     consumer_describe_from_core,
     consumer_describe_to_core,
@@ -85,7 +93,7 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
     )
     assert first.error_code == ErrorCode.none
     assert first.member_id == "member-a"
-    assert first.member_epoch == 1
+    assert first.member_epoch == 2
     assert first.heartbeat_interval.total_seconds() == 0.5
     assert owned(first) == {TOPIC_IDS["orders"]: {0, 1, 2, 3}, TOPIC_IDS["payments"]: {0, 1}}
 
@@ -94,7 +102,7 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
     steady = client.heartbeat(
         1,
         "member-a",
-        1,
+        2,
         subscribed_topic_names=("orders", "payments"),
         topic_partitions=(
             {"topic_id": TOPIC_IDS["orders"], "partitions": (0, 1, 2, 3)},
@@ -103,30 +111,30 @@ def test_v1_join_gets_the_catalogs_topic_ids_and_a_second_member_shares():
         ),
     )
     assert steady.error_code == ErrorCode.none
-    assert steady.member_epoch == 1
+    assert steady.member_epoch == 2
 
     second = client.heartbeat(
         1, "member-b", 0, subscribed_topic_names=("orders", "payments"), topic_partitions=()
     )
     assert second.error_code == ErrorCode.none
-    assert second.member_epoch == 2
+    assert second.member_epoch == 3
     # member-a must revoke first: member-b gets nothing that member-a still owns.
     assert owned(second) == {}
 
-    revoke = client.heartbeat(1, "member-a", 1)
+    revoke = client.heartbeat(1, "member-a", 2)
     kept = owned(revoke)
     assert sum(len(p) for p in kept.values()) == 3
     acked = client.heartbeat(
         1,
         "member-a",
-        1,
+        2,
         topic_partitions=tuple(
             {"topic_id": topic_id, "partitions": tuple(sorted(parts))}
             for topic_id, parts in kept.items()
         ),
     )
-    assert acked.member_epoch == 2
-    given = owned(client.heartbeat(1, "member-b", 2, topic_partitions=()))
+    assert acked.member_epoch == 3
+    given = owned(client.heartbeat(1, "member-b", 3, topic_partitions=()))
     for topic_id, count in ((TOPIC_IDS["orders"], 4), (TOPIC_IDS["payments"], 2)):
         mine, theirs = kept.get(topic_id, set()), given.get(topic_id, set())
         assert not mine & theirs and mine | theirs == set(range(count)), (kept, given)
@@ -156,7 +164,7 @@ def test_describe_names_topics_by_id_and_name_and_v1_the_member_type():
         )
         described, missing = answer.groups
         assert described.error_code == ErrorCode.none
-        assert (described.group_epoch, described.assignment_epoch) == (1, 1)
+        assert (described.group_epoch, described.assignment_epoch) == (2, 2)
         assert described.assignor_name == "uniform"
         (member,) = described.members
         assert member.member_id == "member-a"
@@ -172,3 +180,27 @@ def test_describe_names_topics_by_id_and_name_and_v1_the_member_type():
         if version == 1:
             assert member.member_type == CONSUMER_MEMBER_TYPE
         assert missing.error_code == ErrorCode.group_id_not_found
+
+
+def test_v1_describe_names_a_classic_member_in_a_consumer_group_classic():
+    client = Client()
+    client.heartbeat(1, "member-a", 0, subscribed_topic_names=("payments",), topic_partitions=())
+    # A classic consumer joins the consumer group (JoinGroup, served inside it).
+    subscription = encode_subscription(Subscription(("payments",), None, ()))
+    join = JoinGroupRequest(
+        GROUP,
+        "",
+        "consumer",
+        [JoinGroupRequestProtocol("range", subscription)],
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        require_known_member_id=False,
+    )
+    client.shard.handle(client.now, "join", join)
+    answer = client.call(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, 1, group_ids=(GROUP,), include_authorized_operations=False
+    )
+    (described,) = answer.groups
+    types = {m.member_id: m.member_type for m in described.members}
+    assert len(types) == 2 and types.pop("member-a") == CONSUMER_MEMBER_TYPE
+    assert list(types.values()) == [CLASSIC_MEMBER_TYPE]
