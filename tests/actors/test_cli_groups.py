@@ -257,7 +257,7 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
         code, out, _ = run(capsys, "--describe", "--group", group_id, "--state")
         header, row = out.split("\n")[:2]
         assert header.split()[-4:] == ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-        assert row.split()[-6:] == ["uniform", "Stable", "consumer", "1", "1", "1"]
+        assert row.split()[-6:] == ["uniform", "Stable", "consumer", "2", "2", "1"]
         code, out, _ = run(capsys, "--describe", "--group", group_id, "--members")
         header, row = out.split("\n")[:2]
         assert header.split() == [
@@ -277,9 +277,9 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
             "-",
             "kc",
             "2",
-            "1",
+            "2",
             "cli-k:0,1",
-            "1",
+            "2",
             "cli-k:0,1",
         ]
         # JSON: the same facts; a classic group's epochs and target assignment are null.
@@ -287,14 +287,14 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
         consumer, classic = document["groups"]
         assert (consumer["group_type"], consumer["generation"], consumer["assignment_epoch"]) == (
             "consumer",
-            1,
-            1,
+            2,
+            2,
         )
         assert (classic["group_type"], classic["assignment_epoch"]) == ("classic", None)
         mine, theirs = document["members"]
         both = [{"topic": "cli-k", "partition": 0}, {"topic": "cli-k", "partition": 1}]
         assert (mine["member_epoch"], mine["assignment"], mine["target_assignment"]) == (
-            1,
+            2,
             both,
             both,
         )
