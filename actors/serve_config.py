@@ -65,6 +65,10 @@ COORDINATOR_HELP = {
     "consumer_group_heartbeat_interval_ms": ("KIP-848 consumer groups: heartbeat interval", "ms"),
     "consumer_group_max_size": ("KIP-848 consumer groups: members per group", "members"),
     "consumer_group_assignors": ("KIP-848 server-side assignors; the first is the default", ""),
+    "consumer_group_assignment_interval_ms": (
+        "KIP-848 consumer groups: least time between target assignments (0: every change)",
+        "ms",
+    ),
     "offsets_cleanup_max_offsets_per_turn": (
         "offsets the retention cleanup examines per timer turn",
         "offsets",

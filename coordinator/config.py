@@ -67,6 +67,11 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # Kafka's group.consumer.migration.policy: whether a classic group may become a consumer
     # group ("upgrade"), a consumer group a classic one ("downgrade"), both, or neither.
     consumer_group_migration_policy: str = "bidirectional"
+    # Kafka 4.3's group.consumer.assignment.interval.ms (KIP-1263): a group's target assignment
+    # is recomputed at most once per interval, by the first heartbeat after it, so members that
+    # join together cost one assignor run. 0 (the default here; Kafka's is 1,000): in the
+    # heartbeat that changed the group, as Kafka did before 4.3.
+    consumer_group_assignment_interval_ms: int = 0
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -101,7 +106,11 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(
                     f"CoordinatorConfig.{name} must be >= 1, got {getattr(self, name)}"
                 )
-        for name in ("group_initial_rebalance_delay_ms", "offset_metadata_max_bytes"):
+        for name in (
+            "group_initial_rebalance_delay_ms",
+            "offset_metadata_max_bytes",
+            "consumer_group_assignment_interval_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(
                     f"CoordinatorConfig.{name} must be >= 0, got {getattr(self, name)}"

@@ -161,8 +161,7 @@ class ConsumerClassicMixin:
             self._emit_consumer(record.key, subscription)
         if new_member or subscription.subscribed_topic_names != old.subscribed_topic_names:
             self._refresh_partition_metadata(group, bump=True)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group)
+        self._maybe_update_target_assignment(group)
         self._reconcile_member(group, group.members[member_id], owned)
         member = group.members[member_id]
         self._arm(("consumer-session", group_id, member_id), req.session_timeout_ms)

@@ -94,9 +94,12 @@ def subscribed_topics(
 
 
 class ConsumerGroup:
-    """See the module docstring. Only ``apply`` writes these fields."""
+    """See the module docstring. Only ``apply`` writes these fields, but ``assigned_at_ms``:
+    when the shard last computed the target assignment (memory only, never replayed: a loaded
+    group may assign at once)."""
 
     __slots__ = (
+        "assigned_at_ms",
         "assignment_epoch",
         "group_epoch",
         "group_id",
@@ -116,6 +119,7 @@ class ConsumerGroup:
         self.target: dict[str, Partitions] = {}
         self.owners: dict[tuple[str, int], str] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.assigned_at_ms: int | None = None
 
     # -- views ------------------------------------------------------------------------------
 

@@ -322,8 +322,7 @@ class ConsumerHeartbeatMixin:
             self._emit_consumer(ConsumerGroupMemberMetadataKey(group_id, member_id), subscription)
         if bump:
             self._refresh_partition_metadata(group, bump=True)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group)
+        self._maybe_update_target_assignment(group)
         member = group.members[member_id]
         self._reconcile_member(group, member, _owned(req))
         member = group.members[member_id]
@@ -392,6 +391,20 @@ class ConsumerHeartbeatMixin:
             ConsumerGroupCurrentMemberAssignmentKey(group_id, new.member_id),
             assignment_value(new.assignment),
         )
+
+    def _maybe_update_target_assignment(self, group: ConsumerGroup) -> None:
+        """The target assignment at the group epoch, once the group epoch moved past it, and
+        at most once per ``consumer_group_assignment_interval_ms`` (Kafka 4.3, KIP-1263):
+        until then the group stays Assigning and its members reconcile towards the old
+        target, so members that join together cost one assignor run, not one each."""
+        if group.group_epoch <= group.assignment_epoch:
+            return
+        interval_ms = self.config.consumer_group_assignment_interval_ms
+        last_ms = group.assigned_at_ms
+        if interval_ms and last_ms is not None and self._now - last_ms < interval_ms:
+            return
+        self._update_target_assignment(group)
+        group.assigned_at_ms = self._now
 
     def _update_target_assignment(self, group: ConsumerGroup) -> None:
         """The assignor's answer at the group epoch: a record per member whose target changed

@@ -76,9 +76,16 @@ class Consumer:
 
 
 class ConsumerSimulation:
-    def __init__(self, seed: int, consumers: int = 8, check_replay_every: int = 50) -> None:
+    def __init__(
+        self,
+        seed: int,
+        consumers: int = 8,
+        check_replay_every: int = 50,
+        assignment_interval_ms: int = 0,
+    ) -> None:
         self.rng = random.Random(seed)
         self.config = CoordinatorConfig(
+            consumer_group_assignment_interval_ms=assignment_interval_ms,
             consumer_group_session_timeout_ms=5_000,
             consumer_group_heartbeat_interval_ms=500,
             consumer_group_max_size=6,

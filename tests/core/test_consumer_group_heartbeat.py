@@ -104,6 +104,31 @@ def test_new_member_triggers_rebalance_with_revocation_before_assignment():
     assert h.group().state.value == "Stable"
 
 
+def test_assignment_interval_batches_joins_into_one_assignor_run():
+    # Kafka 4.3 (KIP-1263): the target is recomputed at most once per interval, by the first
+    # heartbeat after it; the group is Assigning meanwhile.
+    h = ConsumerHarness(consumer_group_assignment_interval_ms=1_000)
+    h.subscribe("m1")  # the group's first target: at once
+    start = len(h.records)
+    r2, r3 = h.subscribe("m2"), h.subscribe("m3")
+    assert (r2.member_epoch, r3.member_epoch) == (2, 2)  # the old target's epoch: nothing yet
+    assert as_dict(r2.assignment) == as_dict(r3.assignment) == {}
+    group = h.group()
+    assert (group.group_epoch, group.assignment_epoch, group.state.value) == (4, 2, "Assigning")
+    assert ConsumerGroupTargetAssignmentMetadataKey not in record_keys(h, start)
+    h.now += 999
+    assert h.hb("m1", 2, owned=ALL).member_epoch == 2 and h.group().assignment_epoch == 2
+    h.now += 1
+    # One assignor run for both joins: one target per member, one target epoch.
+    start = len(h.records)
+    r1 = h.hb("m1", 2, owned=ALL)
+    keys = record_keys(h, start)
+    assert keys.count(ConsumerGroupTargetAssignmentMetadataKey) == 1
+    assert keys.count(ConsumerGroupTargetAssignmentMemberKey) == 3
+    assert h.group().assignment_epoch == 4
+    assert sum(len(p) for p in as_dict(r1.assignment).values()) == 3  # keeps a third, revokes
+
+
 def test_member_leaves_and_bumps_the_group_epoch():
     h = ConsumerHarness()
     h.subscribe("m1")

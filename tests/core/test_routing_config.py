@@ -47,6 +47,7 @@ def test_retention_minutes_do_not_overflow():
         ("max_parked_requests", -1),
         ("group_initial_rebalance_delay_ms", -1),
         ("offset_metadata_max_bytes", 1.5),
+        ("consumer_group_assignment_interval_ms", -1),
     ],
 )
 def test_invalid_config_names_the_field(field, value):

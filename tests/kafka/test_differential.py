@@ -520,7 +520,7 @@ EXPECTED_KAFKA_ERRORS = {
 class Difference:
     """A deliberate difference: in answers to ``api`` (None: any) at a field path matching
     ``path`` (a regular expression), where ``when(kafka_value, groupcoord_value)`` holds,
-    groupcoord answers differently from Kafka, for ``reason`` (DESIGN.md, "Deliberate
+    groupcoord answers differently from Kafka, for ``reason`` (README.md, "Deliberate
     differences from Kafka")."""
 
     api: ApiKey | None
