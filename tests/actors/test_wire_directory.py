@@ -65,12 +65,16 @@ def test_a_refresh_answered_before_a_publish_does_not_undo_it():
 
 
 def test_addresses_are_always_taken_and_newer_catalogs_replace_older():
-    partition = runtime()
-    listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None)
-    listener.adopt(AFTER)
-    moved = Node(1, "127.0.0.1", 10)
-    listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, 1))
-    assert listener.directory.nodes[1] == moved and listener.directory.topics == {"created": 4}
-    listener.adopt(WireDirectory({0: NODE}, {"created": 4, "other": 1}, 3))
-    assert listener.directory.topics == {"created": 4, "other": 1}
-    assert partition.catalog_version == 3
+    async def scenario():  # the runtime lives on an event loop (it aims its timer there)
+        partition = runtime()
+        listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None)
+        listener.adopt(AFTER)
+        moved = Node(1, "127.0.0.1", 10)
+        listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, 1))
+        assert listener.directory.nodes[1] == moved
+        assert listener.directory.topics == {"created": 4}
+        listener.adopt(WireDirectory({0: NODE}, {"created": 4, "other": 1}, 3))
+        assert listener.directory.topics == {"created": 4, "other": 1}
+        assert partition.catalog_version == 3
+
+    asyncio.run(scenario())
