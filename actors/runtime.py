@@ -37,9 +37,12 @@ The Shard decides; this class does the I/O around it, on one event loop:
 * **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
   answers from two incarnations can never be confused.
 
-The log is injected (``open_log()`` returns an object with ``epoch``, ``load_into(shard,
-progress)``, ``append(records) -> end_offset``, ``maybe_snapshot(shard)`` and ``close()``), as
-are the clock and the member-id source, so the runtime is testable without Ray or a disk.
+The log is injected (``open_log()`` returns an object with ``epoch``, ``append_may_block``,
+``load_into(shard, progress)``, ``append(records) -> end_offset``, ``maybe_snapshot(shard)`` and
+``close()``), as are the clock and the member-id source, so the runtime is testable without Ray
+or a disk. An append that may block (it waits for an fsync) runs on the log's thread; one that
+may not (fsync policy ``never``: a write into the page cache) runs on the event loop, which is
+cheaper than the hop to that thread and back.
 """
 
 from __future__ import annotations
@@ -390,7 +393,10 @@ class PartitionRuntime:
             batch, self._queued = self._queued, []
             started = time.perf_counter()
             try:
-                await loop.run_in_executor(self._io, self._log.append, batch)
+                if not self._log.append_may_block:  # see the module docstring
+                    self._log.append(batch)
+                else:
+                    await loop.run_in_executor(self._io, self._log.append, batch)
             except Exception as exc:
                 self._fail(exc)
                 return

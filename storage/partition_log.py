@@ -365,6 +365,13 @@ class PartitionLog:
 
     # -- appending -----------------------------------------------------------------------------
 
+    @property
+    def append_may_block(self) -> bool:
+        """Whether ``append`` can wait for an fsync: its own (policy "always") or the interval
+        flusher's, which holds the write lock while it syncs. With "never" it only writes into
+        the page cache (and fsyncs once per ``segment_bytes``, when the segment rolls)."""
+        return self.config.fsync_policy != "never"
+
     def append(self, records: list[Record]) -> int:
         """Make ``records`` durable (per the fsync policy) in one write; returns the end offset."""
         self._check_usable()

@@ -10,6 +10,8 @@ import threading
 
 
 class MemoryLog:
+    append_may_block = True  # its appends wait on ``gate``: a slow fsync, when a test holds it
+
     def __init__(self, store: list, epoch: int = 1) -> None:
         self.store = store
         self.epoch = epoch
@@ -20,6 +22,7 @@ class MemoryLog:
         self.fail_appends: BaseException | None = None
         self.fail_load: BaseException | None = None
         self.appends: list[int] = []  # batch sizes, one per append (= one fsync)
+        self.append_threads: list[threading.Thread] = []  # the thread of each append
         self.snapshots = 0
         self.closed = False
 
@@ -37,6 +40,7 @@ class MemoryLog:
             raise self.fail_appends
         self.store.extend(records)
         self.appends.append(len(records))
+        self.append_threads.append(threading.current_thread())
         return len(self.store)
 
     def maybe_snapshot(self, shard) -> None:

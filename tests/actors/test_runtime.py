@@ -122,6 +122,24 @@ def test_concurrent_commits_share_appends_and_wait_for_durability():
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("may_block", [True, False])
+def test_an_append_that_cannot_block_runs_on_the_event_loop(may_block, monkeypatch):
+    # fsync "never" (PartitionLog.append_may_block False): the write runs on the loop, not the
+    # log's thread; an append that may wait for an fsync never blocks the loop.
+    monkeypatch.setattr(MemoryLog, "append_may_block", may_block)
+
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        response = await runtime.handle(commit("g", 1))
+        assert response.partitions[0].error == Errors.NONE
+        on_loop = [t is threading.current_thread() for t in logs[0].append_threads]
+        assert on_loop == [not may_block]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
 def test_read_after_unacknowledged_write_waits_for_it():
     async def scenario():
         runtime, logs = make()

@@ -163,3 +163,20 @@ def test_with_policy_never_lock_free_readers_get_only_what_was_synced(tmp_path):
     assert durable_end_offset(path) == end  # close syncs
     with open_partition_log(path, config) as log:
         assert loaded_state(log)[0] == state_of(records_between(0, end))
+
+
+def test_only_policy_never_appends_without_waiting_for_an_fsync(tmp_path, monkeypatch):
+    # The runtime writes on its event loop when append_may_block is False: no append of that
+    # log may fsync, but the one that rolls the segment.
+    fsyncs = []
+    real_fsync = os.fsync
+    for policy in ("always", "interval", "never"):
+        config = LogConfig(fsync_policy=policy, snapshot_every_records=0, snapshot_every_bytes=0)
+        with open_partition_log(str(tmp_path / policy), config) as log:
+            log.load_into(Shard(0, 1))
+            monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+            log.append(records_between(0, 5))
+            monkeypatch.undo()
+            assert log.append_may_block == (policy != "never")
+            assert bool(fsyncs) == (policy == "always")
+            fsyncs.clear()
