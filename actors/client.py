@@ -64,8 +64,6 @@ from groupcoord.coordinator import (
     JoinGroupRequestProtocol,
     LeaveGroupRequest,
     MemberIdentity,
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
     SyncGroupRequest,
     SyncGroupRequestAssignment,
 )
@@ -373,22 +371,8 @@ class ClassicGroupMember(GroupMember, group_protocol="classic"):
                     "or closed); commit again after the rebalance",
                 )
             generation = self.generation_id
-            response = await self.channel.call(
-                OffsetCommitRequest(
-                    self.group_id,
-                    generation,
-                    self.member_id,
-                    [
-                        OffsetCommitRequestPartition(t, p, o, -1, metadata)
-                        for (t, p), o in offsets.items()
-                    ],
-                    self.group_instance_id,
-                )
-            )
+            errors = await self._send_commit(generation, offsets, metadata)
         # Outside the lock: losing the partitions calls the listener, which may commit.
-        errors = {
-            (p.topic, p.partition): p.error for p in response.partitions if p.error != Errors.NONE
-        }
         if not errors:
             return
         error = next(iter(errors.values()))

@@ -59,8 +59,6 @@ from groupcoord.coordinator import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatTopicPartitions,
     Errors,
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
     OffsetFetchRequest,
     TopicPartition,
 )
@@ -264,21 +262,7 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
                     "the member has no member epoch (joining, rejoining after being fenced, or "
                     "closed); commit again once it owns partitions",
                 )
-            response = await self.channel.call(
-                OffsetCommitRequest(
-                    self.group_id,
-                    epoch,
-                    self.member_id,
-                    [
-                        OffsetCommitRequestPartition(t, p, o, -1, metadata)
-                        for (t, p), o in offsets.items()
-                    ],
-                    self.group_instance_id,
-                )
-            )
-        errors = {
-            (p.topic, p.partition): p.error for p in response.partitions if p.error != Errors.NONE
-        }
+            errors = await self._send_commit(epoch, offsets, metadata)
         if not errors:
             return
         error = next(iter(errors.values()))

@@ -25,7 +25,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from groupcoord.coordinator import Errors, OffsetFetchRequest, TopicPartition
+from groupcoord.coordinator import (
+    Errors,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetFetchRequest,
+    TopicPartition,
+)
 
 from .assignment import Partitions, RebalanceListener, call_listener
 from .channel import CoordinatorChannel, CoordinatorUnavailable, RouterHandle
@@ -188,6 +194,27 @@ class GroupMember:
 
     async def _commit(self, offsets: dict[tuple[str, int], int], metadata: str) -> None:
         raise NotImplementedError
+
+    async def _send_commit(
+        self, generation: int, offsets: dict[tuple[str, int], int], metadata: str
+    ) -> dict[tuple[str, int], Errors]:
+        """Commit ``offsets`` as this member at ``generation`` (a classic generation or a
+        member epoch); returns the partitions refused, with their errors."""
+        response = await self.channel.call(
+            OffsetCommitRequest(
+                self.group_id,
+                generation,
+                self.member_id,
+                [
+                    OffsetCommitRequestPartition(t, p, o, -1, metadata)
+                    for (t, p), o in offsets.items()
+                ],
+                self.group_instance_id,
+            )
+        )
+        return {
+            (p.topic, p.partition): p.error for p in response.partitions if p.error != Errors.NONE
+        }
 
     def _loses_on_close(self) -> bool:
         """Whether ``close`` gives the partitions up as lost rather than revoked."""
