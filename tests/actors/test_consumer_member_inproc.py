@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from groupcoord.actors import GroupMember, RebalanceListener
+from groupcoord.actors import GroupMember
 from groupcoord.coordinator import ConsumerGroupHeartbeatResponse, CoordinatorConfig
 
-from .helpers import wait_until
+from .helpers import Tracker, wait_until
 from .inproc import InProcRouter, serving_runtime
 
 CONFIG = CoordinatorConfig(
@@ -18,20 +18,6 @@ CONFIG = CoordinatorConfig(
     consumer_group_heartbeat_interval_ms=50,
 )
 REBALANCE_MS = 60_000  # far longer than the test: a member that never revokes would stall it
-
-
-class Calls(RebalanceListener):
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, frozenset]] = []
-
-    def on_partitions_revoked(self, partitions):
-        self.calls.append(("revoked", partitions))
-
-    def on_partitions_assigned(self, partitions):
-        self.calls.append(("assigned", partitions))
-
-    def on_partitions_lost(self, partitions):
-        self.calls.append(("lost", partitions))
 
 
 def test_a_lost_answer_is_asked_for_again():
@@ -53,7 +39,7 @@ def test_a_lost_answer_is_asked_for_again():
             return response
 
         router = InProcRouter(runtime, tamper=lose_once)
-        a_calls, b_calls = Calls(), Calls()
+        a_calls, b_calls = Tracker(), Tracker()
         options = dict(group_protocol="consumer", rebalance_timeout_ms=REBALANCE_MS)
         a = GroupMember(router, "g", ["t"], listener=a_calls, **options)
         a.start()
