@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import traceback
 from collections.abc import Callable
 
 from groupcoord.actors import AdminClient, Deployment, start, stop
@@ -16,6 +17,10 @@ from tests.actors.helpers import committer, member, no_double_ownership, settled
 TOPIC_PARTITIONS = 4
 PARTITIONS_DEFAULT = 3  # coordinator partitions of the multi-node tests
 MEMBERS_PER_GROUP = 2
+
+
+# A stopped committer ends after its commit in flight, which the channel bounds (60 s).
+COMMITTERS_STOP_S = 90.0
 
 
 def groups_covering(num_partitions: int, prefix: str) -> list[str]:
@@ -83,7 +88,12 @@ async def commit_through(deployment: Deployment, groups: list[str], disrupt) -> 
     await asyncio.to_thread(disrupt)
     await asyncio.sleep(1.0)  # commits reach the new incarnations
     stop_event.set()
-    await asyncio.gather(*tasks)
+    done, stuck = await asyncio.wait(tasks, timeout=COMMITTERS_STOP_S)
+    for task in done:
+        task.result()  # a committer's own failure fails the test
+    if stuck:  # say where each hangs: a commit must be bounded by the channel's timeout
+        stacks = ["".join(traceback.format_stack(t.get_stack()[-1])) for t in stuck]
+        raise AssertionError(f"{len(stuck)} committers still busy: {stacks}")
     everyone = [m for ms in members.values() for m in ms]
     for g, ms in members.items():
         await wait_until(

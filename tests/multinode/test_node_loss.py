@@ -23,6 +23,9 @@ from .scenario import (
     wait_serving,
 )
 
+# A lost node must never hang the suite: each scenario has a few minutes at most.
+pytestmark = pytest.mark.timeout(300)
+
 PARTITIONS = PARTITIONS_DEFAULT
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from pyspark.sql import SparkSession
 
 from groupcoord.spark_export import cli, lake
@@ -17,6 +18,9 @@ from groupcoord.spark_export.schema import OFFSET_COMMITS
 from tests.core.harness import GROUP, GROUP2, GROUP3
 from tests.spark.conftest import CoordinatorRun
 from tests.spark.test_export import _assert_exactly_once
+
+# A lost node must never hang the suite: each scenario has a few minutes at most.
+pytestmark = pytest.mark.timeout(300)
 
 MASTER = "local-cluster[2,1,1024]"  # 2 executors, 1 core and 1024 MiB each
 

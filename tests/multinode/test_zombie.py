@@ -35,6 +35,9 @@ from .scenario import (
     wait_serving,
 )
 
+# A lost node must never hang the suite: each scenario has a few minutes at most.
+pytestmark = pytest.mark.timeout(300)
+
 PARTITIONS = PARTITIONS_DEFAULT
 LOCK_HELD_S = 2.0  # how long the new incarnation is watched waiting for the zombie's lock
 
