@@ -69,6 +69,10 @@ COORDINATOR_HELP = {
         "KIP-848 consumer groups: least time between target assignments (0: every change)",
         "ms",
     ),
+    "consumer_group_unreleased_heartbeat_interval_ms": (
+        "KIP-848 consumer groups: heartbeat interval of a member waiting for released partitions",
+        "ms",
+    ),
     "offsets_cleanup_max_offsets_per_turn": (
         "offsets the retention cleanup examines per timer turn",
         "offsets",

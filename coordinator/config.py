@@ -72,6 +72,12 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # join together cost one assignor run. 0 (the default here; Kafka's is 1,000): in the
     # heartbeat that changed the group, as Kafka did before 4.3.
     consumer_group_assignment_interval_ms: int = 0
+    # Not in Kafka: a member waiting for partitions that others must still release
+    # (``unreleased_partitions``) is told to heartbeat this often (at most the heartbeat
+    # interval), so it takes them soon after they are released instead of a whole interval
+    # later; every other answer gives ``consumer_group_heartbeat_interval_ms``. Set it to the
+    # heartbeat interval for Kafka's behaviour.
+    consumer_group_unreleased_heartbeat_interval_ms: int = 100
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -100,6 +106,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             "consumer_group_session_timeout_ms",
             "consumer_group_heartbeat_interval_ms",
             "consumer_group_max_size",
+            "consumer_group_unreleased_heartbeat_interval_ms",
         )
         for name in positive:
             if getattr(self, name) < 1:

@@ -94,15 +94,18 @@ def subscribed_topics(
 
 
 class ConsumerGroup:
-    """See the module docstring. Only ``apply`` writes these fields, but ``assigned_at_ms``:
-    when the shard last computed the target assignment (memory only, never replayed: a loaded
-    group may assign at once)."""
+    """See the module docstring. Only ``apply`` writes these fields, but two the shard keeps in
+    memory only (never replayed): ``assigned_at_ms``, when it last computed the target
+    assignment (a loaded group may assign at once), and ``heartbeat_due_ms``, when each
+    consumer-protocol member is next expected to heartbeat (the assignor's tie-break:
+    ``server_assignors.MemberSpec``)."""
 
     __slots__ = (
         "assigned_at_ms",
         "assignment_epoch",
         "group_epoch",
         "group_id",
+        "heartbeat_due_ms",
         "members",
         "owners",
         "partition_metadata",
@@ -120,6 +123,7 @@ class ConsumerGroup:
         self.owners: dict[tuple[str, int], str] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.assigned_at_ms: int | None = None
+        self.heartbeat_due_ms: dict[str, int] = {}  # member id -> time
 
     # -- views ------------------------------------------------------------------------------
 
@@ -210,6 +214,7 @@ class ConsumerGroup:
                 del self.static_members[member.instance_id]
 
     def _remove_member(self, member_id: str) -> None:
+        self.heartbeat_due_ms.pop(member_id, None)
         if member_id in self.members:
             self._set_assignment(member_id, MemberAssignment())
             self._forget_instance(self.members.pop(member_id))

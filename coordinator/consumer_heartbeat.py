@@ -16,6 +16,11 @@ Part of ``Shard`` (see shard.py). One heartbeat, in Kafka's order:
    the member must revoke partitions, its rebalance timeout. Both fence the member when they
    fire: its records are tombstoned, its partitions freed, the group epoch bumped.
 
+The answer names the heartbeat interval: ``consumer_group_heartbeat_interval_ms``, or the shorter
+``consumer_group_unreleased_heartbeat_interval_ms`` while the member waits for partitions others
+must release (not in Kafka: it then takes them soon after their release). The shard notes when
+each member is due next, and ``uniform`` takes partitions from those due soonest.
+
 Leaving, fencing, the timers and the topic catalog are in ``consumer_membership``. Until the
 runtime has handed a catalog in, a heartbeat gets COORDINATOR_LOAD_IN_PROGRESS: an empty catalog
 would look like every topic deleted.
@@ -54,7 +59,13 @@ from .consumer_records import (
 )
 from .errors import Errors
 from .group import EMPTY as CLASSIC_EMPTY
-from .reconcile import STABLE, UNREVOKED_PARTITIONS, MemberAssignment, reconcile
+from .reconcile import (
+    STABLE,
+    UNRELEASED_PARTITIONS,
+    UNREVOKED_PARTITIONS,
+    MemberAssignment,
+    reconcile,
+)
 from .record_size import record_bytes
 from .records import GroupMetadataKey, Record
 from .server_assignors import SERVER_ASSIGNORS, AssignmentSpec, MemberSpec
@@ -338,12 +349,18 @@ class ConsumerHeartbeatMixin:
         assignment = None
         if full or member.assignment.assigned != before.assignment.assigned:
             assignment = _response_assignment(member.assignment.assigned)
+        interval_ms = self.config.consumer_group_heartbeat_interval_ms
+        if member.assignment.state == UNRELEASED_PARTITIONS:
+            interval_ms = min(
+                interval_ms, self.config.consumer_group_unreleased_heartbeat_interval_ms
+            )
+        group.heartbeat_due_ms[member_id] = self._now + interval_ms
         return ConsumerGroupHeartbeatResponse(
             Errors.NONE,
             None,
             member_id,
             member.member_epoch,
-            self.config.consumer_group_heartbeat_interval_ms,
+            interval_ms,
             assignment,
         )
 
@@ -418,6 +435,7 @@ class ConsumerHeartbeatMixin:
                     group.target.get(m.member_id, {}),
                     m.subscription.instance_id,
                     m.subscription.rack_id,
+                    group.heartbeat_due_ms.get(m.member_id),
                 )
                 for m in group.members.values()
             },

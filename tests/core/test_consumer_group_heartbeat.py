@@ -104,6 +104,43 @@ def test_new_member_triggers_rebalance_with_revocation_before_assignment():
     assert h.group().state.value == "Stable"
 
 
+@pytest.mark.parametrize("first", ["m1", "m2"])
+def test_a_newcomer_takes_from_the_member_due_first_and_heartbeats_sooner_meanwhile(first):
+    # Not in Kafka (README, "Deliberate differences"): where either old member could give a
+    # partition up, the one due to heartbeat first does; and the newcomer, waiting for it, is
+    # told to heartbeat every consumer_group_unreleased_heartbeat_interval_ms, not every 5 s.
+    h = ConsumerHarness(catalog={"t": 4}, consumer_group_unreleased_heartbeat_interval_ms=200)
+    every = {"t": frozenset(range(4))}
+    h.subscribe("m1", names=["t"])
+    r2 = h.subscribe("m2", names=["t"])
+    assert r2.heartbeat_interval_ms == 200  # waiting for m1's partitions
+    h.hb("m1", 2, owned=every)
+    h.hb("m1", 2, owned=h.group().target["m1"])
+    r2 = h.hb("m2", 3, owned={})
+    assert r2.heartbeat_interval_ms == 5_000 and h.group().state.value == "Stable"
+    second = "m2" if first == "m1" else "m1"
+    owned = {m: h.group().target[m] for m in ("m1", "m2")}
+    h.now += 1_000
+    assert h.hb(first, 3, owned=owned[first]).heartbeat_interval_ms == 5_000
+    h.now += 1_000
+    h.hb(second, 3, owned=owned[second])
+    h.now += 1_000
+    r3 = h.subscribe("m3", names=["t"])
+    assert as_dict(r3.assignment) == {} and r3.heartbeat_interval_ms == 200
+    target = h.group().target
+    assert len(target[first]["t"]) == 1 and target[second] == owned[second]  # first gives
+    assert target["m3"]["t"] <= owned[first]["t"]
+    h.now += 200
+    assert h.hb("m3", 4, owned={}).heartbeat_interval_ms == 200  # still not released
+    r = h.hb(first, 3, owned=owned[first])  # learns: revokes, then says so
+    assert r.heartbeat_interval_ms == 5_000
+    h.hb(first, 3, owned=target[first])
+    h.now += 200
+    r3 = h.hb("m3", 4, owned={})
+    assert as_dict(r3.assignment) == target["m3"] and r3.heartbeat_interval_ms == 5_000
+    assert h.group().state.value == "Reconciling"  # second learns its epoch at its heartbeat
+
+
 def test_assignment_interval_batches_joins_into_one_assignor_run():
     # Kafka 4.3 (KIP-1263): the target is recomputed at most once per interval, by the first
     # heartbeat after it; the group is Assigning meanwhile.

@@ -5,6 +5,7 @@ stickiness, and worked examples."""
 import random
 
 import pytest
+from msgspec.structs import replace
 
 from groupcoord.coordinator.server_assignors import (
     SERVER_ASSIGNORS,
@@ -225,3 +226,31 @@ def test_uniform_homogeneous_keeps_up_to_quota_at_scale():
         kept = sum(len(second[m].get(t, fs()) & parts) for t, parts in first[m].items())
         assert kept == load(second, m)  # nothing new: only the newcomer takes partitions
     assert load(second, "new") == 10_000 - sum(load(second, m) for m in first)
+
+
+def test_uniform_takes_partitions_from_the_members_due_to_heartbeat_soonest():
+    # Ten members hold ten partitions each, four partitions are free, an eleventh member joins:
+    # 104 = 11 x 9 + 5, so five old members keep ten and five give one up. Among equals, those
+    # due to heartbeat soonest give (they learn of it first); a member whose time is unknown
+    # (a classic member) counts as due last.
+    due: dict[str, int | None] = {f"m{i}": 1_000 + (i * 7) % 10 * 10 for i in range(10)}
+    due["m3"] = None
+    members = {
+        m: MemberSpec(frozenset({"t"}), {"t": frozenset(range(i * 10, i * 10 + 10))}, None, None, d)
+        for i, (m, d) in enumerate(due.items())
+    }
+    members["new"] = MemberSpec(frozenset({"t"}), {}, None, None, 2_000)
+    spec = AssignmentSpec(members, {"t": 104})
+    result = UniformAssignor().assign(spec)
+    check_valid(spec, result)
+    by_due = sorted((d, m) for m, d in due.items() if d is not None)
+    givers = {m for _, m in by_due[:5]}
+    assert {m for m in due if load(result, m) == 9} == givers
+    assert {m for m in due if load(result, m) == 10} == set(due) - givers  # m3 among them
+    assert load(result, "new") == 9
+    for i, m in enumerate(due):  # each keeps its own partitions: nothing else moves
+        assert result[m]["t"] <= frozenset(range(i * 10, i * 10 + 10))
+    # With no time known, the member id decides, as before.
+    plain = {m: replace(s, heartbeat_due_ms=None) for m, s in members.items()}
+    result = UniformAssignor().assign(AssignmentSpec(plain, {"t": 104}))
+    assert {m for m in due if load(result, m) == 9} == {"m5", "m6", "m7", "m8", "m9"}

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from groupcoord.coordinator import partition_for
+from groupcoord.coordinator import CoordinatorConfig, partition_for
 from groupcoord.wire import ApiKey
 from tests.kafka.diff_steps import (
     G2,
@@ -529,6 +529,9 @@ class Difference:
     reason: str
 
 
+UNRELEASED_HEARTBEAT_MS = CoordinatorConfig().consumer_group_unreleased_heartbeat_interval_ms
+
+
 def _both_text(kafka: Any, groupcoord: Any) -> bool:
     return isinstance(kafka, str) and isinstance(groupcoord, str)
 
@@ -591,6 +594,14 @@ DELIBERATE_DIFFERENCES = [
         "groupcoord does not keep the epoch each partition was assigned at, which Kafka 4.3 "
         "(KIP-1251) uses to also accept an older epoch for partitions held since then. The "
         "client refreshes its epoch with its next heartbeat and commits again.",
+    ),
+    Difference(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        r"\.heartbeat_interval",
+        lambda kafka, groupcoord: groupcoord == UNRELEASED_HEARTBEAT_MS < kafka,
+        "A member waiting for partitions that others must still release is told to heartbeat "
+        "every consumer_group_unreleased_heartbeat_interval_ms (100 ms), not every group "
+        "interval: it then takes them soon after their release instead of an interval later.",
     ),
     Difference(
         ApiKey.JOIN_GROUP,
