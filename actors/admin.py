@@ -36,6 +36,7 @@ from groupcoord.coordinator import (
 from groupcoord.coordinator.consumer_messages import DescribedConsumerGroup
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
+from .bounded import bounded
 from .channel import CoordinatorChannel, RouterHandle
 from .end_offsets import EndOffsetsFn
 from .offset_reset import plan_reset
@@ -194,7 +195,7 @@ class AdminClient:
         deadline = loop.time() + self.timeout_ms / 1000
         while True:
             try:
-                response = await asyncio.wait_for(
+                response = await bounded(
                     self.router.list_groups.remote(list(states)), max(deadline - loop.time(), 0)
                 )
             except TimeoutError:  # the router, or a partition it asks, is stuck
@@ -216,13 +217,13 @@ class AdminClient:
         one that does not answer within ``timeout_ms`` is ``unreachable``."""
         timeout_s = self.timeout_ms / 1000
         try:
-            handles = await asyncio.wait_for(self.router.partitions.remote(), timeout_s)
+            handles = await bounded(self.router.partitions.remote(), timeout_s)
         except (TimeoutError, RayActorError) as exc:
             raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"router: {exc!r}") from None
 
         async def one(handle) -> dict | BaseException:
             try:
-                return await asyncio.wait_for(handle.info.remote(), timeout_s)
+                return await bounded(handle.info.remote(), timeout_s)
             except (TimeoutError, RayActorError) as exc:
                 return exc
 

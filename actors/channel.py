@@ -30,6 +30,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from groupcoord.coordinator import Errors
 
+from .bounded import bounded
 from .responses import response_error
 
 REDISCOVER = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
@@ -96,7 +97,7 @@ class CoordinatorChannel:
             try:
                 # A hung attempt is cancelled here; what it sent may still run on the actor
                 # (a commit is then unacknowledged, and retried or reported as unavailable).
-                response = await asyncio.wait_for(self._attempt(request), max(left_s, 0))
+                response = await bounded(self._attempt(request), max(left_s, 0))
             except (RayActorError, GetTimeoutError, TimeoutError) as exc:
                 last = exc
                 self.forget()

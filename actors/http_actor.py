@@ -25,6 +25,7 @@ import ray
 from groupcoord.coordinator import DescribeGroupsRequest, Errors, partition_for
 from groupcoord.coordinator.consumer_protocol import decode_assignment
 
+from .bounded import bounded
 from .burrow_api import GroupView, MemberView
 from .http_service import HttpConfig, LagService
 from .live_lag import WindowSnapshot
@@ -55,15 +56,13 @@ class RaySources:
 
     async def _handles(self) -> list:
         if self._partitions is None:
-            self._partitions = await asyncio.wait_for(
-                self._router.partitions.remote(), CALL_TIMEOUT_S
-            )
+            self._partitions = await bounded(self._router.partitions.remote(), CALL_TIMEOUT_S)
         return self._partitions
 
     async def _each(self, call) -> list:
         handles = await self._handles()
         return await asyncio.gather(
-            *(asyncio.wait_for(call(h), CALL_TIMEOUT_S) for h in handles),
+            *(bounded(call(h), CALL_TIMEOUT_S) for h in handles),
             return_exceptions=True,
         )
 
@@ -84,7 +83,7 @@ class RaySources:
         return [w for ws in self._windows.values() for w in ws]
 
     async def groups(self, max_groups: int) -> dict[str, GroupView]:
-        listed = await asyncio.wait_for(self._router.list_groups.remote([]), CALL_TIMEOUT_S)
+        listed = await bounded(self._router.list_groups.remote([]), CALL_TIMEOUT_S)
         ids = sorted(g.group_id for g in listed.groups)[:max_groups]
         handles = await self._handles()
         by_partition: dict[int, list[str]] = {}
@@ -92,9 +91,7 @@ class RaySources:
             by_partition.setdefault(partition_for(g, self._num_partitions), []).append(g)
         answers = await asyncio.gather(
             *(
-                asyncio.wait_for(
-                    handles[n].handle.remote(DescribeGroupsRequest(gs)), CALL_TIMEOUT_S
-                )
+                bounded(handles[n].handle.remote(DescribeGroupsRequest(gs)), CALL_TIMEOUT_S)
                 for n, gs in by_partition.items()
             ),
             return_exceptions=True,

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from . import burrow_api, webview
+from .bounded import bounded
 from .burrow_api import LiveView
 from .end_offsets import EndOffsetsFn
 from .live_lag import LagWindowConfig
@@ -236,7 +237,7 @@ class LagService:
         fn = self.config.end_offsets
         self._sampling = asyncio.get_running_loop().run_in_executor(self._sampler, fn, list(asked))
         try:
-            answer = await asyncio.wait_for(
+            answer = await bounded(
                 asyncio.shield(self._sampling), self.config.end_offsets_timeout_s
             )
             sampled = valid_end_offsets(answer, asked)
@@ -275,9 +276,7 @@ class LagService:
                 await self._reply(writer, 503, {"error": True, "message": "too many connections"})
                 return
             try:
-                head = await asyncio.wait_for(
-                    reader.readuntil(b"\r\n\r\n"), self.config.request_timeout_s
-                )
+                head = await bounded(reader.readuntil(b"\r\n\r\n"), self.config.request_timeout_s)
             except asyncio.LimitOverrunError:
                 await self._reply(writer, 431, {"error": True, "message": "request head too large"})
                 return
@@ -333,4 +332,4 @@ class LagService:
             + "\r\n"
         )
         writer.write(headers.encode() + (b"" if head_only else data))
-        await asyncio.wait_for(writer.drain(), self.config.request_timeout_s)
+        await bounded(writer.drain(), self.config.request_timeout_s)

@@ -34,6 +34,7 @@ from groupcoord.coordinator import (
 )
 
 from .assignment import Partitions, RebalanceListener, call_listener
+from .bounded import bounded
 from .channel import CoordinatorChannel, CoordinatorUnavailable, RouterHandle
 from .offsets import checked_metadata, checked_offsets, checked_partitions
 
@@ -246,7 +247,7 @@ class GroupMember:
         consumer_member.py). An empty result means the group gave this member nothing.
         ``timeout_s`` bounds the whole wait (``TimeoutError``); a member that stopped on a
         fatal error raises it (``GroupMemberError``)."""
-        await asyncio.wait_for(self._assigned.wait(), timeout_s)
+        await bounded(self._assigned.wait(), timeout_s)
         if self._fatal is not None:
             raise self._fatal
         return self.assignment

@@ -21,6 +21,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsResponse
 from groupcoord.wire.topics import TopicChange
 
+from .bounded import bounded
 from .catalog import CatalogError, TopicCatalog
 from .live_lag import LagWindowConfig
 from .partition_actor import (
@@ -265,9 +266,7 @@ class RouterActor:
             for n in range(runtime.num_partitions)
         ]
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S
-            )
+            await bounded(asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S)
         except TimeoutError:
             log.warning(
                 "topic catalog v%d: not every partition listener confirmed it within "

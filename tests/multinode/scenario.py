@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-import traceback
 from collections.abc import Callable
 
 from groupcoord.actors import AdminClient, Deployment, start, stop
@@ -19,8 +18,13 @@ PARTITIONS_DEFAULT = 3  # coordinator partitions of the multi-node tests
 MEMBERS_PER_GROUP = 2
 
 
-# A stopped committer ends after its commit in flight, which the channel bounds (60 s).
-COMMITTERS_STOP_S = 90.0
+# Each phase after the disruption has its own bound, and all of them fit in the scenario's
+# pytest timeout (300 s): a phase that overruns fails naming itself, each member's state and
+# every task's stack. A stopped committer ends after its commit in flight, which the channel
+# bounds (60 s).
+COMMITTERS_STOP_S = 70.0
+SETTLE_S = 90.0  # every group back to Stable by itself
+READ_BACK_S = 45.0  # every group's offsets fetched and every member closed
 
 
 def groups_covering(num_partitions: int, prefix: str) -> list[str]:
@@ -63,6 +67,48 @@ def wait_serving(deployment: Deployment, predicate: Callable[[list[dict]], bool]
         time.sleep(0.1)
 
 
+def _state_of(members: dict[str, list]) -> str:
+    lines = []
+    for g, ms in members.items():
+        for m in ms:
+            lines.append(
+                f"{g} {m.member_id or '-'}: stable={m.stable} "
+                f"generation={getattr(m, 'generation_id', None)} owns={sorted(m.assignment)} "
+                f"partition={m.channel.partition} discoveries={m.channel.discoveries} "
+                f"retries={m.channel.retries}"
+            )
+    return "\n".join(lines)
+
+
+def _task_stacks() -> str:
+    """Every task's chain of awaits, innermost last, down to the future it waits on."""
+    out = []
+    for task in asyncio.all_tasks():
+        lines, awaited = [task.get_name()], task.get_coro()
+        for _ in range(50):  # a bound: chains are short
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is None:
+                lines.append(f"  waits on {awaited!r:.200}")
+                break
+            lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        out.append("\n".join(lines))
+    return "\n".join(out)
+
+
+async def _within(what: str, members: dict[str, list], timeout_s: float, awaitable):
+    task = asyncio.ensure_future(awaitable)
+    await asyncio.wait({task}, timeout=timeout_s)
+    if not task.done():  # the stacks first: cancelling unwinds them
+        stacks = _task_stacks()
+        task.cancel()
+        raise AssertionError(
+            f"{what}: not done in {timeout_s:.0f}s\nmembers:\n{_state_of(members)}\n"
+            f"tasks:\n{stacks}"
+        )
+    return task.result()
+
+
 async def commit_through(deployment: Deployment, groups: list[str], disrupt) -> dict:
     """Members of ``groups`` commit while ``disrupt()`` (blocking, run in a thread) breaks
     things and returns once the partitions serve again; then check what every test checks.
@@ -88,26 +134,33 @@ async def commit_through(deployment: Deployment, groups: list[str], disrupt) -> 
     await asyncio.to_thread(disrupt)
     await asyncio.sleep(1.0)  # commits reach the new incarnations
     stop_event.set()
-    done, stuck = await asyncio.wait(tasks, timeout=COMMITTERS_STOP_S)
-    for task in done:
-        task.result()  # a committer's own failure fails the test
-    if stuck:  # say where each hangs: a commit must be bounded by the channel's timeout
-        stacks = ["".join(traceback.format_stack(t.get_stack()[-1])) for t in stuck]
-        raise AssertionError(f"{len(stuck)} committers still busy: {stacks}")
+    await _within("stopping the committers", members, COMMITTERS_STOP_S, asyncio.gather(*tasks))
     everyone = [m for ms in members.values() for m in ms]
-    for g, ms in members.items():
-        await wait_until(
-            lambda ms=ms: settled(ms, TOPIC_PARTITIONS), 90, f"{g} back to Stable by itself"
+
+    async def all_settled() -> None:
+        await asyncio.gather(
+            *(
+                wait_until(lambda ms=ms: settled(ms, TOPIC_PARTITIONS), SETTLE_S + 1, g)
+                for ms in members.values()
+            )
         )
+
+    await _within("every group back to Stable by itself", members, SETTLE_S, all_settled())
     no_double_ownership(everyone)
-    admin = AdminClient(deployment.router)
-    for g in groups:
-        assert acked[g] != before[g], f"{g}: nothing acknowledged after the disruption"
-        fetched = await admin.fetch_offsets(g)
-        for tp, offset in acked[g].items():
-            # Unacknowledged commits may have landed too, but never an offset nobody sent.
-            assert fetched[tp] >= offset, (g, tp, fetched[tp], offset)
-            assert fetched[tp] in attempted[g][tp]
-    for m in everyone:
-        await m.close()
+
+    async def read_back() -> None:
+        admin = AdminClient(deployment.router)
+        for g in groups:
+            assert acked[g] != before[g], f"{g}: nothing acknowledged after the disruption"
+            fetched = await admin.fetch_offsets(g)
+            print(f"{time.monotonic():.1f} fetched {g}")  # where a slow read-back spends it
+            for tp, offset in acked[g].items():
+                # Unacknowledged commits may have landed too, but never an offset nobody sent.
+                assert fetched[tp] >= offset, (g, tp, fetched[tp], offset)
+                assert fetched[tp] in attempted[g][tp]
+        for m in everyone:
+            await m.close()
+            print(f"{time.monotonic():.1f} closed {m.member_id}")
+
+    await _within("reading the offsets back and closing", members, READ_BACK_S, read_back())
     return acked
