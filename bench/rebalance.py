@@ -16,8 +16,10 @@ rebalance_members.py): ``eager`` (classic, range assignor run by the leader), ``
 (classic, cooperative-sticky, KIP-429's two rebalances) and ``consumer`` (KIP-848's
 ConsumerGroupHeartbeat, the server's uniform assignor). Classic members heartbeat every
 ``--heartbeat-interval-ms`` (session 30 s, rebalance timeout 60 s); KIP-848 members at the
-interval the coordinator sets, which is the same value on both servers
-(``consumer_group_heartbeat_interval_ms`` / ``group.consumer.heartbeat.interval.ms``).
+interval the coordinator names in each answer, which is the same value on both servers
+(``consumer_group_heartbeat_interval_ms`` / ``group.consumer.heartbeat.interval.ms``) but while
+a groupcoord member waits for partitions others must release
+(``consumer_group_unreleased_heartbeat_interval_ms``, left at its default).
 
 Servers: ``kafka`` (Kafka 4.3.1, one KRaft node, the tests' harness) and ``gc`` (groupcoord's
 Kafka listener, one partition, fsync ``never``: like the broker, it answers before any fsync).
