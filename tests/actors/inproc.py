@@ -31,7 +31,9 @@ MEMBER = dict(
 )
 
 
-class _Method:
+class RemoteMethod:
+    """A Ray actor method's ``.remote`` over a plain function (its result, not an ObjectRef)."""
+
     def __init__(self, function) -> None:
         self._function = function
 
@@ -54,7 +56,7 @@ class InProcPartition:
             response = await runtime.handle(request)
             return response if tamper is None else tamper(request, response)
 
-        self.handle = _Method(handle)
+        self.handle = RemoteMethod(handle)
 
 
 class InProcRouter:
@@ -69,7 +71,7 @@ class InProcRouter:
         async def find_coordinator(group_id: str):
             return 0, partition
 
-        self.find_coordinator = _Method(find_coordinator)
+        self.find_coordinator = RemoteMethod(find_coordinator)
 
 
 async def serving_runtime(config: CoordinatorConfig) -> PartitionRuntime:

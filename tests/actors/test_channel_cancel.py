@@ -14,15 +14,9 @@ import pytest
 from groupcoord.actors import CoordinatorChannel
 from groupcoord.coordinator import Errors, HeartbeatRequest, HeartbeatResponse
 
+from .inproc import RemoteMethod
+
 OUTER_S = 10
-
-
-class _Remote:
-    def __init__(self, function) -> None:
-        self._function = function
-
-    def remote(self, *args):
-        return self._function(*args)
 
 
 class AnsweringRouter:
@@ -36,12 +30,12 @@ class AnsweringRouter:
             self.pending.append(future)
             return future
 
-        partition = type("Partition", (), {"handle": _Remote(handle)})()
+        partition = type("Partition", (), {"handle": RemoteMethod(handle)})()
 
         async def find_coordinator(group_id: str):
             return 0, partition
 
-        self.find_coordinator = _Remote(find_coordinator)
+        self.find_coordinator = RemoteMethod(find_coordinator)
 
 
 async def _until_pending(router: AnsweringRouter, count: int) -> None:

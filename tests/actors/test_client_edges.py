@@ -36,17 +36,9 @@ from groupcoord.coordinator import (
 
 from .fakes import MemoryLog
 from .helpers import Tracker, wait_until
-from .inproc import CONFIG, MEMBER
+from .inproc import CONFIG, MEMBER, RemoteMethod
 
 OUTER_S = 30  # a generous bound around calls that must end on their own
-
-
-class _Remote:
-    def __init__(self, function) -> None:
-        self._function = function
-
-    def remote(self, *args):
-        return self._function(*args)
 
 
 class StuckRouter:
@@ -70,7 +62,7 @@ class StuckRouter:
                 await asyncio.Event().wait()  # never set: this call never answers
             return await runtime.handle(request)
 
-        partition = type("Partition", (), {"handle": _Remote(handle)})()
+        partition = type("Partition", (), {"handle": RemoteMethod(handle)})()
 
         async def find_coordinator(group_id: str):
             return 0, partition
@@ -80,8 +72,8 @@ class StuckRouter:
                 await asyncio.Event().wait()
             return await runtime.handle(ListGroupsRequest(list(states_filter)))
 
-        self.find_coordinator = _Remote(find_coordinator)
-        self.list_groups = _Remote(list_groups)
+        self.find_coordinator = RemoteMethod(find_coordinator)
+        self.list_groups = RemoteMethod(list_groups)
 
     def hang(self, *kinds: type) -> None:
         self.stuck = lambda request: isinstance(request, kinds)
