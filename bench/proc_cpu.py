@@ -88,13 +88,11 @@ class CpuSample:
         self.started = time.perf_counter()
         self.before = {pid: _cpu_ticks(f"/proc/{pid}/stat") for pid in self.pids}
         self.threads = {pid: _threads(pid) for pid in self.pids}
-        self.machine = _machine_ticks()
 
     def finish(self, top_threads: int = 4) -> dict:
-        """{"processes": {label: cores}, "threads": {label: {thread: cores}} (the busiest
-        ``top_threads`` of each process over 0.05 cores), "machine_busy_cores": ...}."""
+        """{"processes": {label: cores}, "threads": {label: {thread: cores}}}: the busiest
+        ``top_threads`` threads of each process, those over 0.05 cores."""
         wall_s = time.perf_counter() - self.started
-        busy, _ = _machine_ticks()
         processes: dict[str, float] = {}
         threads: dict[str, dict[str, float]] = {}
         for pid in self.pids:
@@ -109,16 +107,7 @@ class CpuSample:
             busiest = sorted(per.items(), key=lambda kv: -kv[1])[:top_threads]
             if busiest and busiest[0][1] >= 0.05:
                 threads[f"{label}/{pid}"] = {n: round(c, 3) for n, c in busiest if c >= 0.05}
-        busy_cores = (busy - self.machine[0]) / _TICKS_PER_S / wall_s
         return {
             "processes": dict(sorted(processes.items(), key=lambda kv: -kv[1])),
             "threads": threads,
-            "machine_busy_cores": round(busy_cores, 3),
         }
-
-
-def _machine_ticks() -> tuple[int, int]:
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + values[4]  # idle, iowait
-    return sum(values) - idle, idle

@@ -21,7 +21,8 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
 
 Each commit row also records ``cpu_cores`` while it commits: the CPU of this process and of
 every process it started (the partition's Ray worker, raylet, GCS, the Kafka JVM), per process
-and for each one's busiest threads, and the machine's busy cores (bench/proc_cpu.py).
+and for each one's busiest threads (bench/proc_cpu.py; from the kernel's tick accounting, so
+within a few hundredths of a core).
 
 Run: ``.venv/bin/python bench/wire.py [--quick]``; writes bench/results/wire.json. ``--kinds``,
 ``--targets`` and ``--members`` run only some rows (e.g. ``--kinds commits --members 16``) and
