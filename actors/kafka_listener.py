@@ -258,8 +258,8 @@ class _Client(asyncio.Protocol):
     # -- answering ---------------------------------------------------------------------------------
 
     def _answer_released(self) -> None:
-        """Answer released requests until one must wait (a task then goes on), the client stops
-        reading its answers, or none is left."""
+        """Answer released requests until one must wait (``_suspend`` goes on with it), the
+        client stops reading its answers, or none is left."""
         while self.released and not self.busy and not self.writing_paused and not self.closed:
             item = self.released.popleft()
             if isinstance(item, ProtocolError):
@@ -296,7 +296,9 @@ class _Client(asyncio.Protocol):
         """A request is being answered: in a task, or suspended on a future."""
         return self.task is not None or self.suspended is not None
 
-    def _suspend(self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any, item: WireRequest):
+    def _suspend(
+        self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any, item: WireRequest
+    ) -> None:
         """Go on with an answer that waits. On a future of this loop (a commit waiting for its
         append), the future's own callback drives the coroutine on: no task to create and
         wake, one loop turn less. On anything else, a task runs the rest."""
@@ -318,7 +320,7 @@ class _Client(asyncio.Protocol):
             self._answer_released()
         except ValueError as exc:
             self._refuse(item, exc)
-        except BaseException as exc:  # as a task's failure: log it, close the connection
+        except (Exception, asyncio.CancelledError) as exc:  # as a failed task: log, close
             log.error("closing connection from %s", self.client_host, exc_info=exc)
             self.close()
         else:
