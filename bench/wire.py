@@ -19,7 +19,14 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
   client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
   ``gc-ray``, by 8 coroutines through the member's own Ray channel.
 
-Run: ``.venv/bin/python bench/wire.py [--quick]``; writes bench/results/wire.json.
+Each commit row also records ``cpu_cores`` while it commits: the CPU of this process and of
+every process it started (the partition's Ray worker, raylet, GCS, the Kafka JVM), per process
+and for each one's busiest threads (bench/proc_cpu.py; from the kernel's tick accounting, so
+within a few hundredths of a core).
+
+Run: ``.venv/bin/python bench/wire.py [--quick]``; writes bench/results/wire.json. ``--kinds``,
+``--targets`` and ``--members`` run only some rows (e.g. ``--kinds commits --members 16``) and
+write nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, HeartbeatRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.wire_raw import heartbeat_rate  # noqa: E402 — needs ROOT on the path
+from bench.proc_cpu import CpuSample  # noqa: E402 — needs ROOT on the path
+from bench.wire_raw import heartbeat_rate  # noqa: E402
 from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
 
 RESULTS = os.path.join(ROOT, "bench", "results", "wire.json")
@@ -133,13 +141,15 @@ class Members:
         time.sleep(seconds)
         return (time.process_time() - cpu) / (time.perf_counter() - wall)
 
-    def commit_rate(self, seconds: float) -> float:
+    def commit_rate(self, seconds: float) -> tuple[float, dict]:
+        """Commits/s, and the CPU of this process and its children meanwhile (proc_cpu)."""
         before = sum(self.commits)
         self.committing.set()
         started = time.perf_counter()
+        cpu = CpuSample()
         time.sleep(seconds)
         done = sum(self.commits) - before
-        return done / (time.perf_counter() - started)
+        return done / (time.perf_counter() - started), cpu.finish()
 
     def close(self) -> None:
         self.stop.set()
@@ -160,7 +170,8 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
         row["join_to_stable_s"] = round(members.wait_stable(), 3)
         if kind == "commits":
             row["idle_client_cpu_cores"] = round(members.idle_cpu_cores(IDLE_CPU_S), 3)
-            row["commits_per_s"] = round(members.commit_rate(seconds), 1)
+            rate, row["cpu_cores"] = members.commit_rate(seconds)
+            row["commits_per_s"] = round(rate, 1)
     finally:
         members.close()
     return row
@@ -284,9 +295,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 s per row, fewer members")
     parser.add_argument("--seconds", type=float, default=3.0, help="commit time per row")
+    parser.add_argument(
+        "--kinds",
+        default="commits,join,heartbeats",
+        help="comma-separated rows to run (commits, join, heartbeats); not all: nothing written",
+    )
+    parser.add_argument(
+        "--targets",
+        default=",".join((*WIRE_TARGETS, "gc-ray")),
+        help="comma-separated targets (kafka, gc-never, gc-always, gc-ray); not all: nothing "
+        "written",
+    )
+    parser.add_argument(
+        "--members", help="comma-separated group sizes of the commit rows (then nothing written)"
+    )
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
+    targets = args.targets.split(",")
+    if not set(kinds) <= {"commits", "join", "heartbeats"} or not set(targets) <= {
+        *WIRE_TARGETS,
+        "gc-ray",
+    }:
+        parser.error("unknown kind or target")
+    partial = len(set(kinds)) < 3 or len(set(targets)) < len(WIRE_TARGETS) + 1 or bool(args.members)
+    wire_targets = [t for t in WIRE_TARGETS if t in targets]
     seconds = 1.0 if args.quick else args.seconds
     commit_sizes = [1, 16] if args.quick else [1, 16, 64]
+    if args.members:
+        commit_sizes = [int(n) for n in args.members.split(",")]
     join_sizes = [10] if args.quick else [10, 100]
     work = Path(tempfile.mkdtemp(prefix="groupcoord-bench-wire-"))
     broker = KafkaBroker(work / "kafka")
@@ -313,25 +349,30 @@ def main() -> None:
     for d in (never, always):
         d.wait_ready(60)
     bootstraps = dict(zip(WIRE_TARGETS, (broker.bootstrap, never.kafka, always.kafka), strict=True))
-    plan = [("commits", n) for n in commit_sizes] + [("join", n) for n in join_sizes]
+    plan = [("commits", n) for n in commit_sizes if "commits" in kinds]
+    plan += [("join", n) for n in join_sizes if "join" in kinds]
+    ray = "gc-ray" in targets
     rows = []
     try:
         # One small group each first, not reported: Kafka creates its offsets topic on the
         # first group request, and every target loads its code paths.
-        for label in WIRE_TARGETS:
+        for label in wire_targets:
             wire_row(bootstraps[label], label, "commits", 1, 0.2)
-        asyncio.run(_ray_row(never.router, "commits", 1, 0.2))
+        if ray:
+            asyncio.run(_ray_row(never.router, "commits", 1, 0.2))
         for kind, count in plan:
             # Join rows: the targets take turns, trial by trial, so load drift hits them alike.
-            runs: dict[str, list[dict]] = {label: [] for label in (*WIRE_TARGETS, "gc-ray")}
+            runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
             for _ in range(JOIN_TRIALS if kind == "join" else 1):
-                for label in WIRE_TARGETS:
+                for label in wire_targets:
                     runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
-                runs["gc-ray"].append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
+                if ray:
+                    runs["gc-ray"].append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
             for label_runs in runs.values():
-                rows.append(median_join(label_runs))
-                print(rows[-1], flush=True)
-        for label in WIRE_TARGETS:
+                if label_runs:
+                    rows.append(median_join(label_runs))
+                    print(rows[-1], flush=True)
+        for label in wire_targets if "heartbeats" in kinds else ():
             group = f"hb-{label}-{time.monotonic_ns()}"
             rate = asyncio.run(
                 heartbeat_rate(bootstraps[label], group, HEARTBEAT_CONNECTIONS, seconds)
@@ -340,8 +381,9 @@ def main() -> None:
                 {"kind": "heartbeats", "target": label, "members": 1, "heartbeats_per_s": rate}
             )
             print(rows[-1], flush=True)
-        rows.append(asyncio.run(_ray_row(never.router, "heartbeats", 1, seconds)))
-        print(rows[-1], flush=True)
+        if ray and "heartbeats" in kinds:
+            rows.append(asyncio.run(_ray_row(never.router, "heartbeats", 1, seconds)))
+            print(rows[-1], flush=True)
     finally:
         for d in (never, always):
             stop(d)
@@ -351,6 +393,8 @@ def main() -> None:
             r["heartbeats_per_s"] = round(r["heartbeats_per_s"], 1)
     add_ratios(rows)
     print_table(rows)
+    if partial:
+        return
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(

@@ -215,3 +215,26 @@ def test_a_request_sent_before_a_half_close_is_still_answered(served):
         frame = sock.recv(size, socket.MSG_WAITALL)
         assert len(frame) == size and struct.unpack(">i", frame[:4])[0] == 31
         assert _closed_without_answer(sock)
+
+
+def test_a_client_that_hangs_up_while_its_request_waits_costs_nothing(served, caplog):
+    # The Fetch waits (on a future of the loop, with no task) when the client closes: the
+    # waiting answer is dropped with the connection, nothing is written or logged later, and
+    # the listener goes on serving.
+    partition, port = served
+    header = struct.pack(">hhih", 1, 4, 32, -1)
+    body = struct.pack(">iiiibi", -1, 300, 1, 1 << 20, 0, 0)
+    with caplog.at_level("ERROR", logger="groupcoord"):
+        sock = _connect(port)
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        deadline = time.monotonic() + IO_TIMEOUT_S
+        while partition.listener.connections == 0:  # accepted and read
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        sock.close()
+        while partition.listener.connections != 0:
+            assert time.monotonic() < deadline, "the listener kept the closed connection"
+            time.sleep(0.01)
+        time.sleep(0.5)  # past the Fetch's wait: nothing may wake up for the closed connection
+        assert _answers_api_versions(port)
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

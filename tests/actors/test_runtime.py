@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from groupcoord.actors import runtime as runtime_module
 from groupcoord.actors.runtime import LOAD_ATTEMPTS_PER_PROCESS, PartitionRuntime
 from groupcoord.coordinator import (
     CoordinatorConfig,
@@ -135,6 +136,78 @@ def test_an_append_that_cannot_block_runs_on_the_event_loop(may_block, monkeypat
         assert response.partitions[0].error == Errors.NONE
         on_loop = [t is threading.current_thread() for t in logs[0].append_threads]
         assert on_loop == [not may_block]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_append_on_the_loop_is_shared_by_the_requests_of_one_turn(monkeypatch):
+    # fsync "never": the requests handled in one loop turn share one append, run in a callback
+    # after them; every reply leaves after its record is in the log.
+    monkeypatch.setattr(MemoryLog, "append_may_block", False)
+
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        log = logs[0]
+        appends_before = len(log.appends)
+        store = log.store
+
+        async def commit_and_look(i: int):
+            response = await runtime.handle(commit(f"g{i}", i))
+            mine = [r for r in store if getattr(r.key, "group", None) == f"g{i}"]
+            return response, [r.value.offset for r in mine] == [i]
+
+        answers = await asyncio.gather(*(commit_and_look(i) for i in range(20)))
+        assert all(r.partitions[0].error == Errors.NONE and seen for r, seen in answers)
+        assert log.appends[appends_before:] == [20]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_append_on_the_loop_answers_nothing_as_committed(monkeypatch):
+    monkeypatch.setattr(MemoryLog, "append_may_block", False)
+
+    async def scenario():
+        fatal: list[BaseException] = []
+        runtime, logs = make(fatal=fatal)
+        await serving(runtime)
+        logs[0].fail_appends = OSError("disk gone")
+        responses = await asyncio.gather(*(runtime.handle(commit("g", i)) for i in range(3)))
+        assert all(r.partitions[0].error == Errors.NOT_COORDINATOR for r in responses)
+        assert runtime.state == "failed" and isinstance(fatal[0], OSError)
+
+    asyncio.run(scenario())
+
+
+def test_snapshot_checks_are_spaced_but_none_is_dropped(monkeypatch):
+    # One check right after the first flush; the flushes that follow within the interval get
+    # one deferred check, not one each and not none.
+    monkeypatch.setattr(MemoryLog, "append_may_block", False)
+    monkeypatch.setattr(runtime_module, "SNAPSHOT_CHECK_INTERVAL_S", 1.0)
+
+    async def scenario():
+        runtime, logs = make()
+        await serving(runtime)
+        log = logs[0]
+
+        async def checks(count: int) -> None:
+            for _ in range(1000):
+                if runtime.snapshots_checked >= count:
+                    return
+                await asyncio.sleep(0.005)
+            raise AssertionError(f"{runtime.snapshots_checked} snapshot checks, not {count}")
+
+        await runtime.handle(commit("g", 1))
+        await checks(1)
+        checked_after_first = log.snapshots
+        for i in range(2, 6):
+            await runtime.handle(commit("g", i))  # each its own flush
+        assert log.snapshots == checked_after_first  # deferred, within the interval
+        await checks(checked_after_first + 1)  # ...but it comes
+        await asyncio.sleep(0.1)
+        assert log.snapshots == checked_after_first + 1
         await runtime.close()
 
     asyncio.run(scenario())
