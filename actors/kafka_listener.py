@@ -52,7 +52,7 @@ import secrets
 import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, cast
 
 from groupcoord.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -179,8 +179,9 @@ class _Client(asyncio.Protocol):
         self.suspended: tuple[Coroutine[Any, Any, Any], asyncio.Future, WireRequest] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports (Ray's loop when uvloop is installed)
+        # implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         listener = self.listener
         if len(listener._clients) >= listener.max_connections:
             listener.refused_connections += 1

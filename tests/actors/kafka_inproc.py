@@ -4,7 +4,9 @@
 directory) and a ``KafkaListener`` on 127.0.0.1 in an event loop on its own thread, so blocking
 Kafka clients (librdkafka, kafka-python) can run in the test's thread. With one partition, the
 partition's listener is also the bootstrap listener. ``security`` configures the listener and
-its gateway as ``WireConfig.security`` does in the actors.
+its gateway as ``WireConfig.security`` does in the actors. ``loop`` picks the event loop:
+asyncio's own, or ``uvloop``, which Ray's async actors run on when it is installed (it is a
+dependency).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+
+import uvloop
 
 from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.kafka_gateway import KafkaGateway
@@ -32,11 +36,12 @@ class WirePartition:
         topics: dict[str, int],
         config: CoordinatorConfig | None = None,
         security: ListenerSecurity | None = None,
+        loop: str = "asyncio",
     ) -> None:
         self.topics = topics
         self.security = security or ListenerSecurity()
         self.config = config or CoordinatorConfig(group_initial_rebalance_delay_ms=0)
-        self.loop = asyncio.new_event_loop()
+        self.loop = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}[loop]()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._log_dir = log_dir
         os.makedirs(log_dir + "-catalog", exist_ok=True)

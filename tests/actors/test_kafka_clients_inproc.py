@@ -36,9 +36,11 @@ def _free_clients():
     gc.collect()
 
 
-@pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory):
-    served = WirePartition(str(tmp_path_factory.mktemp("wire-log")), TOPICS)
+# Every test on both event loops: Ray's actors run on uvloop, whose transports are not
+# asyncio's classes (the listener once asserted they were and refused every connection).
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def bootstrap(tmp_path_factory, request):
+    served = WirePartition(str(tmp_path_factory.mktemp("wire-log")), TOPICS, loop=request.param)
     address = served.start()
     yield address
     served.stop()

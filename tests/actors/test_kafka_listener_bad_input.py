@@ -22,9 +22,10 @@ TOPICS = {"events": 2}
 IO_TIMEOUT_S = 10
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    partition = WirePartition(str(tmp_path_factory.mktemp("wire-bad")), TOPICS)
+# Both event loops: flow control and closing are the transport's (uvloop under Ray).
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def served(tmp_path_factory, request):
+    partition = WirePartition(str(tmp_path_factory.mktemp("wire-bad")), TOPICS, loop=request.param)
     address = partition.start()
     yield partition, int(address.rsplit(":", 1)[1])
     partition.stop()

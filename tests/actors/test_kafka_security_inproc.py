@@ -92,8 +92,8 @@ def sasl_plaintext(files):
     served.stop()
 
 
-@pytest.fixture(scope="module")
-def sasl_ssl(files):
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])  # TLS transports differ
+def sasl_ssl(files, request):
     root, users, _, cert, key = files
     security = ListenerSecurity(
         "SASL_SSL",
@@ -102,7 +102,9 @@ def sasl_ssl(files):
         ssl_certfile=cert,
         ssl_keyfile=key,
     )
-    served = WirePartition(str(root / "ssl-log"), TOPICS, security=security)
+    served = WirePartition(
+        str(root / f"ssl-log-{request.param}"), TOPICS, security=security, loop=request.param
+    )
     address = served.start()
     yield served, address, cert
     served.stop()
