@@ -29,6 +29,11 @@ def _cpu_ticks(path: str) -> int:
     return 0 if fields is None else int(fields[11]) + int(fields[12])  # utime, stime
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` have used so far (those gone count 0)."""
+    return sum(_cpu_ticks(f"/proc/{pid}/stat") for pid in pids) / _TICKS_PER_S
+
+
 def _label(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -41,7 +46,7 @@ def _label(pid: int) -> str:
     name = os.path.basename(first)
     if name.startswith("python"):
         joined = b" ".join(argv).decode(errors="replace")
-        for hint in ("dashboard", "log_monitor", "monitor", "default_worker"):
+        for hint in ("wire_members", "dashboard", "log_monitor", "monitor", "default_worker"):
             if hint in joined:
                 return f"python:{hint}"
     return name or "?"

@@ -12,7 +12,8 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
 
 * ``commits``: commits/s of one group with 1, 16 and 64 members, each committing its partitions
   synchronously, back to back, for ``--seconds``; with it the join-to-stable time, and the CPU
-  the librdkafka clients (this process) use while the group is stable and idle, in cores;
+  the librdkafka clients (bench/wire_members.py's processes) use while the group is stable
+  and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
   has exactly one owner), the median of ``JOIN_TRIALS`` groups;
 * ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
@@ -24,7 +25,14 @@ every process it started (the partition's Ray worker, raylet, GCS, the Kafka JVM
 and for each one's busiest threads (bench/proc_cpu.py; from the kernel's tick accounting, so
 within a few hundredths of a core).
 
-Run: ``.venv/bin/python bench/wire.py [--quick]``; writes bench/results/wire.json. ``--kinds``,
+The members run in a few processes of their own (bench/wire_members.py). On this machine's two
+cores they compete with the server under test, and how the scheduler shares the cores between
+one busy thread (groupcoord's partition) or a dozen (Kafka's broker) and ~200 client threads
+moves the commit rows more than either server's own cost does. ``--pin`` takes that out: the
+servers on half the CPUs, the clients on the other half, as if on a machine of their own.
+
+Run: ``.venv/bin/python bench/wire.py [--quick] [--pin]``; writes bench/results/wire.json
+(wire-pinned.json with ``--pin``). ``--kinds``,
 ``--targets`` and ``--members`` run only some rows (e.g. ``--kinds commits --members 16``) and
 write nothing.
 """
@@ -38,13 +46,11 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.actors import GroupMember, WireConfig, start, stop
@@ -53,7 +59,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, HeartbeatRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.proc_cpu import CpuSample  # noqa: E402 — needs ROOT on the path
+from bench.wire_members import Members  # noqa: E402 — needs ROOT on the path
 from bench.wire_raw import heartbeat_rate  # noqa: E402
 from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
 
@@ -67,96 +73,25 @@ WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
 JOIN_TRIALS = 3  # join rows: the median of this many groups per target
 
 
-def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "session.timeout.ms": 30_000,
-            "heartbeat.interval.ms": 3_000,
-            "partition.assignment.strategy": "range",
-        }
-    )
-
-
 def _create_topic(bootstrap: str, name: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
-class Members:
-    """N librdkafka consumers of one group, each polled by its own thread."""
+CLIENT_CPUS: set[int] | None = None  # --pin: the CPUs the member processes run on
 
-    def __init__(self, bootstrap: str, group: str, topic: str, count: int) -> None:
-        self.consumers = [_consumer(bootstrap, group) for _ in range(count)]
-        self.stop = threading.Event()
-        self.commits = [0] * count
-        self.owned: list[list[int]] = [[] for _ in range(count)]  # kept by each member's thread
-        self.committing = threading.Event()
-        self.started = time.perf_counter()
-        for c in self.consumers:
-            c.subscribe([topic])
-        self.threads = [threading.Thread(target=self._run, args=(i,)) for i in range(count)]
-        for t in self.threads:
-            t.start()
 
-    def _run(self, index: int) -> None:
-        consumer = self.consumers[index]
-        offset = 0
-        while not self.stop.is_set():
-            consumer.poll(0 if self.committing.is_set() else 0.05)
-            owned = consumer.assignment()  # librdkafka's handle: this thread only
-            self.owned[index] = [tp.partition for tp in owned]
-            if not owned or not self.committing.is_set():
-                continue
-            offset += 1
-            try:
-                consumer.commit(
-                    offsets=[TopicPartition(tp.topic, tp.partition, offset) for tp in owned],
-                    asynchronous=False,
-                )
-                self.commits[index] += 1
-            except KafkaException:
-                pass  # a rebalance; not counted
-
-    def wait_stable(self) -> float:
-        """Seconds from subscribing until every partition has exactly one owner and as many
-        members own partitions as can (the first member alone owning everything is not the
-        end; with more members than partitions, some own none)."""
-        deadline = time.monotonic() + STABLE_TIMEOUT_S
-        owners_wanted = min(len(self.consumers), PARTITIONS)
-        while time.monotonic() < deadline:
-            owned = [p for partitions in self.owned for p in partitions]
-            owners = sum(1 for partitions in self.owned if partitions)
-            if owners == owners_wanted and len(owned) == PARTITIONS == len(set(owned)):
-                return time.perf_counter() - self.started
-            time.sleep(0.01)
-        raise TimeoutError("the group never covered every partition")
-
-    def idle_cpu_cores(self, seconds: float) -> float:
-        """CPU this process (the clients: librdkafka's threads and the polling threads) uses
-        per second of wall time while the group is stable and nobody commits."""
-        cpu, wall = time.process_time(), time.perf_counter()
-        time.sleep(seconds)
-        return (time.process_time() - cpu) / (time.perf_counter() - wall)
-
-    def commit_rate(self, seconds: float) -> tuple[float, dict]:
-        """Commits/s, and the CPU of this process and its children meanwhile (proc_cpu)."""
-        before = sum(self.commits)
-        self.committing.set()
-        started = time.perf_counter()
-        cpu = CpuSample()
-        time.sleep(seconds)
-        done = sum(self.commits) - before
-        return done / (time.perf_counter() - started), cpu.finish()
-
-    def close(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(60)
-        for c in self.consumers:
-            c.close()
+def pin_cpus() -> None:
+    """--pin: this process and all it starts (the Kafka JVM, Ray and its workers) on the first
+    half of this machine's CPUs, the member processes on the other half, as if the clients ran
+    on a machine of their own: neither side's threads wait behind the other's."""
+    global CLIENT_CPUS
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
+    half = len(cpus) // 2
+    os.sched_setaffinity(0, set(cpus[:half]))
+    CLIENT_CPUS = set(cpus[half:])
 
 
 def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) -> dict:
@@ -164,10 +99,10 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
     clients' idle CPU and the commit rate."""
     topic = f"bench-{label}-{count}-{time.monotonic_ns()}"
     _create_topic(bootstrap, topic)
-    members = Members(bootstrap, f"g-{topic}", topic, count)
+    members = Members(bootstrap, f"g-{topic}", topic, count, PARTITIONS, CLIENT_CPUS)
     row = {"kind": kind, "target": label, "members": count}
     try:
-        row["join_to_stable_s"] = round(members.wait_stable(), 3)
+        row["join_to_stable_s"] = round(members.wait_stable(STABLE_TIMEOUT_S), 3)
         if kind == "commits":
             row["idle_client_cpu_cores"] = round(members.idle_cpu_cores(IDLE_CPU_S), 3)
             rate, row["cpu_cores"] = members.commit_rate(seconds)
@@ -307,6 +242,11 @@ def main() -> None:
         "written",
     )
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="servers on half the CPUs, clients on the other half (writes wire-pinned.json)",
+    )
+    parser.add_argument(
         "--members", help="comma-separated group sizes of the commit rows (then nothing written)"
     )
     args = parser.parse_args()
@@ -324,6 +264,8 @@ def main() -> None:
     if args.members:
         commit_sizes = [int(n) for n in args.members.split(",")]
     join_sizes = [10] if args.quick else [10, 100]
+    if args.pin:
+        pin_cpus()
     work = Path(tempfile.mkdtemp(prefix="groupcoord-bench-wire-"))
     broker = KafkaBroker(work / "kafka")
     (work / "kafka").mkdir()
@@ -395,8 +337,9 @@ def main() -> None:
     print_table(rows)
     if partial:
         return
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
+    results = RESULTS.replace(".json", "-pinned.json") if args.pin else RESULTS
+    os.makedirs(os.path.dirname(results), exist_ok=True)
+    with open(results, "w") as f:
         json.dump(
             {
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -404,6 +347,7 @@ def main() -> None:
                 f"Python {platform.python_version()}",
                 "load_average_at_end": os.getloadavg()[0],
                 "quick": args.quick,
+                "pinned": args.pin,
                 "seconds_per_row": seconds,
                 "rows": rows,
             },

@@ -1,0 +1,258 @@
+"""The librdkafka members of bench/wire.py's groups, spread over a few client processes.
+
+Why processes: with every member in the benchmark's own process, that process's GIL capped
+both targets alike (~7,600 commits/s at 16 and 64 members on 2026-11-26, the Python process
+at ~0.95 cores, the Kafka JVM and groupcoord's partition short of saturation), so the commit
+rows measured the client, not the coordinators. Each process runs a slice of the members, one
+polling thread per member, as the single process did.
+
+The processes share one small memory-mapped file with the parent (``Members``):
+
+======== ============================ =================================================
+offset   what                         written by
+======== ============================ =================================================
+0        go, committing, stop (bytes) the parent
+8        ready (a byte per process)   each process, once its consumers exist
+``c``    commits (int64 per member)   the member's thread
+``v``    version (int64 per member)   the member's thread: odd while it rewrites its row
+``o``    owned (a byte per member and partition)  the member's thread
+======== ============================ =================================================
+
+Run as ``python -m bench.wire_members`` by ``Members`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from bench.proc_cpu import CpuSample, cpu_seconds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLIENT_PROCESSES = 4  # at most; a member's process holds its GIL only between librdkafka calls
+START_TIMEOUT_S = 60.0  # for the processes to create their consumers
+STOP_TIMEOUT_S = 60.0  # for them to leave the group and exit
+GO, COMMITTING, STOP = 0, 1, 2
+READY_AT = 8
+POLL_S = 0.05  # a member's poll while not committing
+
+
+class _Layout:
+    """Byte offsets of the shared file for ``members`` members, ``partitions`` partitions."""
+
+    def __init__(self, members: int, partitions: int) -> None:
+        self.members, self.partitions = members, partitions
+        self.commits = READY_AT + 64  # up to 64 processes' ready bytes, 8-aligned after
+        self.versions = self.commits + 8 * members
+        self.owned = self.versions + 8 * members
+        self.size = self.owned + members * partitions
+
+
+def _slices(count: int) -> list[range]:
+    processes = min(count, CLIENT_PROCESSES)
+    bounds = [count * k // processes for k in range(processes + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(processes)]
+
+
+class Members:
+    """``count`` librdkafka consumers of one group over a topic of ``partitions`` partitions,
+    in up to ``CLIENT_PROCESSES`` processes (run on ``cpus`` only, if given); they subscribe
+    together once all exist."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        count: int,
+        partitions: int,
+        cpus: set[int] | None = None,
+    ) -> None:
+        self.layout = _Layout(count, partitions)
+        fd, self.path = tempfile.mkstemp(prefix="groupcoord-members-")
+        os.ftruncate(fd, self.layout.size)
+        self.shared = mmap.mmap(fd, self.layout.size)
+        os.close(fd)
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.wire_members", self.path, bootstrap, group, topic]
+                + [str(n) for n in (count, partitions, slot, members.start, members.stop)],
+                cwd=ROOT,
+                preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
+            )
+            for slot, members in enumerate(_slices(count))
+        ]
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while any(self.shared[READY_AT + k] == 0 for k in range(len(self.processes))):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                self.close()
+                raise TimeoutError("the member processes never created their consumers")
+            time.sleep(0.01)
+        self.started = time.perf_counter()
+        self.shared[GO] = 1
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def _check_alive(self) -> None:
+        for p in self.processes:
+            if p.poll() is not None:
+                raise RuntimeError(f"member process {p.pid} exited with {p.returncode}")
+
+    def owned(self) -> list[list[int]]:
+        """Each member's partitions, read while no member rewrites its row."""
+        lay = self.layout
+        while True:
+            before = bytes(self.shared[lay.versions : lay.owned])
+            rows = bytes(self.shared[lay.owned : lay.size])
+            after = bytes(self.shared[lay.versions : lay.owned])
+            versions = memoryview(before).cast("q")
+            if before == after and all(v % 2 == 0 for v in versions):
+                break
+        p = lay.partitions
+        return [[k for k in range(p) if rows[m * p + k]] for m in range(lay.members)]
+
+    def wait_stable(self, timeout_s: float) -> float:
+        """Seconds from subscribing until every partition has exactly one owner and as many
+        members own partitions as can (the first member alone owning everything is not the
+        end; with more members than partitions, some own none)."""
+        deadline = time.monotonic() + timeout_s
+        owners_wanted = min(self.layout.members, self.layout.partitions)
+        while time.monotonic() < deadline:
+            self._check_alive()
+            rows = self.owned()
+            owned = [p for partitions in rows for p in partitions]
+            owners = sum(1 for partitions in rows if partitions)
+            if owners == owners_wanted and len(owned) == self.layout.partitions == len(set(owned)):
+                return time.perf_counter() - self.started
+            time.sleep(0.01)
+        raise TimeoutError("the group never covered every partition")
+
+    def idle_cpu_cores(self, seconds: float) -> float:
+        """CPU the member processes use per second of wall time while the group is stable
+        and nobody commits."""
+        cpu, wall = cpu_seconds(self.pids), time.perf_counter()
+        time.sleep(seconds)
+        return (cpu_seconds(self.pids) - cpu) / (time.perf_counter() - wall)
+
+    def commit_rate(self, seconds: float) -> tuple[float, dict]:
+        """Commits/s over ``seconds`` of every member committing, and the CPU of the
+        benchmark's processes meanwhile (bench/proc_cpu.py)."""
+        before = self._commits()
+        self.shared[COMMITTING] = 1
+        started = time.perf_counter()
+        cpu = CpuSample()
+        time.sleep(seconds)
+        done = self._commits() - before
+        rate = done / (time.perf_counter() - started)
+        self.shared[COMMITTING] = 0
+        self._check_alive()
+        return rate, cpu.finish()
+
+    def _commits(self) -> int:
+        lay = self.layout
+        return sum(memoryview(self.shared)[lay.commits : lay.versions].cast("q"))
+
+    def close(self) -> None:
+        self.shared[STOP] = 1
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for p in self.processes:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.shared.close()
+        os.unlink(self.path)
+
+
+def _member(consumer: Consumer, index: int, shared: mmap.mmap, lay: _Layout) -> None:
+    """One member's thread: poll; publish its partitions when they change; commit them all,
+    synchronously, back to back while the parent says so."""
+    commits = memoryview(shared)[lay.commits : lay.versions].cast("q")
+    versions = memoryview(shared)[lay.versions : lay.owned].cast("q")
+    row = lay.owned + index * lay.partitions
+    published: list[int] = []
+    offset = 0
+    while not shared[STOP]:
+        committing = shared[COMMITTING]
+        consumer.poll(0 if committing else POLL_S)
+        owned = consumer.assignment()
+        partitions = sorted(tp.partition for tp in owned)
+        if partitions != published:
+            versions[index] += 1
+            flags = bytearray(lay.partitions)
+            for p in partitions:
+                flags[p] = 1
+            shared[row : row + lay.partitions] = bytes(flags)
+            versions[index] += 1
+            published = partitions
+        if not owned or not committing:
+            continue
+        offset += 1
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(tp.topic, tp.partition, offset) for tp in owned],
+                asynchronous=False,
+            )
+            commits[index] += 1
+        except KafkaException:
+            pass  # a rebalance; not counted
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 30_000,
+            "heartbeat.interval.ms": 3_000,
+            "partition.assignment.strategy": "range",
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="one process of bench/wire.py's members")
+    for name in ("path", "bootstrap", "group", "topic"):
+        parser.add_argument(name)
+    for name in ("count", "partitions", "slot", "first", "end"):
+        parser.add_argument(name, type=int)
+    args = parser.parse_args()
+    lay = _Layout(args.count, args.partitions)
+    with open(args.path, "r+b") as f:
+        shared = mmap.mmap(f.fileno(), lay.size)
+    indices = range(args.first, args.end)
+    consumers = [_consumer(args.bootstrap, args.group) for _ in indices]
+    shared[READY_AT + args.slot] = 1
+    while not shared[GO]:
+        if shared[STOP]:
+            return
+        time.sleep(0.001)
+    for c in consumers:
+        c.subscribe([args.topic])
+    threads = [
+        threading.Thread(target=_member, args=(c, i, shared, lay))
+        for c, i in zip(consumers, indices, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in consumers:
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
