@@ -72,15 +72,21 @@ class LagTracker:
 
     def committed(self, request: OffsetCommitRequest, response: object, timestamp_ms: int) -> None:
         """Record the partitions of an answered OffsetCommit that were committed."""
-        offsets = {(p.topic, p.partition): p.committed_offset for p in request.offsets}
+        offsets = request.offsets
+        by_partition = None  # built only if the answer is not in the request's order
         evicted = self.evicted
-        for result in getattr(response, "partitions", ()):
+        for i, result in enumerate(getattr(response, "partitions", ())):
             if result.error != Errors.NONE:
                 continue
             tp = (result.topic, result.partition)
-            offset = offsets.get(tp)
-            if offset is None:
-                continue
+            asked = offsets[i] if i < len(offsets) else None
+            if asked is None or (asked.topic, asked.partition) != tp:
+                if by_partition is None:
+                    by_partition = {(p.topic, p.partition): p for p in offsets}
+                asked = by_partition.get(tp)
+                if asked is None:
+                    continue
+            offset = asked.committed_offset
             key = (request.group_id, *tp)
             window = self._windows.get(key)
             if window is None:

@@ -65,7 +65,7 @@ from .messages import (
 from .record_size import offset_record_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
-    commit_partition_ok,
+    commit_partitions_ok,
     is_int64,
     member_fields_ok,
     partitions_within_limits,
@@ -87,7 +87,7 @@ class OffsetsMixin:
         if error is None and not (
             member_fields_ok(req.member_id, req.group_instance_id, req.generation_id, self.config)
             and is_int64(req.retention_time_ms)
-            and all(commit_partition_ok(p, self.config) for p in req.offsets)
+            and commit_partitions_ok(req.offsets, self.config)
         ):
             error = Errors.INVALID_REQUEST
         if error is None and self._commit_too_large(req):

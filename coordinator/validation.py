@@ -82,15 +82,20 @@ def member_fields_ok(
     )
 
 
-def commit_partition_ok(p, config: CoordinatorConfig) -> bool:
-    """A committed partition whose values fit the offset record (topic validity is separate)."""
-    return (
-        is_int64(p.committed_offset)
-        and is_int32(p.committed_leader_epoch)
-        and is_int32(p.partition)
-        and string_ok(p.topic, config)
-        and string_ok(p.committed_metadata, config)
-    )
+def commit_partitions_ok(partitions, config: CoordinatorConfig) -> bool:
+    """Committed partitions whose values fit offset records (topic validity is separate).
+    A commit names few topics for many partitions: each distinct name is checked once."""
+    topics = set()
+    for p in partitions:
+        if not (
+            INT64_MIN <= p.committed_offset <= INT64_MAX
+            and INT32_MIN <= p.committed_leader_epoch <= INT32_MAX
+            and INT32_MIN <= p.partition <= INT32_MAX
+            and (not p.committed_metadata or string_ok(p.committed_metadata, config))
+        ):
+            return False
+        topics.add(p.topic)
+    return all(string_ok(topic, config) for topic in topics)
 
 
 def topic_partition_exists(topic: str, partition: int) -> bool:

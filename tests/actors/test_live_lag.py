@@ -86,6 +86,22 @@ def test_tracker_keeps_committed_partitions_with_lag_at_commit_time_and_stays_bo
         LagWindowConfig(max_windows=0)
 
 
+def test_tracker_pairs_answers_with_requests_by_partition_whatever_their_order():
+    # The core answers in the request's order, which the tracker relies on first; an answer in
+    # another order, or naming a partition the request did not, still pairs by partition.
+    tracker = LagTracker(LagWindowConfig(window=2, min_distance_ms=0))
+    request, _ = commit("g", {("t", 0): 5, ("t", 1): 6})
+    answer = OffsetCommitResponse(
+        [
+            OffsetCommitResponsePartition("t", 1, Errors.NONE),
+            OffsetCommitResponsePartition("t", 9, Errors.NONE),
+            OffsetCommitResponsePartition("t", 0, Errors.NONE),
+        ]
+    )
+    tracker.committed(request, answer, 1_000)
+    assert {(s.partition, s.points[-1].offset) for s in tracker.snapshot()} == {(0, 5), (1, 6)}
+
+
 def _view() -> LiveView:
     points = [CommitPoint(10 + i, 1_000 * i, 7 - i, 1_000 * i) for i in range(3)]
     stalled = [CommitPoint(10, 1_000 * i, 5 + i, 1_000 * i) for i in range(3)]

@@ -116,6 +116,18 @@ def test_commit_bad_values_change_nothing():
     assert h.commit({TP: 2**63}) == {TP: Errors.INVALID_REQUEST}
     assert h.commit({("t", -1): 1}) == {("t", -1): Errors.UNKNOWN_TOPIC_OR_PARTITION}
     assert h.commit({("", 0): 1}) == {("", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION}
+    # One bad value anywhere refuses the whole request, the topic names too (each distinct
+    # name is checked once, however many partitions share it).
+    fine = {(TP[0], p): 1 for p in range(3)}
+    for bad in (
+        {("\ud800", 0): 1},
+        {("x" * 40_000, 0): 1},
+        {(TP[0], 3): (1, 2**31, "")},
+        {(TP[0], 2**31): 1},
+        {(TP[0], 3): (1, -1, "\udfff")},
+        {(TP[0], 3): -(2**63) - 1},
+    ):
+        assert set(h.commit(fine | bad).values()) == {Errors.INVALID_REQUEST}
     assert h.committed() == {}
 
 
