@@ -32,6 +32,8 @@ from groupcoord.coordinator.burrow import (
 
 DEFAULT_MAX_WINDOWS = 10_000  # (group, topic, partition) windows per offsets partition
 
+NONE = Errors.NONE
+
 
 class LagWindowConfig(msgspec.Struct, frozen=True):
     """How a partition keeps commit windows: Burrow's ``intervals`` (``window``) and
@@ -72,33 +74,39 @@ class LagTracker:
 
     def committed(self, request: OffsetCommitRequest, response: object, timestamp_ms: int) -> None:
         """Record the partitions of an answered OffsetCommit that were committed."""
-        offsets = request.offsets
+        offsets, group_id, windows, ends_of = (
+            request.offsets,
+            request.group_id,
+            self._windows,
+            self._ends,
+        )
+        asked_count = len(offsets)
         by_partition = None  # built only if the answer is not in the request's order
         evicted = self.evicted
         for i, result in enumerate(getattr(response, "partitions", ())):
-            if result.error != Errors.NONE:
+            if result.error != NONE:
                 continue
-            tp = (result.topic, result.partition)
-            asked = offsets[i] if i < len(offsets) else None
-            if asked is None or (asked.topic, asked.partition) != tp:
+            topic, partition = result.topic, result.partition
+            asked = offsets[i] if i < asked_count else None
+            if asked is None or asked.partition != partition or asked.topic != topic:
                 if by_partition is None:
                     by_partition = {(p.topic, p.partition): p for p in offsets}
-                asked = by_partition.get(tp)
+                asked = by_partition.get((topic, partition))
                 if asked is None:
                     continue
             offset = asked.committed_offset
-            key = (request.group_id, *tp)
-            window = self._windows.get(key)
+            key = (group_id, topic, partition)
+            window = windows.get(key)
             if window is None:
-                window = self._windows[key] = CommitWindow(
+                window = windows[key] = CommitWindow(
                     self.config.window, self.config.min_distance_ms
                 )
-                while len(self._windows) > self.config.max_windows:
-                    self._windows.popitem(last=False)
+                while len(windows) > self.config.max_windows:
+                    windows.popitem(last=False)
                     self.evicted += 1
             else:
-                self._windows.move_to_end(key)
-            ends = self._ends.get(tp)
+                windows.move_to_end(key)
+            ends = ends_of.get((topic, partition))
             lag = None if not ends else max(ends[-1] - offset, 0)
             window.add(offset, timestamp_ms, lag)
         if self.evicted != evicted:

@@ -62,7 +62,7 @@ from .messages import (
     OffsetFetchResponse,
     OffsetFetchResponsePartition,
 )
-from .record_size import offset_record_bytes_at_most, record_bytes
+from .record_size import offset_records_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
     commit_partitions_ok,
@@ -150,14 +150,8 @@ class OffsetsMixin:
         """The request's offset records, sized as the log sizes them, total more than
         ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound
         first; the records are encoded only when it is over the limit."""
-        limit, group_id = self.config.offset_commit_max_bytes, req.group_id
-        if (
-            sum(
-                offset_record_bytes_at_most(group_id, p.topic, p.committed_metadata or "")
-                for p in req.offsets
-            )
-            <= limit
-        ):
+        limit = self.config.offset_commit_max_bytes
+        if offset_records_bytes_at_most(req.group_id, req.offsets) <= limit:
             return False
         now = self._now
         return sum(record_bytes(self._offset_record(req, p, now)) for p in req.offsets) > limit

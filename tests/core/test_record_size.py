@@ -9,10 +9,16 @@ import random
 
 import pytest
 
-from groupcoord.coordinator import CoordinatorConfig, Errors, GroupState
+from groupcoord.coordinator import (
+    CoordinatorConfig,
+    Errors,
+    GroupState,
+    OffsetCommitRequestPartition,
+)
 from groupcoord.coordinator.record_size import (
     largest_record_bytes,
     offset_record_bytes_at_most,
+    offset_records_bytes_at_most,
     record_bytes,
 )
 from groupcoord.coordinator.records import (
@@ -138,3 +144,19 @@ def test_the_cheap_offset_record_bound_is_never_below_the_size():
             ),
         )
         assert offset_record_bytes_at_most(*strings) >= record_bytes(record)
+
+
+def test_the_bound_of_many_offset_records_is_the_sum_of_their_bounds():
+    rng = random.Random(6)
+    for _ in range(200):
+        group = "g" * rng.randrange(50)
+        partitions = [
+            OffsetCommitRequestPartition(
+                "t\u20ac" * rng.randrange(20), p, 0, -1, rng.choice([None, "", "m\U0001f600"])
+            )
+            for p in range(rng.randrange(1, 30))
+        ]
+        assert offset_records_bytes_at_most(group, partitions) == sum(
+            offset_record_bytes_at_most(group, p.topic, p.committed_metadata or "")
+            for p in partitions
+        )
