@@ -47,8 +47,10 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -63,6 +65,7 @@ from bench.wire_members import Members  # noqa: E402 — needs ROOT on the path
 from bench.wire_raw import heartbeat_rate  # noqa: E402
 from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
 
+T = TypeVar("T")
 RESULTS = os.path.join(ROOT, "bench", "results", "wire.json")
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
 PARTITIONS = 64
@@ -78,13 +81,28 @@ def _create_topic(bootstrap: str, name: str) -> None:
     admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
 
 
-CLIENT_CPUS: set[int] | None = None  # --pin: the CPUs the member processes run on
+CLIENT_CPUS: set[int] | None = None  # --pin: the CPUs the clients run on
+
+
+def as_client(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work``, a client in this process (the raw-wire heartbeats, the Ray-handle
+    members), with this thread on the clients' CPUs under --pin."""
+    if CLIENT_CPUS is None:
+        return asyncio.run(work)
+    servers = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, CLIENT_CPUS)  # this thread only
+    try:
+        return asyncio.run(work)
+    finally:
+        os.sched_setaffinity(0, servers)
 
 
 def pin_cpus() -> None:
     """--pin: this process and all it starts (the Kafka JVM, Ray and its workers) on the first
-    half of this machine's CPUs, the member processes on the other half, as if the clients ran
-    on a machine of their own: neither side's threads wait behind the other's."""
+    half of this machine's CPUs, the clients on the other half (the member processes, and this
+    process's main thread while it is a client: ``as_client``), as if the clients ran on a
+    machine of their own: neither side's threads wait behind the other's. Ray's own threads in
+    this process stay with the servers."""
     global CLIENT_CPUS
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
@@ -301,7 +319,7 @@ def main() -> None:
         for label in wire_targets:
             wire_row(bootstraps[label], label, "commits", 1, 0.2)
         if ray:
-            asyncio.run(_ray_row(never.router, "commits", 1, 0.2))
+            as_client(_ray_row(never.router, "commits", 1, 0.2))
         for kind, count in plan:
             # Join rows: the targets take turns, trial by trial, so load drift hits them alike.
             runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
@@ -309,14 +327,14 @@ def main() -> None:
                 for label in wire_targets:
                     runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
                 if ray:
-                    runs["gc-ray"].append(asyncio.run(_ray_row(never.router, kind, count, seconds)))
+                    runs["gc-ray"].append(as_client(_ray_row(never.router, kind, count, seconds)))
             for label_runs in runs.values():
                 if label_runs:
                     rows.append(median_join(label_runs))
                     print(rows[-1], flush=True)
         for label in wire_targets if "heartbeats" in kinds else ():
             group = f"hb-{label}-{time.monotonic_ns()}"
-            rate = asyncio.run(
+            rate = as_client(
                 heartbeat_rate(bootstraps[label], group, HEARTBEAT_CONNECTIONS, seconds)
             )
             rows.append(
@@ -324,7 +342,7 @@ def main() -> None:
             )
             print(rows[-1], flush=True)
         if ray and "heartbeats" in kinds:
-            rows.append(asyncio.run(_ray_row(never.router, "heartbeats", 1, seconds)))
+            rows.append(as_client(_ray_row(never.router, "heartbeats", 1, seconds)))
             print(rows[-1], flush=True)
     finally:
         for d in (never, always):
