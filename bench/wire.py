@@ -73,7 +73,7 @@ STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
-JOIN_TRIALS = 3  # join rows: the median of this many groups per target
+JOIN_TRIALS = 5  # join rows: the median of this many groups per target
 
 
 def _create_topic(bootstrap: str, name: str) -> None:

@@ -3,10 +3,11 @@
 Wall-clock rates on a shared machine swing with its load; the CPU the serving thread spends per
 answered request barely does. This bench runs a real ``PartitionRuntime`` and ``KafkaListener``
 (``tests.actors.kafka_inproc.WirePartition``: one event loop on its own thread, fsync policy
-``never``, no Ray) and drives it from a client process over raw Kafka wire (bench/wire_raw.py's
-framing), which connects, waits for a go, sends a fixed number of requests back to back (one in
-flight per connection, a Kafka client's rule) and checks every answer. Measured over exactly
-those requests:
+``never``, no Ray; asyncio's own loop, whose turns and socket calls cProfile can count, where
+uvloop's, which Ray runs the partitions on, are C) and drives it from a client process over raw
+Kafka wire (bench/wire_raw.py's framing), which connects, waits for a go, sends a fixed number
+of requests back to back (one in flight per connection, a Kafka client's rule) and checks every
+answer. Measured over exactly those requests:
 
 * ``loop_us``: CPU of the event loop's thread per request (``time.thread_time`` on that thread);
 * ``process_us``: CPU of the whole serving process per request (the loop plus the runtime's log
