@@ -373,7 +373,8 @@ def test_sasl_requests_without_an_exchange_get_illegal_sasl_state(sasl_plaintext
         plaintext.stop()
 
 
-def test_client_certificates_authenticate_on_an_ssl_listener(files):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # the peer certificate is the transport's
+def test_client_certificates_authenticate_on_an_ssl_listener(files, loop):
     root, _, _, cert, key = files
     carol_cert, carol_key = signed_client_cert(root, cert, key, "/O=acme, inc/CN=carol")
     carol = "User:CN=carol,O=acme\\, inc"
@@ -390,7 +391,7 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files):
         ssl_cafile=cert,
         acls=parse_acl_file(json.dumps(acls).encode(), toml=False),
     )
-    served = WirePartition(str(root / "mtls-log"), TOPICS, security=security)
+    served = WirePartition(str(root / f"mtls-log-{loop}"), TOPICS, security=security, loop=loop)
     address = served.start()
     try:
         tls = {"bootstrap.servers": address, "security.protocol": "SSL", "ssl.ca.location": cert}
