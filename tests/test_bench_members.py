@@ -1,0 +1,27 @@
+"""bench/wire_members.py splits a group's members over processes and lays out the table they
+share: every member in exactly one process, no two fields overlapping, the int64 fields
+8-aligned (the memoryview casts need it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.wire_members import CLIENT_PROCESSES, READY_AT, _Layout, _slices
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 16, 63, 64, 100])
+def test_every_member_runs_in_exactly_one_process(count):
+    slices = _slices(count)
+    assert len(slices) == min(count, CLIENT_PROCESSES)
+    assert [m for s in slices for m in s] == list(range(count))
+    assert max(map(len, slices)) - min(map(len, slices)) <= 1  # balanced
+
+
+@pytest.mark.parametrize(("members", "partitions"), [(1, 64), (16, 64), (100, 64), (3, 7)])
+def test_the_shared_table_fields_do_not_overlap(members, partitions):
+    lay = _Layout(members, partitions)
+    assert READY_AT + CLIENT_PROCESSES <= lay.commits  # one ready byte per process
+    assert lay.commits % 8 == 0 and lay.versions % 8 == 0
+    assert lay.versions == lay.commits + 8 * members
+    assert lay.owned == lay.versions + 8 * members
+    assert lay.size == lay.owned + members * partitions
