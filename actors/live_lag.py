@@ -74,12 +74,8 @@ class LagTracker:
 
     def committed(self, request: OffsetCommitRequest, response: object, timestamp_ms: int) -> None:
         """Record the partitions of an answered OffsetCommit that were committed."""
-        offsets, group_id, windows, ends_of = (
-            request.offsets,
-            request.group_id,
-            self._windows,
-            self._ends,
-        )
+        offsets, group_id = request.offsets, request.group_id
+        windows, ends_of = self._windows, self._ends
         asked_count = len(offsets)
         by_partition = None  # built only if the answer is not in the request's order
         evicted = self.evicted

@@ -43,6 +43,7 @@ STOP_TIMEOUT_S = 60.0  # for them to leave the group and exit
 GO, COMMITTING, STOP = 0, 1, 2
 READY_AT = 8
 POLL_S = 0.05  # a member's poll while not committing
+OWNED_READ_TRIES = 1_000  # a member rewrites its row only when its assignment changes
 
 
 class _Layout:
@@ -90,13 +91,16 @@ class Members:
             )
             for slot, members in enumerate(_slices(count))
         ]
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while any(self.shared[READY_AT + k] == 0 for k in range(len(self.processes))):
-            self._check_alive()
-            if time.monotonic() > deadline:
-                self.close()
-                raise TimeoutError("the member processes never created their consumers")
-            time.sleep(0.01)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while any(self.shared[READY_AT + k] == 0 for k in range(len(self.processes))):
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the member processes never created their consumers")
+                time.sleep(0.01)
+        except BaseException:
+            self.close()
+            raise
         self.started = time.perf_counter()
         self.shared[GO] = 1
 
@@ -112,13 +116,15 @@ class Members:
     def owned(self) -> list[list[int]]:
         """Each member's partitions, read while no member rewrites its row."""
         lay = self.layout
-        while True:
+        for _ in range(OWNED_READ_TRIES):
             before = bytes(self.shared[lay.versions : lay.owned])
             rows = bytes(self.shared[lay.owned : lay.size])
             after = bytes(self.shared[lay.versions : lay.owned])
             versions = memoryview(before).cast("q")
             if before == after and all(v % 2 == 0 for v in versions):
                 break
+        else:
+            raise RuntimeError("the members' rows kept changing while read")
         p = lay.partitions
         return [[k for k in range(p) if rows[m * p + k]] for m in range(lay.members)]
 

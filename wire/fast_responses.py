@@ -49,12 +49,12 @@ def _offset_commit(version: int, partitions: list[core.OffsetCommitResponseParti
     topics: dict[str, list[bytes]] = {}
     tags = _NO_TAGS if flexible else b""
     pack = _PARTITION_ERROR.pack
-    topic, entries = None, []
+    topic, run = None, []
     for p in partitions:  # a topic's partitions usually come together: one lookup per run
         if p.topic != topic:
             topic = p.topic
-            entries = topics.setdefault(topic, [])
-        entries.append(pack(p.partition, p.error) + tags)
+            run = topics.setdefault(topic, [])
+        run.append(pack(p.partition, p.error) + tags)
     out = [_I32.pack(0)] if version >= 3 else []
     out.append(_array_size(len(topics), flexible))
     for name, entries in topics.items():
