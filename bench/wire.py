@@ -32,9 +32,8 @@ moves the commit rows more than either server's own cost does. ``--pin`` takes t
 servers on half the CPUs, the clients on the other half, as if on a machine of their own.
 
 Run: ``.venv/bin/python bench/wire.py [--quick] [--pin]``; writes bench/results/wire.json
-(wire-pinned.json with ``--pin``). ``--kinds``,
-``--targets`` and ``--members`` run only some rows (e.g. ``--kinds commits --members 16``) and
-write nothing.
+(wire-pinned.json with ``--pin``). ``--kinds``, ``--targets`` and ``--members`` run only some
+rows (e.g. ``--kinds commits --members 16``) and write nothing.
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ class Members:
         self.processes = [
             subprocess.Popen(
                 [sys.executable, "-m", "bench.wire_members", self.path, bootstrap, group, topic]
-                + [str(n) for n in (count, partitions, slot, members.start, members.stop)],
+                + [str(n) for n in (count, partitions, slot, members.start, members.stop)]
+                + ([] if cpus is None else ["--cpus", ",".join(map(str, sorted(cpus)))]),
                 cwd=ROOT,
-                preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
             )
             for slot, members in enumerate(_slices(count))
         ]
@@ -235,7 +235,10 @@ def main() -> None:
         parser.add_argument(name)
     for name in ("count", "partitions", "slot", "first", "end"):
         parser.add_argument(name, type=int)
+    parser.add_argument("--cpus", help="comma-separated CPUs to run on")
     args = parser.parse_args()
+    if args.cpus:  # set here, not in a preexec_fn: the parent has threads (Ray's)
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     lay = _Layout(args.count, args.partitions)
     with open(args.path, "r+b") as f:
         shared = mmap.mmap(f.fileno(), lay.size)
