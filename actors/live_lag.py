@@ -102,7 +102,7 @@ class LagTracker:
                     self.evicted += 1
             else:
                 windows.move_to_end(key)
-            ends = ends_of.get((topic, partition))
+            ends = ends_of.get((topic, partition)) if ends_of else None  # none pushed yet
             lag = None if not ends else max(ends[-1] - offset, 0)
             window.add(offset, timestamp_ms, lag)
         if self.evicted != evicted:

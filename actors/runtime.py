@@ -35,6 +35,8 @@ The Shard decides; this class does the I/O around it, on one event loop:
   (its change was never acknowledged, so the client retries it elsewhere), new requests get
   NOT_COORDINATOR, and ``on_fatal`` is called: the Ray actor exits and Ray's restart reloads
   the partition from its log.
+* **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
+  recorded one loop turn after its answer is released, in answer order (``_account``).
 * **Timers.** After every Step one ``loop.call_at`` is aimed at ``next_deadline_ms()``.
 * **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
   answers from two incarnations can never be confused.
@@ -150,6 +152,8 @@ class PartitionRuntime:
         self._timer: asyncio.TimerHandle | None = None
         self._aim_queued = False  # an _aim_timer call is scheduled on the loop
         self._flush_queued = False  # a _flush_now call is scheduled on the loop
+        # (request, response, now_ms, seconds) answered, for _account to record
+        self._answered: list[tuple[Any, Any, int, float]] = []
         self._tasks: list[asyncio.Task] = []
         self.appends = 0
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
@@ -332,15 +336,26 @@ class PartitionRuntime:
             response = await future
         finally:
             self._waiting.pop(request_id, None)
-        if type(request) is OffsetCommitRequest:
-            self.lag.committed(request, response, now_ms)  # the Shard's commit timestamp
-            if self._metrics is not None:
-                self._metrics.committed(
-                    self.partition, len(request.offsets), time.perf_counter() - started
-                )
-        elif type(request) is DeleteGroupsRequest:
-            self.lag.deleted(request, response)
+        if type(request) in (OffsetCommitRequest, DeleteGroupsRequest):
+            self._answered.append((request, response, now_ms, time.perf_counter() - started))
+            if len(self._answered) == 1:
+                asyncio.get_running_loop().call_soon(self._account)
         return response
+
+    def _account(self) -> None:
+        """Live lag and metrics of the commits and deletes answered since the last call, in
+        answer order. They run a turn after the answers, once the listener has written them:
+        a commit's latency to its client does not include its bookkeeping (Kafka, too, answers
+        first and records request metrics after). A caller's next request, read in a later
+        turn, sees them done."""
+        answered, self._answered = self._answered, []
+        for request, response, now_ms, seconds in answered:
+            if type(request) is OffsetCommitRequest:
+                self.lag.committed(request, response, now_ms)  # the Shard's commit timestamp
+                if self._metrics is not None:
+                    self._metrics.committed(self.partition, len(request.offsets), seconds)
+            else:
+                self.lag.deleted(request, response)
 
     def _run_step(self, method, *args) -> None:
         """Run one Shard call and route its Step; a Shard exception fails the partition."""

@@ -73,7 +73,7 @@ def offset_record_bytes_at_most(group_id: str, topic: str, metadata: str) -> int
 def offset_records_bytes_at_most(group_id: str, partitions) -> int:
     """``offset_record_bytes_at_most`` summed over the committed ``partitions`` of one group
     (each with ``topic`` and ``committed_metadata``), in one pass."""
-    chars = sum(len(p.topic) + len(p.committed_metadata or "") for p in partitions)
+    chars = sum([len(p.topic) + len(p.committed_metadata or "") for p in partitions])
     return len(partitions) * offset_record_bytes_at_most(group_id, "", "") + 4 * chars
 
 

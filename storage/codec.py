@@ -101,11 +101,13 @@ def envelopes_of(records: Sequence[Record]) -> list[tuple]:
     spec_of = _SPECS.get
     envelopes = []
     add = envelopes.append
+    key_type = spec = None  # a batch is mostly runs of one record type: look each run up once
     for record in records:
         if type(record) is not Record:
             return [envelope_of(r) for r in records]  # raises the precise ValueError
         key, value = record.key, record.value
-        spec = spec_of(type(key))
+        if type(key) is not key_type:
+            key_type, spec = type(key), spec_of(type(key))
         if spec is None or (value is not None and type(value) is not spec[1]):
             return [envelope_of(r) for r in records]
         add((spec[0], key, value))  # record_size.envelope, inlined

@@ -11,6 +11,7 @@ from groupcoord.actors import runtime as runtime_module
 from groupcoord.actors.runtime import LOAD_ATTEMPTS_PER_PROCESS, PartitionRuntime
 from groupcoord.coordinator import (
     CoordinatorConfig,
+    DeleteGroupsRequest,
     Errors,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -161,6 +162,31 @@ def test_an_append_on_the_loop_is_shared_by_the_requests_of_one_turn(monkeypatch
         answers = await asyncio.gather(*(commit_and_look(i) for i in range(20)))
         assert all(r.partitions[0].error == Errors.NONE and seen for r, seen in answers)
         assert log.appends[appends_before:] == [20]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_live_lag_and_metrics_follow_the_answers_in_their_order():
+    # A commit's bookkeeping runs the turn after its answer (the listener writes the answer
+    # first); a delete answered after it is applied after it, so it is not resurrected.
+    async def scenario():
+        runtime, _ = make()
+        metrics = CountingMetrics()
+        runtime._metrics = metrics
+        await serving(runtime)
+        await runtime.handle(commit("kept", 5))
+        assert runtime.lag.snapshot() == [] and metrics.commits == []
+        await asyncio.sleep(0)
+        assert [(w.group_id, w.points[-1].offset) for w in runtime.lag.snapshot()] == [("kept", 5)]
+        assert [offsets for _, offsets, _ in metrics.commits] == [1]
+        gone = asyncio.create_task(runtime.handle(commit("gone", 7)))
+        await asyncio.sleep(0)
+        delete = asyncio.create_task(runtime.handle(DeleteGroupsRequest(["gone"])))
+        assert (await delete).results[0].error == Errors.NONE
+        assert (await gone).partitions[0].error == Errors.NONE
+        await asyncio.sleep(0)
+        assert [w.group_id for w in runtime.lag.snapshot()] == ["kept"]
         await runtime.close()
 
     asyncio.run(scenario())
@@ -443,10 +469,11 @@ def test_close_while_the_log_is_opening_still_closes_it():
 
 
 class CountingMetrics:
-    """The runtime's metrics interface, keeping only load failures."""
+    """The runtime's metrics interface, keeping load failures and commits."""
 
     def __init__(self) -> None:
         self.load_failures: list[tuple[int, str]] = []
+        self.commits: list[tuple[int, int, float]] = []  # (partition, offsets, seconds)
 
     def load_failed(self, partition: int, kind: str) -> None:
         self.load_failures.append((partition, kind))
@@ -455,6 +482,12 @@ class CountingMetrics:
         pass
 
     def committed(self, partition: int, offsets: int, seconds: float) -> None:
+        self.commits.append((partition, offsets, seconds))
+
+    def appended(self, partition: int, records: int, seconds: float) -> None:
+        pass
+
+    def event(self, partition: int, event) -> None:
         pass
 
 
