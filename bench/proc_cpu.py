@@ -3,7 +3,10 @@
 ``bench/wire.py`` samples it around each commit row to see where the wall time goes: the
 librdkafka clients (this process), the partition's Ray worker, raylet and GCS, the Kafka JVM.
 A process is labelled by its command line (``ray::PartitionActor``, ``raylet``, ``java``...);
-CPU is utime + stime, in cores (CPU seconds per second of wall time).
+CPU is utime + stime, in cores (CPU seconds per second of wall time). A thread's ``waiting`` is
+the time it was runnable but had no CPU (``/proc/<pid>/task/<tid>/schedstat``, its second
+field), also in cores: on a machine whose cores the clients share, what a busy server thread
+loses to them.
 """
 
 from __future__ import annotations
@@ -68,19 +71,30 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def _threads(pid: int) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _wait_ns(path: str) -> int:
+    """Nanoseconds the task has spent runnable on a run queue, not running (0 if unknown)."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _threads(pid: int) -> dict[str, tuple[int, int]]:
+    """{"name/tid": (CPU ticks, run-queue wait ns)} of the process's threads."""
+    out: dict[str, tuple[int, int]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
+        task = f"/proc/{pid}/task/{tid}"
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            with open(f"{task}/comm") as f:
                 name = f.read().strip()
         except OSError:
             continue
-        out[f"{name}/{tid}"] = _cpu_ticks(f"/proc/{pid}/task/{tid}/stat")
+        out[f"{name}/{tid}"] = (_cpu_ticks(f"{task}/stat"), _wait_ns(f"{task}/schedstat"))
     return out
 
 
@@ -95,24 +109,32 @@ class CpuSample:
         self.threads = {pid: _threads(pid) for pid in self.pids}
 
     def finish(self, top_threads: int = 4) -> dict:
-        """{"processes": {label: cores}, "threads": {label: {thread: cores}}}: the busiest
-        ``top_threads`` threads of each process, those over 0.05 cores."""
+        """{"processes": {label: cores}, "threads": {label: {thread: cores}}, "waiting":
+        {label: {thread: cores}}}: the busiest ``top_threads`` threads of each process, those
+        over 0.05 cores, with the time each waited for a CPU."""
         wall_s = time.perf_counter() - self.started
         processes: dict[str, float] = {}
         threads: dict[str, dict[str, float]] = {}
+        waiting: dict[str, dict[str, float]] = {}
         for pid in self.pids:
             label = self.labels[pid]
             used = (_cpu_ticks(f"/proc/{pid}/stat") - self.before[pid]) / _TICKS_PER_S / wall_s
             processes[label] = round(processes.get(label, 0.0) + used, 3)
-            now = _threads(pid)
-            per = {
-                name: (ticks - self.threads[pid].get(name, 0)) / _TICKS_PER_S / wall_s
-                for name, ticks in now.items()
-            }
-            busiest = sorted(per.items(), key=lambda kv: -kv[1])[:top_threads]
-            if busiest and busiest[0][1] >= 0.05:
-                threads[f"{label}/{pid}"] = {n: round(c, 3) for n, c in busiest if c >= 0.05}
+            before = self.threads[pid]
+            per = {}
+            for name, (ticks, wait_ns) in _threads(pid).items():
+                ticks_then, wait_then = before.get(name, (0, 0))
+                per[name] = (
+                    (ticks - ticks_then) / _TICKS_PER_S / wall_s,
+                    (wait_ns - wait_then) / 1e9 / wall_s,
+                )
+            busiest = [kv for kv in sorted(per.items(), key=lambda kv: -kv[1][0])[:top_threads]]
+            busy = [(n, c, w) for n, (c, w) in busiest if c >= 0.05]
+            if busy:
+                threads[f"{label}/{pid}"] = {n: round(c, 3) for n, c, _ in busy}
+                waiting[f"{label}/{pid}"] = {n: round(w, 3) for n, _, w in busy}
         return {
             "processes": dict(sorted(processes.items(), key=lambda kv: -kv[1])),
             "threads": threads,
+            "waiting": waiting,
         }

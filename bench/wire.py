@@ -23,7 +23,9 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
 Each commit row also records ``cpu_cores`` while it commits: the CPU of this process and of
 every process it started (the partition's Ray worker, raylet, GCS, the Kafka JVM), per process
 and for each one's busiest threads (bench/proc_cpu.py; from the kernel's tick accounting, so
-within a few hundredths of a core).
+within a few hundredths of a core), and the time those threads waited for a CPU. The table
+shows the server's share: ``srv cpu``, the server process's cores, and ``srv wait``, the cores
+its busiest threads spent runnable but not running.
 
 The members run in a few processes of their own (bench/wire_members.py). On this machine's two
 cores they compete with the server under test, and how the scheduler shares the cores between
@@ -73,6 +75,7 @@ IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
 JOIN_TRIALS = 5  # join rows: the median of this many groups per target
+SERVER = "ray::PartitionActor"  # groupcoord's server process, as bench/proc_cpu.py labels it
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -124,9 +127,26 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
             row["idle_client_cpu_cores"] = round(members.idle_cpu_cores(IDLE_CPU_S), 3)
             rate, row["cpu_cores"] = members.commit_rate(seconds)
             row["commits_per_s"] = round(rate, 1)
+            row.update(server_cpu(row["cpu_cores"], "java" if label == "kafka" else SERVER))
     finally:
         members.close()
     return row
+
+
+def server_cpu(cpu_cores: dict, server: str) -> dict:
+    """The server's CPU while its row committed, in cores: ``server_cores`` for the process
+    (``server``: its label in bench/proc_cpu.py), ``server_waiting_cores`` for the time its
+    busiest threads were runnable but had no CPU (on shared cores, lost to the clients)."""
+    waiting = [
+        cores
+        for process, threads in cpu_cores["waiting"].items()
+        if process.rsplit("/", 1)[0] == server
+        for cores in threads.values()
+    ]
+    return {
+        "server_cores": cpu_cores["processes"].get(server, 0.0),
+        "server_waiting_cores": round(sum(waiting), 3),
+    }
 
 
 async def _ray_group(router, count: int) -> tuple[list[GroupMember], float]:
@@ -227,7 +247,8 @@ def add_ratios(rows: list[dict]) -> None:
 def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'kind':<10} {'target':<10} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
-        f"{'join s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8}"
+        f"{'join s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
+        f"{'srv wait':>8}"
     )
     for r in rows:
         rate = r.get("commits_per_s", r.get("heartbeats_per_s"))
@@ -239,6 +260,8 @@ def print_table(rows: list[dict]) -> None:
             f"{r['join_vs_kafka']:>8.2f}" if "join_vs_kafka" in r else f"{'':>8}",
             f"{r['idle_client_cpu_cores']:>8.3f}" if "idle_client_cpu_cores" in r else f"{'':>8}",
             f"{r['wire_vs_ray']:>8.2f}" if "wire_vs_ray" in r else f"{'':>8}",
+            f"{r['server_cores']:>8.2f}" if "server_cores" in r else f"{'':>8}",
+            f"{r['server_waiting_cores']:>8.2f}" if "server_waiting_cores" in r else f"{'':>8}",
         ]
         print(f"{r['kind']:<10} {r['target']:<10} {r['members']:>7} " + " ".join(cells))
 

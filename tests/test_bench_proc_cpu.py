@@ -1,0 +1,59 @@
+"""bench/proc_cpu.py measures what bench/wire.py reports: per-thread CPU, and the time a thread
+was runnable but had no CPU (real processes made to share one CPU), and bench/wire.py picks
+the server's figures out of a sample."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from bench.proc_cpu import CpuSample
+from bench.wire import server_cpu
+
+SPIN = (
+    "import os, time\n"
+    "os.sched_setaffinity(0, {%d})\n"
+    "end = time.time() + %f\n"
+    "while time.time() < end: pass\n"
+)
+
+
+def test_threads_sharing_one_cpu_are_seen_waiting_for_it():
+    cpu = min(os.sched_getaffinity(0))
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN % (cpu, 3.0)]) for _ in range(3)]
+    try:
+        time.sleep(0.5)  # started and pinned
+        sample = CpuSample()
+        time.sleep(1.5)
+        seen = sample.finish()
+    finally:
+        for p in spinners:
+            p.wait(30)
+    mine = {f"python/{p.pid}" for p in spinners}
+    running = {k: sum(v.values()) for k, v in seen["threads"].items() if k in mine}
+    waiting = {k: sum(v.values()) for k, v in seen["waiting"].items() if k in mine}
+    assert running.keys() == waiting.keys() == mine, seen
+    # Three busy processes on one CPU: each runs about a third of the time and waits the rest.
+    assert sum(running.values()) < 1.1, running
+    assert all(w > 0.3 for w in waiting.values()), waiting
+
+
+def test_the_server_figures_are_its_process_and_its_threads_waits():
+    sample = {
+        "processes": {"ray::PartitionActor": 0.65, "python:wire_members": 1.0},
+        "threads": {
+            "ray::PartitionActor/7": {"ray::IDLE/8": 0.6},
+            "python:wire_members/9": {"python/9": 0.5},
+        },
+        "waiting": {
+            "ray::PartitionActor/7": {"ray::IDLE/8": 0.4},
+            "python:wire_members/9": {"python/9": 0.2},
+        },
+    }
+    assert server_cpu(sample, "ray::PartitionActor") == {
+        "server_cores": 0.65,
+        "server_waiting_cores": 0.4,
+    }
+    assert server_cpu(sample, "java") == {"server_cores": 0.0, "server_waiting_cores": 0.0}
