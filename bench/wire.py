@@ -11,11 +11,11 @@ The same client library (librdkafka, through confluent-kafka) does the same work
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
 
 * ``commits``: commits/s of one group with 1, 16 and 64 members, each committing its partitions
-  synchronously, back to back, for ``--seconds``; with it the join-to-stable time, and the CPU
-  the librdkafka clients (bench/wire_members.py's processes) use while the group is stable
-  and idle, in cores;
+  synchronously, back to back, for ``--seconds``, the median of ``TRIALS["commits"]`` groups;
+  with it the join-to-stable time, and the CPU the librdkafka clients (bench/wire_members.py's
+  processes) use while the group is stable and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
-  has exactly one owner), the median of ``JOIN_TRIALS`` groups;
+  has exactly one owner), the median of ``TRIALS["join"]`` groups;
 * ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
   client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
   ``gc-ray``, by 8 coroutines through the member's own Ray channel.
@@ -74,7 +74,11 @@ STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
-JOIN_TRIALS = 5  # join rows: the median of this many groups per target
+TRIALS = {"commits": 3, "join": 5}  # each such row: the median of this many groups per target
+MEDIAN_OF = {  # kind -> (the figure a row's median is taken of, where its trials are kept)
+    "commits": ("commits_per_s", "commit_trials_per_s"),
+    "join": ("join_to_stable_s", "join_trials_s"),
+}
 SERVER = "ray::PartitionActor"  # groupcoord's server process, as bench/proc_cpu.py labels it
 
 
@@ -210,14 +214,16 @@ async def _ray_row(router, kind: str, count: int, seconds: float) -> dict:
     return row
 
 
-def median_join(runs: list[dict]) -> dict:
-    """The run with the median join-to-stable time, with every run's time beside it: a single
-    join is a race (members whose JoinGroup lands after the first generation is Stable wait for
-    the others' next heartbeat), so one sample says little."""
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median figure, with every run's figure beside it. A join's time is a
+    race (members whose JoinGroup lands after the first generation is Stable wait for the
+    others' next heartbeat), and a commit rate moves by ±15 % with this machine's load, so one
+    sample says little."""
     if len(runs) == 1:
         return runs[0]
-    ordered = sorted(runs, key=lambda r: r["join_to_stable_s"])
-    return ordered[len(ordered) // 2] | {"join_trials_s": [r["join_to_stable_s"] for r in runs]}
+    measure, trials = MEDIAN_OF[runs[0]["kind"]]
+    ordered = sorted(runs, key=lambda r: r[measure])
+    return ordered[len(ordered) // 2] | {trials: [r[measure] for r in runs]}
 
 
 RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 favour groupcoord
@@ -268,7 +274,9 @@ def print_table(rows: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 s per row, fewer members")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 s per row, one trial each, fewer members"
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="commit time per row")
     parser.add_argument(
         "--kinds",
@@ -343,16 +351,16 @@ def main() -> None:
         if ray:
             as_client(_ray_row(never.router, "commits", 1, 0.2))
         for kind, count in plan:
-            # Join rows: the targets take turns, trial by trial, so load drift hits them alike.
+            # The targets take turns, trial by trial, so load drift hits them alike.
             runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
-            for _ in range(JOIN_TRIALS if kind == "join" else 1):
+            for _ in range(1 if args.quick else TRIALS[kind]):
                 for label in wire_targets:
                     runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
                 if ray:
                     runs["gc-ray"].append(as_client(_ray_row(never.router, kind, count, seconds)))
             for label_runs in runs.values():
                 if label_runs:
-                    rows.append(median_join(label_runs))
+                    rows.append(median_run(label_runs))
                     print(rows[-1], flush=True)
         for label in wire_targets if "heartbeats" in kinds else ():
             group = f"hb-{label}-{time.monotonic_ns()}"

@@ -1,6 +1,6 @@
 """bench/proc_cpu.py measures what bench/wire.py reports: per-thread CPU, and the time a thread
-was runnable but had no CPU (real processes made to share one CPU), and bench/wire.py picks
-the server's figures out of a sample."""
+was runnable but had no CPU (real processes made to share one CPU); bench/wire.py picks the
+server's figures out of a sample and reports each row as its median trial."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import time
 
 from bench.proc_cpu import CpuSample
-from bench.wire import server_cpu
+from bench.wire import median_run, server_cpu
 
 SPIN = (
     "import os, time\n"
@@ -57,3 +57,16 @@ def test_the_server_figures_are_its_process_and_its_threads_waits():
         "server_waiting_cores": 0.4,
     }
     assert server_cpu(sample, "java") == {"server_cores": 0.0, "server_waiting_cores": 0.0}
+
+
+def test_a_row_is_its_median_trial_with_every_trial_beside_it():
+    runs = [
+        {"kind": "commits", "target": "kafka", "commits_per_s": rate, "cpu_cores": n}
+        for n, rate in enumerate([900.0, 1200.0, 1000.0])
+    ]
+    row = median_run(runs)
+    assert row["commits_per_s"] == 1000.0 and row["cpu_cores"] == 2  # the median run's own CPU
+    assert row["commit_trials_per_s"] == [900.0, 1200.0, 1000.0]
+    joins = [{"kind": "join", "join_to_stable_s": t} for t in (3.1, 1.1, 3.0, 1.2, 1.1)]
+    assert median_run(joins)["join_to_stable_s"] == 1.2
+    assert median_run(runs[:1]) == runs[0]
