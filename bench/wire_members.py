@@ -113,8 +113,10 @@ class Members:
             if p.poll() is not None:
                 raise RuntimeError(f"member process {p.pid} exited with {p.returncode}")
 
-    def owned(self) -> list[list[int]]:
-        """Each member's partitions, read while no member rewrites its row."""
+    def owned(self) -> list[list[int]] | None:
+        """Each member's partitions, read while no member rewrites its row; None when some row
+        was being rewritten at every try (a member's thread can be descheduled mid-rewrite
+        for longer than the tries take, on a loaded machine)."""
         lay = self.layout
         for _ in range(OWNED_READ_TRIES):
             before = bytes(self.shared[lay.versions : lay.owned])
@@ -124,7 +126,7 @@ class Members:
             if before == after and all(v % 2 == 0 for v in versions):
                 break
         else:
-            raise RuntimeError("the members' rows kept changing while read")
+            return None
         p = lay.partitions
         return [[k for k in range(p) if rows[m * p + k]] for m in range(lay.members)]
 
@@ -137,6 +139,9 @@ class Members:
         while time.monotonic() < deadline:
             self._check_alive()
             rows = self.owned()
+            if rows is None:  # mid-rewrite: look again
+                time.sleep(0.01)
+                continue
             owned = [p for partitions in rows for p in partitions]
             owners = sum(1 for partitions in rows if partitions)
             if owners == owners_wanted and len(owned) == self.layout.partitions == len(set(owned)):

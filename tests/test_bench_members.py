@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.wire_members import CLIENT_PROCESSES, READY_AT, _Layout, _slices
+from bench.wire_members import CLIENT_PROCESSES, READY_AT, Members, _Layout, _slices
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 16, 63, 64, 100])
@@ -25,3 +25,17 @@ def test_the_shared_table_fields_do_not_overlap(members, partitions):
     assert lay.versions == lay.commits + 8 * members
     assert lay.owned == lay.versions + 8 * members
     assert lay.size == lay.owned + members * partitions
+
+
+def test_a_row_being_rewritten_reads_as_not_yet_and_a_settled_one_as_its_partitions():
+    # Before: owned() raised once 1,000 quick reads all met a row mid-rewrite, which a member
+    # thread descheduled on a loaded machine can hold for longer, and ended a benchmark run.
+    lay = _Layout(2, 3)
+    members = Members.__new__(Members)  # the table alone, no processes
+    members.layout, members.shared = lay, bytearray(lay.size)
+    versions = memoryview(members.shared)[lay.versions : lay.owned].cast("q")
+    members.shared[lay.owned : lay.size] = bytes([1, 0, 1, 0, 1, 0])
+    versions[1] = 1  # member 1 is rewriting its row
+    assert members.owned() is None
+    versions[1] = 2
+    assert members.owned() == [[0, 2], [1]]
