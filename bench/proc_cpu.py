@@ -128,7 +128,7 @@ class CpuSample:
                     (ticks - ticks_then) / _TICKS_PER_S / wall_s,
                     (wait_ns - wait_then) / 1e9 / wall_s,
                 )
-            busiest = [kv for kv in sorted(per.items(), key=lambda kv: -kv[1][0])[:top_threads]]
+            busiest = sorted(per.items(), key=lambda kv: -kv[1][0])[:top_threads]
             busy = [(n, c, w) for n, (c, w) in busiest if c >= 0.05]
             if busy:
                 threads[f"{label}/{pid}"] = {n: round(c, 3) for n, c, _ in busy}
