@@ -32,12 +32,12 @@ import uuid
 from typing import Any
 
 import ray
-from ray.experimental import internal_kv
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
 from groupcoord.storage import open_partition_log
 
+from .kv import kv_get, kv_put
 from .live_lag import LagWindowConfig, WindowSnapshot
 from .metrics import RayMetrics
 from .responses import error_response
@@ -53,7 +53,6 @@ FATAL_EXIT_DELAY_S = 0.2
 MAX_LOAD_RESTARTS = 3
 OWNER_CHECK_INTERVAL_S = 1.0
 CATALOG_FETCH_ATTEMPTS = 20
-_KV_NAMESPACE = "groupcoord"
 
 
 def partition_actor_name(partition: int) -> str:
@@ -74,14 +73,11 @@ def _load_restarts_key(directory: str) -> bytes:
 
 def load_restarts(directory: str) -> int:
     """Restarts in a row the partition of ``directory`` took because its load failed."""
-    value = internal_kv._internal_kv_get(_load_restarts_key(directory), namespace=_KV_NAMESPACE)
-    return int(value or 0)
+    return int(kv_get(_load_restarts_key(directory)) or 0)
 
 
 def set_load_restarts(directory: str, count: int) -> None:
-    internal_kv._internal_kv_put(
-        _load_restarts_key(directory), str(count).encode(), overwrite=True, namespace=_KV_NAMESPACE
-    )
+    kv_put(_load_restarts_key(directory), str(count).encode())
 
 
 def _owner_key(directory: str) -> bytes:
@@ -90,14 +86,12 @@ def _owner_key(directory: str) -> bytes:
 
 def claim_partition(directory: str, incarnation: str) -> None:
     """Record ``incarnation`` as the owner of the partition of ``directory``."""
-    internal_kv._internal_kv_put(
-        _owner_key(directory), incarnation.encode(), overwrite=True, namespace=_KV_NAMESPACE
-    )
+    kv_put(_owner_key(directory), incarnation.encode())
 
 
 def partition_owner(directory: str) -> str | None:
     """The incarnation that claimed the partition of ``directory`` last, if any."""
-    value = internal_kv._internal_kv_get(_owner_key(directory), namespace=_KV_NAMESPACE)
+    value = kv_get(_owner_key(directory))
     return None if value is None else value.decode()
 
 
@@ -197,7 +191,7 @@ class PartitionActor:
             self._runtime.start()
             if wire is not None:
                 self._wire = PartitionListener(
-                    partition, num_partitions, wire, self._runtime, router
+                    partition, num_partitions, wire, self._runtime, router, directory
                 )
                 self._wire_task = asyncio.get_running_loop().create_task(self._start_wire())
             if self._metrics is not None:

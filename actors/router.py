@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -167,6 +168,7 @@ class RouterActor:
                     self.catalog.topics,
                     self.change_topics,
                     self.catalog.topic_ids,
+                    os.path.join(log_dir, "bootstrap-listener"),
                 )
                 self._bootstrap_started = asyncio.get_running_loop().create_task(
                     self._bootstrap.start()

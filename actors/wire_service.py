@@ -22,6 +22,13 @@ Theory of operation
   is authorized by the listener that received it (the partition a bootstrap listener forwards
   to trusts it). A listener bound to a wildcard address (``0.0.0.0``, ``::``) tells clients the
   address of the node it runs on.
+* **A restarted listener keeps its address**, as a restarted Kafka broker does. A listener
+  given port 0 records the port it took in Ray's KV store (keyed by its log directory) and
+  asks for it again when it restarts; only if that port is taken meanwhile (or on another
+  node where it is in use) does it take a new one. Why it matters: the router names a dead
+  partition's last address until the restarted one registers, and librdkafka re-bootstraps
+  once when all its brokers are down; had the port changed, a client re-bootstrapped in that
+  window would try dead addresses until its rebootstrap timer (5 minutes) ran out.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_host
+from .kv import kv_get, kv_put
 from .responses import error_response
 from .security import ListenerSecurity
 
@@ -94,6 +102,29 @@ class WireConfig(msgspec.Struct, frozen=True):
         return self.host
 
 
+def _port_key(log_key: str) -> bytes:
+    return f"listener-port:{log_key}".encode()  # one log directory, one listener
+
+
+async def listen(listener: KafkaListener, log_key: str) -> int:
+    """Start ``listener``; given port 0, at the port the listener of ``log_key`` took last
+    when that port is free (see the module docstring). Returns the port."""
+    if listener.port != 0:
+        return await listener.start()
+    key = _port_key(log_key)
+    listener.port = int(await asyncio.to_thread(kv_get, key) or 0)
+    try:
+        port = await listener.start()
+    except OSError as exc:
+        if listener.port == 0:
+            raise
+        log.info("listener port %d is taken (%r): taking another", listener.port, exc)
+        listener.port = 0
+        port = await listener.start()
+    await asyncio.to_thread(kv_put, key, str(port).encode())
+    return port
+
+
 class WireDirectory(msgspec.Struct):
     """What the router tells listeners: every partition's listener and the topic catalog
     (partition counts and topic ids)."""
@@ -108,9 +139,16 @@ class PartitionListener:
     """The Kafka listener of one partition actor (see the module docstring)."""
 
     def __init__(
-        self, partition: int, num_partitions: int, config: WireConfig, runtime: Any, router: Any
+        self,
+        partition: int,
+        num_partitions: int,
+        config: WireConfig,
+        runtime: Any,
+        router: Any,
+        log_key: str,
     ) -> None:
         self.partition, self.num_partitions, self.config = partition, num_partitions, config
+        self._log_key = log_key
         self._runtime = runtime
         self._router = router
         self.directory = WireDirectory({}, {}, -1)
@@ -134,7 +172,7 @@ class PartitionListener:
         self._listener = self.config.listener(
             gateway.respond, self.config.partition_port(self.partition)
         )
-        port = await self._listener.start()
+        port = await listen(self._listener, self._log_key)
         self.node = gateway.node = Node(self.partition, self.config.advertised_host(), port)
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
         return self.node
@@ -202,8 +240,10 @@ class BootstrapListener:
         topics: Callable[[], Mapping[str, int]],
         change_topics: Any,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
+        log_key: str,
     ) -> None:
         self.config, self.num_partitions = config, num_partitions
+        self._log_key = log_key
         self._partition_handle = partition_handle
         self._list_groups = list_groups
         self._nodes = nodes
@@ -223,7 +263,7 @@ class BootstrapListener:
 
     async def start(self) -> Node:
         self._listener = self.config.listener(self.gateway.respond, self.config.bootstrap_port)
-        port = await self._listener.start()
+        port = await listen(self._listener, self._log_key)
         self.gateway.node = Node(-1, self.config.advertised_host(), port)
         return self.gateway.node
 

@@ -49,7 +49,8 @@ def test_a_refresh_answered_before_a_publish_does_not_undo_it():
     async def scenario() -> None:
         router = SlowRouter()
         partition = runtime()
-        listener = PartitionListener(0, 1, WireConfig(bootstrap_port=0), partition, router)
+        config = WireConfig(bootstrap_port=0)
+        listener = PartitionListener(0, 1, config, partition, router, "unused")
         listener.node = NODE
         refresh = asyncio.get_running_loop().create_task(listener._refresh_forever())
         await router.asked.wait()  # the refresh is under way with the old catalog
@@ -67,7 +68,7 @@ def test_a_refresh_answered_before_a_publish_does_not_undo_it():
 def test_addresses_are_always_taken_and_newer_catalogs_replace_older():
     async def scenario():  # the runtime lives on an event loop (it aims its timer there)
         partition = runtime()
-        listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None)
+        listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None, "unused")
         listener.adopt(AFTER)
         moved = Node(1, "127.0.0.1", 10)
         listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, 1))
