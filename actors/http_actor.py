@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from groupcoord.coordinator.consumer_protocol import decode_assignment
 from .bounded import bounded
 from .burrow_api import GroupView, MemberView
 from .http_service import HttpConfig, LagService
+from .kv import listen_at_remembered_port
 from .live_lag import WindowSnapshot
 from .metrics import LagMetrics
 from .partition_actor import normal_priority
@@ -134,10 +136,23 @@ class HttpActor:
                 servers=servers,
                 metrics=LagMetrics.create(),
             )
-            self._started = asyncio.get_running_loop().create_task(self._service.start())
+            key = f"http-port:{ray.get_runtime_context().namespace}".encode()  # one per namespace
+            self._started = asyncio.get_running_loop().create_task(self._listen(key, config))
         except Exception as exc:  # never raise from __init__: report instead
             log.critical("HTTP service cannot start: %r", exc)
             self.init_error = repr(exc)
+
+    async def _listen(self, key: bytes, config: HttpConfig) -> tuple[str, int]:
+        """Listen where this service listened before it restarted, when it was given port 0
+        (kv.listen_at_remembered_port): dashboards and scrapers keep their address."""
+        bound: list[tuple[str, int]] = []
+
+        async def bind(port: int) -> int:
+            bound.append(await self._service.start(port))
+            return bound[-1][1]
+
+        await listen_at_remembered_port(key, config.port, bind)
+        return bound[-1]
 
     async def address(self) -> str:
         """``host:port`` once listening; raises what prevented listening."""
@@ -148,8 +163,8 @@ class HttpActor:
 
     async def info(self) -> dict:
         if self.init_error is not None:
-            return {"init_error": self.init_error}
-        return {"init_error": None, **self._service.info()}
+            return {"init_error": self.init_error, "pid": os.getpid()}
+        return {"init_error": None, "pid": os.getpid(), **self._service.info()}
 
     async def close(self) -> None:
         if self.init_error is None:

@@ -160,10 +160,14 @@ class LagService:
 
     # -- the refresh loop ---------------------------------------------------------------------
 
-    async def start(self) -> tuple[str, int]:
-        """Listen and start refreshing; returns the (host, port) listened on."""
+    async def start(self, port: int | None = None) -> tuple[str, int]:
+        """Listen (on ``port``, default the config's) and start refreshing; returns the
+        (host, port) listened on. OSError when it cannot listen (nothing started then)."""
         self._server = await asyncio.start_server(
-            self._client, self.config.host, self.config.port, limit=MAX_HEAD_BYTES
+            self._client,
+            self.config.host,
+            self.config.port if port is None else port,
+            limit=MAX_HEAD_BYTES,
         )
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
         host, port = self._server.sockets[0].getsockname()[:2]

@@ -200,6 +200,7 @@ class RouterActor:
             "init_error": self.init_error,
             "server_log": self.server_log,
             "node": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
         }
 
     async def ping(self) -> None:

@@ -48,7 +48,7 @@ from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_host
-from .kv import kv_get, kv_put
+from .kv import listen_at_remembered_port
 from .responses import error_response
 from .security import ListenerSecurity
 
@@ -102,27 +102,16 @@ class WireConfig(msgspec.Struct, frozen=True):
         return self.host
 
 
-def _port_key(log_key: str) -> bytes:
-    return f"listener-port:{log_key}".encode()  # one log directory, one listener
-
-
 async def listen(listener: KafkaListener, log_key: str) -> int:
-    """Start ``listener``; given port 0, at the port the listener of ``log_key`` took last
-    when that port is free (see the module docstring). Returns the port."""
-    if listener.port != 0:
+    """Start ``listener`` (at the port the listener of ``log_key`` took last when its port is
+    0: see the module docstring); returns the port."""
+
+    async def bind(port: int) -> int:
+        listener.port = port
         return await listener.start()
-    key = _port_key(log_key)
-    listener.port = int(await asyncio.to_thread(kv_get, key) or 0)
-    try:
-        port = await listener.start()
-    except OSError as exc:
-        if listener.port == 0:
-            raise
-        log.info("listener port %d is taken (%r): taking another", listener.port, exc)
-        listener.port = 0
-        port = await listener.start()
-    await asyncio.to_thread(kv_put, key, str(port).encode())
-    return port
+
+    key = f"listener-port:{log_key}".encode()  # one log directory, one listener
+    return await listen_at_remembered_port(key, listener.port, bind)
 
 
 class WireDirectory(msgspec.Struct):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+
+from ray.exceptions import RayError
 
 from groupcoord.actors import (
     CommitFailedError,
@@ -103,3 +106,19 @@ async def committer(m, counter, attempted, acked, stop_event) -> None:
                 for tp, offset in offsets.items():
                     acked[tp] = max(acked.get(tp, -1), offset)
         await asyncio.sleep(0.02)
+
+
+def wait_restarted(info: Callable[[], dict], pid_before: int, timeout_s: float = 60.0) -> dict:
+    """The first ``info()`` answered by another process than ``pid_before``: Ray's kill is
+    asynchronous, so calls made right after it may still reach the old incarnation (and calls
+    made while it restarts raise)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            answer = info()
+            if answer["pid"] != pid_before:
+                return answer
+        except RayError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"not restarted in {timeout_s:.0f} s")

@@ -12,13 +12,15 @@ import urllib.error
 import urllib.request
 
 import pytest
+import ray
 from playwright.async_api import async_playwright
 
 from groupcoord.actors import start, stop
+from groupcoord.actors.http_actor import HTTP_ACTOR_NAME
 from groupcoord.actors.http_service import HttpConfig
 from groupcoord.actors.live_lag import LagWindowConfig
 
-from .helpers import TEST_CONFIG, member
+from .helpers import TEST_CONFIG, member, wait_restarted
 from .lag_sources import file_end_offsets, write_end_offsets
 from .test_metrics import _scrape, _value
 
@@ -264,3 +266,15 @@ def test_bad_requests_get_burrow_style_errors(live):
     assert raw(deployment.http, huge).startswith(b"HTTP/1.1 431")
     # The service is unaffected.
     assert get(base, "/v3/kafka")[0] == 200
+
+
+def test_a_restarted_service_keeps_its_address(live):
+    """Given port 0 it took a free port; restarted by Ray, it asks for that port again, so
+    dashboards, scrapers and ``Deployment.http`` keep working."""
+    deployment, _ = live
+    actor = ray.get_actor(HTTP_ACTOR_NAME, namespace=deployment.namespace)
+    pid = ray.get(actor.info.remote())["pid"]
+    ray.kill(actor, no_restart=False)
+    wait_restarted(lambda: ray.get(actor.info.remote(), timeout=10), pid)
+    assert ray.get(actor.address.remote(), timeout=30) == deployment.http
+    assert get(f"http://{deployment.http}", "/burrow/admin") == (200, "GOOD")
