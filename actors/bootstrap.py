@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 import ray
 from ray._private.services import find_gcs_addresses
+from ray.exceptions import RayError
 
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
@@ -39,6 +40,7 @@ from . import identity
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
+from .partition_actor import partition_actor_name
 from .placement import router_strategy
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor, detached_options
 from .wire_service import WireConfig
@@ -349,18 +351,16 @@ def _start_http(
 
 
 def _http_address(namespace: str) -> str | None:
-    try:
-        actor = ray.get_actor(HTTP_ACTOR_NAME, namespace=namespace)
-    except ValueError:
+    actor = _named(HTTP_ACTOR_NAME, namespace)
+    if actor is None:
         return None
     return ray.get(actor.address.remote(), timeout=HTTP_START_TIMEOUT_S)
 
 
 def _running(namespace: str) -> tuple[Any, dict] | None:
     """The router running in ``namespace`` and its ``describe()``, or None."""
-    try:
-        router = ray.get_actor(ROUTER_NAME, namespace=namespace)
-    except ValueError:
+    router = _named(ROUTER_NAME, namespace)
+    if router is None:
         return None
     return router, ray.get(router.describe.remote())
 
@@ -410,16 +410,35 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> D
 
 def stop(deployment: Deployment, timeout_s: float | None = None) -> None:
     """Close every partition (parked requests get NOT_COORDINATOR, the log is flushed and its
-    writer lock released) and kill the actors; ``timeout_s`` bounds the closing."""
+    writer lock released) and kill the actors; ``timeout_s`` bounds each closing. Every actor
+    is killed even when closing one fails (it timed out, or Ray is restarting it); the first
+    such failure is raised afterwards."""
+    failures: list[Exception] = []
+    http = _named(HTTP_ACTOR_NAME, deployment.namespace)
+    _close([http], timeout_s, failures)  # first: it calls the partitions
+    partitions = [
+        _named(partition_actor_name(n), deployment.namespace)
+        for n in range(deployment.num_partitions)
+    ]
+    _close(partitions, timeout_s, failures)
+    for handle in [http, *partitions, deployment.router]:
+        if handle is not None:
+            ray.kill(handle, no_restart=True)
+    if failures:
+        raise failures[0]
+
+
+def _named(name: str, namespace: str) -> Any:
     try:
-        http = ray.get_actor(HTTP_ACTOR_NAME, namespace=deployment.namespace)
-    except ValueError:
-        http = None
-    if http is not None:  # first: it calls the partitions
-        ray.get(http.close.remote(), timeout=timeout_s)
-        ray.kill(http, no_restart=True)
-    handles = deployment.partitions()
-    ray.get([h.close.remote() for h in handles], timeout=timeout_s)
-    for handle in handles:
-        ray.kill(handle, no_restart=True)
-    ray.kill(deployment.router, no_restart=True)
+        return ray.get_actor(name, namespace=namespace)
+    except ValueError:  # not there (never started, or killed)
+        return None
+
+
+def _close(handles: list, timeout_s: float | None, failures: list[Exception]) -> None:
+    """Call ``close`` on each handle there is (None: no such actor); a failure (a timeout, a
+    restarting actor) is appended to ``failures`` rather than raised."""
+    try:
+        ray.get([h.close.remote() for h in handles if h is not None], timeout=timeout_s)
+    except RayError as exc:  # GetTimeoutError is one
+        failures.append(exc)

@@ -10,11 +10,14 @@ import time
 
 import pytest
 import ray
+from ray.exceptions import GetTimeoutError
 
 from groupcoord.actors import SyncGroupMember, connect, start, stop
 from groupcoord.actors.cli import main
+from groupcoord.actors.http_actor import HTTP_ACTOR_NAME
+from groupcoord.actors.http_service import HttpConfig
 from groupcoord.actors.identity import IDENTITY_FILE, claim
-from groupcoord.actors.partition_actor import MAX_LOAD_RESTARTS
+from groupcoord.actors.partition_actor import MAX_LOAD_RESTARTS, partition_actor_name
 from groupcoord.actors.router import ROUTER_NAME
 from groupcoord.storage import open_partition_log, partition_dir
 
@@ -208,3 +211,32 @@ def test_an_address_naming_another_cluster_than_the_connected_one_is_an_error(ra
         connect("gc-anything", address=other)
     with pytest.raises(LookupError, match=f"on the Ray cluster at {current}"):
         connect("gc-anything", address=current)  # the same cluster: looked in
+
+
+def _named_actors(namespace: str, num_partitions: int) -> list[str]:
+    names = [ROUTER_NAME, HTTP_ACTOR_NAME]
+    names += [partition_actor_name(n) for n in range(num_partitions)]
+    alive = []
+    for name in names:
+        try:
+            ray.get_actor(name, namespace=namespace)
+            alive.append(name)
+        except ValueError:
+            pass
+    return alive
+
+
+def test_stop_kills_every_actor_even_when_closing_one_fails(ray_session, tmp_path):
+    # Before: stop() raised at the first close that failed (a timeout, or an actor Ray was
+    # restarting) and killed nothing, leaving the detached actors serving after "stopped".
+    ns = "gc-stop-fails"
+    deployment = start(2, str(tmp_path), namespace=ns, config=TEST_CONFIG, http=HttpConfig())
+    deployment.wait_ready(60)
+    assert len(_named_actors(ns, 2)) == 4
+    with pytest.raises(GetTimeoutError):
+        stop(deployment, timeout_s=1e-6)  # no close can answer in time
+    for _ in range(100):  # kills are asynchronous
+        if not _named_actors(ns, 2):
+            break
+        time.sleep(0.1)
+    assert _named_actors(ns, 2) == []
