@@ -120,15 +120,15 @@ def test_restarted_listeners_keep_their_addresses(deployment):
     address until the restarted one registers, and librdkafka re-bootstraps only once when all
     its brokers are down: had the new incarnation taken another port, a client re-bootstrapped
     in that window would try the dead addresses for minutes (seen in CI)."""
+    handles = deployment.partitions()  # before the router is killed: it answers this
     before = deployment.infos()
     bootstrap = ray.get(deployment.router.kafka_address.remote())
     router_pid = ray.get(deployment.router.describe.remote())["pid"]
     ray.kill(deployment.router, no_restart=False)
-    for handle in deployment.partitions():
+    for handle in handles:
         ray.kill(handle, no_restart=False)
     wait_restarted(lambda: ray.get(deployment.router.describe.remote(), timeout=10), router_pid)
-    for n, info in enumerate(before):
-        handle = deployment.partitions()[n]
+    for handle, info in zip(handles, before, strict=True):
         wait_restarted(lambda h=handle: ray.get(h.info.remote(), timeout=10), info["pid"])
     _wait_serving(deployment)
     assert [info["kafka"] for info in deployment.infos()] == [info["kafka"] for info in before]
