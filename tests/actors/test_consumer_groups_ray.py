@@ -23,7 +23,7 @@ from groupcoord.coordinator import (
     partition_for,
 )
 
-from .helpers import start_deployment
+from .helpers import start_deployment, wait_restarted
 
 TOPIC = "kip848-ray"
 GROUP = "kip848-ray-group"
@@ -108,6 +108,7 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
 
         # A restarted partition reloads the group from its log and fetches the catalog.
         handle = deployment.partitions()[partition_for(GROUP, NUM_PARTITIONS)]
+        pid = (await asyncio.to_thread(ray.get, handle.info.remote()))["pid"]
         ray.kill(handle, no_restart=False)
         # The channel retries while the actor restarts, then while the shard answers
         # COORDINATOR_LOAD_IN_PROGRESS (loading, then waiting for the catalog); m1's session
@@ -115,6 +116,11 @@ def test_catalog_changes_and_restarts_reach_the_consumer_group(deployment):
         again = await channel.call(steady(3, [0, 1, 2, 3, 4, 5]))
         assert again.error_code == Errors.NONE, again
         assert again.member_epoch == 3
+        # Ray's kill is asynchronous: that answer may have come from the old process. The
+        # new one must give the same answer from what it reloaded.
+        await asyncio.to_thread(wait_restarted, lambda: ray.get(handle.info.remote()), pid)
+        again = await channel.call(steady(3, [0, 1, 2, 3, 4, 5]))
+        assert (again.error_code, again.member_epoch) == (Errors.NONE, 3), again
 
     asyncio.run(scenario())
     wait_serving(deployment)
