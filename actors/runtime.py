@@ -150,6 +150,7 @@ class PartitionRuntime:
         self._flush_wanted = asyncio.Event()
         self._durable_changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms = 0  # the Shard deadline _timer was aimed at, while set
         self._aim_queued = False  # an _aim_timer call is scheduled on the loop
         self._flush_queued = False  # a _flush_now call is scheduled on the loop
         # (request, response, now_ms, seconds) answered, for _account to record
@@ -509,12 +510,17 @@ class PartitionRuntime:
 
     def _aim_timer(self) -> None:
         self._aim_queued = False
+        deadline_ms = self._shard.next_deadline_ms() if self.state == "serving" else None
+        # Already aimed there: commits, and heartbeats of members other than the soonest due,
+        # leave the earliest deadline where it was.
+        if self._timer is not None and deadline_ms == self._timer_deadline_ms:
+            return
         self._cancel_timer()
-        deadline_ms = self._shard.next_deadline_ms()
-        if deadline_ms is not None and self.state == "serving":
+        if deadline_ms is not None:
             loop = asyncio.get_running_loop()
             delay_s = max(deadline_ms - self._clock_ms(), 0) / 1000
             self._timer = loop.call_at(loop.time() + delay_s, self._fire_timers)
+            self._timer_deadline_ms = deadline_ms
 
     def _fire_timers(self) -> None:
         self._timer = None

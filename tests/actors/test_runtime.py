@@ -363,6 +363,36 @@ def test_session_timer_fires_and_removes_member():
     asyncio.run(scenario())
 
 
+def test_the_loop_timer_moves_only_when_the_earliest_deadline_does():
+    # Every turn used to cancel the loop's timer and make a new one, commits included (3-5 %
+    # of the loop thread per wire commit in profiles).
+    async def scenario():
+        runtime, _ = make()
+        await serving(runtime)
+        joined = await runtime.handle(join("g", session_ms=5_000))
+        assignment = [SyncGroupRequestAssignment(joined.member_id, b"")]
+        await runtime.handle(
+            SyncGroupRequest("g", joined.generation_id, joined.member_id, assignment)
+        )
+        for _ in range(3):
+            await asyncio.sleep(0)  # the aim runs on a later turn
+        aimed = runtime._timer
+        assert aimed is not None
+        for offset in range(5):
+            await runtime.handle(commit("other", offset))
+            await asyncio.sleep(0)
+        assert runtime._timer is aimed
+        # A member with a shorter session brings the earliest deadline forward.
+        await runtime.handle(join("h", session_ms=100))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert runtime._timer is not None and runtime._timer.when() < aimed.when()
+        assert aimed.cancelled()
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
 def test_close_answers_parked_join_not_coordinator():
     async def scenario():
         runtime, logs = make(
