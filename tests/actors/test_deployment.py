@@ -24,12 +24,21 @@ from groupcoord.storage import open_partition_log, partition_dir
 from .helpers import TEST_CONFIG, start_deployment
 
 
+def named_actors(namespace: str, num_partitions: int) -> list[str]:
+    """The names of this deployment's actors Ray still knows."""
+    names = [ROUTER_NAME, HTTP_ACTOR_NAME, *map(partition_actor_name, range(num_partitions))]
+    alive = []
+    for name in names:
+        try:
+            ray.get_actor(name, namespace=namespace)
+            alive.append(name)
+        except ValueError:
+            pass
+    return alive
+
+
 def no_router(namespace: str) -> bool:
-    try:
-        ray.get_actor(ROUTER_NAME, namespace=namespace)
-    except ValueError:
-        return True
-    return False
+    return ROUTER_NAME not in named_actors(namespace, 0)
 
 
 def test_restart_with_another_partition_count_or_namespace_is_refused(ray_session, tmp_path):
@@ -213,30 +222,17 @@ def test_an_address_naming_another_cluster_than_the_connected_one_is_an_error(ra
         connect("gc-anything", address=current)  # the same cluster: looked in
 
 
-def _named_actors(namespace: str, num_partitions: int) -> list[str]:
-    names = [ROUTER_NAME, HTTP_ACTOR_NAME]
-    names += [partition_actor_name(n) for n in range(num_partitions)]
-    alive = []
-    for name in names:
-        try:
-            ray.get_actor(name, namespace=namespace)
-            alive.append(name)
-        except ValueError:
-            pass
-    return alive
-
-
 def test_stop_kills_every_actor_even_when_closing_one_fails(ray_session, tmp_path):
     # Before: stop() raised at the first close that failed (a timeout, or an actor Ray was
     # restarting) and killed nothing, leaving the detached actors serving after "stopped".
     ns = "gc-stop-fails"
     deployment = start(2, str(tmp_path), namespace=ns, config=TEST_CONFIG, http=HttpConfig())
     deployment.wait_ready(60)
-    assert len(_named_actors(ns, 2)) == 4
+    assert len(named_actors(ns, 2)) == 4
     with pytest.raises(GetTimeoutError):
         stop(deployment, timeout_s=1e-6)  # no close can answer in time
     for _ in range(100):  # kills are asynchronous
-        if not _named_actors(ns, 2):
+        if not named_actors(ns, 2):
             break
         time.sleep(0.1)
-    assert _named_actors(ns, 2) == []
+    assert named_actors(ns, 2) == []

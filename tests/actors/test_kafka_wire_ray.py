@@ -65,9 +65,7 @@ def _wait_assigned(consumer: Consumer, count: int) -> set[int]:
 
 def _resumed(acked: dict, before: dict) -> bool:
     """Every group has acknowledged a commit past what it had before."""
-    moved = {
-        group for (group, _), offset in list(acked.items()) if offset > before.get((group, _), -1)
-    }
+    moved = {key[0] for key, offset in list(acked.items()) if offset > before.get(key, -1)}
     return moved == set(GROUPS)
 
 
