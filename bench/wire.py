@@ -27,15 +27,21 @@ within a few hundredths of a core), and the time those threads waited for a CPU.
 shows the server's share: ``srv cpu``, the server process's cores, and ``srv wait``, the cores
 its busiest threads spent runnable but not running.
 
-The members run in a few processes of their own (bench/wire_members.py). On this machine's two
-cores they compete with the server under test, and how the scheduler shares the cores between
-one busy thread (groupcoord's partition) or a dozen (Kafka's broker) and ~200 client threads
-moves the commit rows more than either server's own cost does. ``--pin`` takes that out: the
-servers on half the CPUs, the clients on the other half, as if on a machine of their own.
+The members run in a few processes of their own (bench/wire_members.py), in a session of their
+own, as another application's would be. On this machine's two cores they compete with the
+server under test, and Linux shares the CPUs fairly between sessions first (autogroup
+scheduling, on by default) and only then between threads. ``--one-session`` keeps them in
+this process's session, with the servers, where the ~200 client threads and the server's
+threads share the cores thread by thread: a server with a dozen busy threads (Kafka's broker)
+then gets more of them than one with a single busy thread (groupcoord's partition), which
+moves the commit rows more than either server's own cost does. ``--pin`` takes the sharing out
+altogether: the servers on half the CPUs, the clients on the other half, as if on a machine
+of their own.
 
-Run: ``.venv/bin/python bench/wire.py [--quick] [--pin]``; writes bench/results/wire.json
-(wire-pinned.json with ``--pin``). ``--kinds``, ``--targets`` and ``--members`` run only some
-rows (e.g. ``--kinds commits --members 16``) and write nothing.
+Run: ``.venv/bin/python bench/wire.py [--quick] [--pin | --one-session]``; writes
+bench/results/wire.json (wire-pinned.json with ``--pin``, wire-one-session.json with
+``--one-session``). ``--kinds``, ``--targets`` and ``--members`` run only some rows (e.g.
+``--kinds commits --members 16``) and write nothing.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ def _create_topic(bootstrap: str, name: str) -> None:
 
 
 CLIENT_CPUS: set[int] | None = None  # --pin: the CPUs the clients run on
+CLIENT_SESSION = True  # the member processes in a session of their own (not --one-session)
 
 
 def as_client(work: Coroutine[Any, Any, T]) -> T:
@@ -123,7 +130,9 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
     clients' idle CPU and the commit rate."""
     topic = f"bench-{label}-{count}-{time.monotonic_ns()}"
     _create_topic(bootstrap, topic)
-    members = Members(bootstrap, f"g-{topic}", topic, count, PARTITIONS, CLIENT_CPUS)
+    members = Members(
+        bootstrap, f"g-{topic}", topic, count, PARTITIONS, CLIENT_CPUS, CLIENT_SESSION
+    )
     row = {"kind": kind, "target": label, "members": count}
     try:
         row["join_to_stable_s"] = round(members.wait_stable(STABLE_TIMEOUT_S), 3)
@@ -295,6 +304,12 @@ def main() -> None:
         help="servers on half the CPUs, clients on the other half (writes wire-pinned.json)",
     )
     parser.add_argument(
+        "--one-session",
+        action="store_true",
+        help="the member processes in this process's session, with the servers (writes "
+        "wire-one-session.json)",
+    )
+    parser.add_argument(
         "--members", help="comma-separated group sizes of the commit rows (then nothing written)"
     )
     args = parser.parse_args()
@@ -312,8 +327,12 @@ def main() -> None:
     if args.members:
         commit_sizes = [int(n) for n in args.members.split(",")]
     join_sizes = [10] if args.quick else [10, 100]
+    if args.pin and args.one_session:
+        parser.error("--pin and --one-session are different runs: choose one")
     if args.pin:
         pin_cpus()
+    global CLIENT_SESSION
+    CLIENT_SESSION = not args.one_session
     work = Path(tempfile.mkdtemp(prefix="groupcoord-bench-wire-"))
     broker = KafkaBroker(work / "kafka")
     (work / "kafka").mkdir()
@@ -385,7 +404,9 @@ def main() -> None:
     print_table(rows)
     if partial:
         return
-    results = RESULTS.replace(".json", "-pinned.json") if args.pin else RESULTS
+    results = RESULTS
+    if args.pin or args.one_session:
+        results = RESULTS.replace(".json", "-pinned.json" if args.pin else "-one-session.json")
     os.makedirs(os.path.dirname(results), exist_ok=True)
     with open(results, "w") as f:
         json.dump(
@@ -396,6 +417,7 @@ def main() -> None:
                 "load_average_at_end": os.getloadavg()[0],
                 "quick": args.quick,
                 "pinned": args.pin,
+                "clients_in_own_session": CLIENT_SESSION,
                 "seconds_per_row": seconds,
                 "rows": rows,
             },

@@ -18,6 +18,15 @@ offset   what                         written by
 ``o``    owned (a byte per member and partition)  the member's thread
 ======== ============================ =================================================
 
+Sessions: ``Members`` starts one launcher process, which starts the member processes and
+waits for them; with ``own_session`` (bench/wire.py's default) the launcher, and so every
+member process, runs in a session of its own. Linux's autogroup scheduling (on by default)
+shares the CPUs fairly between sessions first and between threads within a session second, so
+the clients then compete with the server as another application would (a service started on
+its own, or from another terminal), and a server is not favoured for having more threads than
+another. In the benchmark's own session (``own_session=False``, ``--one-session``), the ~200
+client threads and the server's threads share the CPUs thread by thread.
+
 Run as ``python -m bench.wire_members`` by ``Members`` only.
 """
 
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +44,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from bench.proc_cpu import CpuSample, cpu_seconds
+from bench.proc_cpu import CpuSample, cpu_seconds, descendants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENT_PROCESSES = 4  # at most; a member's process holds its GIL only between librdkafka calls
@@ -65,8 +75,9 @@ def _slices(count: int) -> list[range]:
 
 class Members:
     """``count`` librdkafka consumers of one group over a topic of ``partitions`` partitions,
-    in up to ``CLIENT_PROCESSES`` processes (run on ``cpus`` only, if given); they subscribe
-    together once all exist."""
+    in up to ``CLIENT_PROCESSES`` processes (run on ``cpus`` only, if given; in a session of
+    their own with ``own_session``: see the module docstring); they subscribe together once all
+    exist."""
 
     def __init__(
         self,
@@ -76,24 +87,26 @@ class Members:
         count: int,
         partitions: int,
         cpus: set[int] | None = None,
+        own_session: bool = True,
     ) -> None:
         self.layout = _Layout(count, partitions)
         fd, self.path = tempfile.mkstemp(prefix="groupcoord-members-")
         os.ftruncate(fd, self.layout.size)
         self.shared = mmap.mmap(fd, self.layout.size)
         os.close(fd)
-        self.processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "bench.wire_members", self.path, bootstrap, group, topic]
-                + [str(n) for n in (count, partitions, slot, members.start, members.stop)]
-                + ([] if cpus is None else ["--cpus", ",".join(map(str, sorted(cpus)))]),
-                cwd=ROOT,
-            )
-            for slot, members in enumerate(_slices(count))
-        ]
+        # The launcher leads a process group of its own either way, so close() can kill it
+        # and every member process at once.
+        self.launcher = subprocess.Popen(
+            [sys.executable, "-m", "bench.wire_members", self.path, bootstrap, group, topic]
+            + [str(n) for n in (count, partitions)]
+            + ([] if cpus is None else ["--cpus", ",".join(map(str, sorted(cpus)))]),
+            cwd=ROOT,
+            start_new_session=own_session,
+            process_group=None if own_session else 0,
+        )
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            while any(self.shared[READY_AT + k] == 0 for k in range(len(self.processes))):
+            while any(self.shared[READY_AT + k] == 0 for k in range(len(_slices(count)))):
                 self._check_alive()
                 if time.monotonic() > deadline:
                     raise TimeoutError("the member processes never created their consumers")
@@ -106,12 +119,12 @@ class Members:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        """The launcher's and the member processes'."""
+        return descendants(self.launcher.pid)
 
     def _check_alive(self) -> None:
-        for p in self.processes:
-            if p.poll() is not None:
-                raise RuntimeError(f"member process {p.pid} exited with {p.returncode}")
+        if self.launcher.poll() is not None:
+            raise RuntimeError(f"the member processes exited with {self.launcher.returncode}")
 
     def owned(self) -> list[list[int]] | None:
         """Each member's partitions, read while no member rewrites its row; None when some row
@@ -176,13 +189,11 @@ class Members:
 
     def close(self) -> None:
         self.shared[STOP] = 1
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for p in self.processes:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        try:
+            self.launcher.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.launcher.pid, signal.SIGKILL)
+            self.launcher.wait()
         self.shared.close()
         os.unlink(self.path)
 
@@ -234,22 +245,48 @@ def _consumer(bootstrap: str, group: str) -> Consumer:
     )
 
 
+def launch(argv: list[str], count: int) -> int:
+    """The launcher: start a member process per slice of the members (``argv`` and the slice)
+    and wait for them all; when one fails, end the others and return its exit status."""
+    processes = {
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.wire_members", *argv]
+            + ["--slice", f"{slot},{members.start},{members.stop}"],
+            cwd=ROOT,
+        ).pid
+        for slot, members in enumerate(_slices(count))
+    }
+    while processes:
+        pid, status = os.wait()
+        processes.discard(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            for other in processes:
+                os.kill(other, signal.SIGKILL)
+            return code if code > 0 else 1
+    return 0
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="one process of bench/wire.py's members")
+    parser = argparse.ArgumentParser(description="the members of bench/wire.py's groups")
     for name in ("path", "bootstrap", "group", "topic"):
         parser.add_argument(name)
-    for name in ("count", "partitions", "slot", "first", "end"):
+    for name in ("count", "partitions"):
         parser.add_argument(name, type=int)
     parser.add_argument("--cpus", help="comma-separated CPUs to run on")
+    parser.add_argument("--slice", help="slot,first,end: run these members (else launch all)")
     args = parser.parse_args()
+    if args.slice is None:
+        sys.exit(launch(sys.argv[1:], args.count))
+    slot, first, end = (int(n) for n in args.slice.split(","))
     if args.cpus:  # set here, not in a preexec_fn: the parent has threads (Ray's)
         os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     lay = _Layout(args.count, args.partitions)
     with open(args.path, "r+b") as f:
         shared = mmap.mmap(f.fileno(), lay.size)
-    indices = range(args.first, args.end)
+    indices = range(first, end)
     consumers = [_consumer(args.bootstrap, args.group) for _ in indices]
-    shared[READY_AT + args.slot] = 1
+    shared[READY_AT + slot] = 1
     while not shared[GO]:
         if shared[STOP]:
             return

@@ -4,6 +4,8 @@ share: every member in exactly one process, no two fields overlapping, the int64
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from bench.wire_members import CLIENT_PROCESSES, READY_AT, Members, _Layout, _slices
@@ -39,3 +41,25 @@ def test_a_row_being_rewritten_reads_as_not_yet_and_a_settled_one_as_its_partiti
     assert members.owned() is None
     versions[1] = 2
     assert members.owned() == [[0, 2], [1]]
+
+
+@pytest.mark.parametrize("own_session", [True, False])
+def test_the_member_processes_share_one_session_of_their_own_or_ours(own_session):
+    # Linux's autogroup scheduling shares the CPUs between sessions first: in their own
+    # session, every member process shares one (and none is left running by close()).
+    members = Members("127.0.0.1:1", "g", "t", 5, 4, own_session=own_session)
+    try:
+        pids = members.pids
+        assert len(pids) == 1 + min(5, CLIENT_PROCESSES)  # the launcher and its processes
+        sessions = {os.getsid(pid) for pid in pids}
+        assert len(sessions) == 1
+        assert (sessions == {os.getsid(0)}) is not own_session
+    finally:
+        members.close()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
