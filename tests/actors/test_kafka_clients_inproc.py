@@ -22,6 +22,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from ..kafka.members import subscribe_knowing_topic
 from .kafka_inproc import WirePartition
 
 TOPICS = {"events": 4}
@@ -147,7 +148,7 @@ def test_kafka_python_consumer_commits_and_reads_back(bootstrap):
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
     )
-    consumer.subscribe(["events"])
+    subscribe_knowing_topic(consumer, "events")
     deadline = time.monotonic() + POLL_LIMIT * 0.1
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(timeout_ms=100)

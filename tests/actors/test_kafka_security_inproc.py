@@ -35,6 +35,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_file
 from groupcoord.wire import parse_acl_file
 
+from ..kafka.members import subscribe_knowing_topic
 from ..wire.frames import request_frame, split_response
 from .kafka_inproc import WirePartition
 from .tls import self_signed_cert, signed_client_cert
@@ -204,7 +205,7 @@ def test_kafka_python_authenticates_with_scram(sasl_plaintext):
         sasl_plain_username="alice",
         sasl_plain_password=PASSWORDS["alice"],
     )
-    consumer.subscribe(["events"])
+    subscribe_knowing_topic(consumer, "events")
     deadline = time.monotonic() + POLL_LIMIT * 0.1
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(timeout_ms=100)

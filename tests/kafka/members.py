@@ -110,6 +110,23 @@ class ConfluentConsumerProtocolMember(ConfluentMember):
         self.consumer.subscribe([topic])
 
 
+def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str) -> None:
+    """Subscribe a kafka-python consumer once its metadata names ``topic``, as a consumer of an
+    existing topic would have it. Subscribed without it, kafka-python 3.0.12 joins, and two
+    things can follow, both inside the client: as leader it assigns nothing (no metadata for
+    the topic), then records the metadata that arrives next as what it assigned from, so it
+    never rejoins and keeps no partitions (seen under CPU load, where the join outran the
+    metadata request); or it rejoins once the metadata names the topic, and in about 1 of 30
+    such double joins its poll thread waited forever on its own IO thread (idle in select()
+    with the poll's task never run) after the SyncGroup was answered: a lost wakeup."""
+    deadline = time.monotonic() + CALL_TIMEOUT_S
+    while not consumer.partitions_for_topic(topic):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
+        time.sleep(POLL_TIMEOUT_MS / 1000)
+    consumer.subscribe([topic])
+
+
 class KafkaPythonMember:
     """kafka-python: its coordinator runs JoinGroup/SyncGroup inside poll()."""
 
@@ -124,18 +141,7 @@ class KafkaPythonMember:
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[assignor]],
         )
-        # Learn the topic before subscribing. Subscribed without it, kafka-python 3.0.12 joins,
-        # assigns nothing, then rejoins once its metadata names the topic; in about 1 of 30 such
-        # double joins its poll thread then waited forever on its own IO thread (idle in
-        # select() with the poll's task never run), after groupcoord had answered the SyncGroup:
-        # a lost wakeup inside the client. Knowing the topic first makes one join, as a real
-        # consumer of an existing topic does.
-        deadline = time.monotonic() + CALL_TIMEOUT_S
-        while not self.consumer.partitions_for_topic(topic):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
-            time.sleep(POLL_TIMEOUT_MS / 1000)
-        self.consumer.subscribe([topic])
+        subscribe_knowing_topic(self.consumer, topic)
 
     def poll(self) -> None:
         self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
