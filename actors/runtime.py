@@ -133,7 +133,9 @@ class PartitionRuntime:
         self.load_failure: str | None = None  # its load_failure_kind
         self.load_attempts = 0
         self.fatal_error: str | None = None
-        self._shard = Shard(partition, num_partitions, config)  # answers while loading
+        self._shard = Shard(  # answers while loading
+            partition, num_partitions, config, immediate_timers=False
+        )
         self._log: Any = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"p{partition}-io")
         # Snapshots get their own thread: building one for a million offsets takes ~0.3 s, and
@@ -287,7 +289,11 @@ class PartitionRuntime:
         if self._log is None:
             self._log = self._open_log()
             self.epoch = int(getattr(self._log, "epoch", 0))
-        shard = Shard(self.partition, self.num_partitions, self.config, ids=self._ids)
+        # A timer due now waits for the loop's next timer turn, behind the requests read in
+        # this one (see the Shard's docstring).
+        shard = Shard(
+            self.partition, self.num_partitions, self.config, ids=self._ids, immediate_timers=False
+        )
         summary = self._log.load_into(shard)
         return shard, summary
 

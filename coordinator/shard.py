@@ -25,7 +25,13 @@ time arrives as ``now_ms`` and every call returns a ``Step``.
   log: ``on_loaded`` gives every loaded member ``now + session timeout``. A firing timer re-checks
   the group before acting, because the group may have moved on.
 * A timer armed with a delay <= 0 fires before the call that armed it returns, as on Kafka's
-  test timer, so a zero initial-rebalance delay completes the join phase in the same Step.
+  test timer, so a zero initial-rebalance delay completes the join phase in the same Step. With
+  ``immediate_timers=False`` it waits for the next ``on_timer`` instead, as in Kafka's running
+  coordinator, which queues a due timer's operation behind the requests already in its event
+  queue: the actors use this, so that JoinGroups read in the same loop turn join the same
+  generation (with the initial delay at 0 and members arriving together, a first generation of
+  one member is the difference between a group stable in about a second and one that waits
+  out a heartbeat interval).
 * Kafka's arbitrary choices (new leader, vote ties) take the first candidate in member order,
   and member ids come from the injected ``ids``: a seed reproduces a whole run.
 
@@ -149,6 +155,8 @@ class Shard(
         num_partitions: int = 1,
         config: CoordinatorConfig | None = None,
         ids: Callable[[], str] | None = None,
+        *,
+        immediate_timers: bool = True,
     ) -> None:
         if type(num_partitions) is not int or num_partitions < 1:
             raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
@@ -168,6 +176,7 @@ class Shard(
         self._consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, by id
         self._topics: dict[str, int] | None = None  # the topic catalog (update_topics)
         self._timer = TimingWheel(0)
+        self._immediate_timers = immediate_timers
         self._immediate: dict[Any, Any] = {}  # timers armed with delay <= 0 in this call
         self._parked = 0  # parked JoinGroup + SyncGroup requests
         self._now = 0
@@ -373,7 +382,7 @@ class Shard(
 
     def _arm(self, key: tuple, delay_ms: int, payload: Any = None) -> None:
         self._timer.schedule(key, self._now + delay_ms, payload)
-        if delay_ms <= 0:
+        if delay_ms <= 0 and self._immediate_timers:
             self._immediate[key] = payload
 
     def _reply(self, request_id: Any, response: Any) -> None:

@@ -59,10 +59,16 @@ def protocols_of(pairs):
 
 
 class Harness:
-    def __init__(self, check_replay: bool = True, seed: int = 0, **config) -> None:
+    def __init__(
+        self, check_replay: bool = True, seed: int = 0, immediate_timers: bool = True, **config
+    ) -> None:
         self.config = CoordinatorConfig(**{**TEST_CONFIG, **config})
         self.shard = Shard(
-            partition=0, num_partitions=2, config=self.config, ids=SequentialIds(seed)
+            partition=0,
+            num_partitions=2,
+            config=self.config,
+            ids=SequentialIds(seed),
+            immediate_timers=immediate_timers,
         )
         self.now = 0
         self.records = []  # every record of every step, in order

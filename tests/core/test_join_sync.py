@@ -59,6 +59,32 @@ def test_valid_join_first_member_is_leader_and_gets_member_list():
     assert h.state() == GroupState.COMPLETING_REBALANCE
 
 
+def test_a_zero_initial_delay_completes_at_once_on_the_test_timer():
+    # Kafka's test timer (which the ported scenarios use) runs a timer armed with no delay
+    # before the call returns: the first member forms generation 1 alone.
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    first = h.join()
+    assert h.reply(first).generation_id == 1 and len(h.reply(first).members) == 1
+    second = h.join()
+    assert h.reply(second) is None  # a new member: generation 1 is rebalanced at once
+    assert h.state() == GroupState.PREPARING_REBALANCE
+
+
+def test_a_zero_initial_delay_takes_every_join_before_the_next_timer_poll():
+    # immediate_timers=False (the actors): as in Kafka's running coordinator, a timer due now
+    # acts after the requests already received, so members joining together form one
+    # generation instead of one member's generation and a rebalance.
+    h = Harness(group_initial_rebalance_delay_ms=0, immediate_timers=False)
+    joins = [h.join() for _ in range(3)]
+    assert all(h.reply(j) is None for j in joins)
+    assert h.shard.next_deadline_ms() == h.now  # due: the runtime polls at once
+    h.advance(0)
+    answers = [h.reply(j) for j in joins]
+    assert {a.generation_id for a in answers} == {1}
+    assert len(answers[0].members) == 3 and answers[0].leader == answers[0].member_id
+    assert h.state() == GroupState.COMPLETING_REBALANCE
+
+
 def test_member_id_required_then_join_with_id():
     h = Harness()
     first = h.reply(h.join(require_known=True))
