@@ -37,7 +37,10 @@ The Shard decides; this class does the I/O around it, on one event loop:
   the partition from its log.
 * **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
   recorded one loop turn after its answer is released, in answer order (``_account``).
-* **Timers.** After every Step one ``loop.call_at`` is aimed at ``next_deadline_ms()``.
+* **Timers.** After every Step one ``loop.call_at`` is aimed at ``next_deadline_ms()``. The
+  Shard runs with ``immediate_timers=False``: a timer armed with no delay (a zero initial
+  rebalance delay) fires at that ``call_at``, after the requests read in the same loop turn,
+  as Kafka's coordinator runs it after the requests already in its queue.
 * **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
   answers from two incarnations can never be confused.
 
