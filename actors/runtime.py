@@ -136,9 +136,7 @@ class PartitionRuntime:
         self.load_failure: str | None = None  # its load_failure_kind
         self.load_attempts = 0
         self.fatal_error: str | None = None
-        self._shard = Shard(  # answers while loading
-            partition, num_partitions, config, immediate_timers=False
-        )
+        self._shard = self._new_shard()  # answers while loading
         self._log: Any = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"p{partition}-io")
         # Snapshots get their own thread: building one for a million offsets takes ~0.3 s, and
@@ -173,6 +171,13 @@ class PartitionRuntime:
         self._catalog: dict[str, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
+
+    def _new_shard(self) -> Shard:
+        # A timer due now waits for the loop's next timer turn, behind the requests read in
+        # this one (see the Shard's docstring).
+        return Shard(
+            self.partition, self.num_partitions, self.config, ids=self._ids, immediate_timers=False
+        )
 
     def start(self) -> None:
         """Begin loading in the background; never raises for a bad log (it retries)."""
@@ -292,11 +297,7 @@ class PartitionRuntime:
         if self._log is None:
             self._log = self._open_log()
             self.epoch = int(getattr(self._log, "epoch", 0))
-        # A timer due now waits for the loop's next timer turn, behind the requests read in
-        # this one (see the Shard's docstring).
-        shard = Shard(
-            self.partition, self.num_partitions, self.config, ids=self._ids, immediate_timers=False
-        )
+        shard = self._new_shard()
         summary = self._log.load_into(shard)
         return shard, summary
 

@@ -93,9 +93,8 @@ class Simulation:
         )
         # Odd seeds run the shard as the actors do: a timer due now waits for the next
         # on_timer (the parity leaves the seed's random choices as they were).
-        self.immediate_timers = seed % 2 == 0
         self.shard = Shard(
-            0, 2, self.config, ids=SequentialIds(seed), immediate_timers=self.immediate_timers
+            0, 2, self.config, ids=SequentialIds(seed), immediate_timers=seed % 2 == 0
         )
         self.clients = [Client(i, self.rng) for i in range(clients)]
         self.now = 0
