@@ -165,9 +165,10 @@ class Members:
     def idle_cpu_cores(self, seconds: float) -> float:
         """CPU the member processes use per second of wall time while the group is stable
         and nobody commits."""
-        cpu, wall = cpu_seconds(self.pids), time.perf_counter()
+        pids = self.pids  # a /proc scan: once, so both readings cover the same processes
+        cpu, wall = cpu_seconds(pids), time.perf_counter()
         time.sleep(seconds)
-        return (cpu_seconds(self.pids) - cpu) / (time.perf_counter() - wall)
+        return (cpu_seconds(pids) - cpu) / (time.perf_counter() - wall)
 
     def commit_rate(self, seconds: float) -> tuple[float, dict]:
         """Commits/s over ``seconds`` of every member committing, and the CPU of the
