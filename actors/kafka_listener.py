@@ -355,7 +355,8 @@ class _Client(asyncio.Protocol):
     def _send(self, item: WireRequest, response: object) -> None:
         self.transport.write(self.connection.send_response(item, response))
         self.last_active = self.loop.time()
-        self._feed(b"")  # releases the next request held back by the in-flight limit
+        if self.connection.buffered_bytes:  # release a request held back by the in-flight limit
+            self._feed(b"")
 
     def _refuse(self, item: WireRequest, exc: ValueError) -> None:
         self.listener.protocol_errors += 1

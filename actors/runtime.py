@@ -24,8 +24,8 @@ The Shard decides; this class does the I/O around it, on one event loop:
   queues the Step's records. One flusher task hands everything queued since its last append to
   the log in one ``append`` call (one fsync), in the single I/O thread, so concurrent requests
   share a sync. While one append is in flight the next batch accumulates. An append that cannot
-  block (fsync policy ``never``) runs instead in one loop callback per turn, scheduled by the
-  first request that queued records in it: every request read in that turn shares it.
+  block (fsync policy ``never``) runs instead at the end of the loop turn (``_end_turn``, one
+  callback scheduled by the turn's first Step): every request read in that turn shares it.
 * **Replies wait for durability.** Each reply carries a barrier: the number of records queued
   when its Step was made. It is released when that many records are durable. A reply whose Step
   wrote nothing still waits for earlier writes, because it may have read them (DESIGN.md
@@ -37,7 +37,8 @@ The Shard decides; this class does the I/O around it, on one event loop:
   the partition from its log.
 * **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
   recorded one loop turn after its answer is released, in answer order (``_account``).
-* **Timers.** After every Step one ``loop.call_at`` is aimed at ``next_deadline_ms()``. The
+* **Timers.** At the end of every turn with a Step, one ``loop.call_at`` is aimed at
+  ``next_deadline_ms()`` (moved only when that deadline moved). The
   Shard runs with ``immediate_timers=False``: a timer armed with no delay (a zero initial
   rebalance delay) fires at that ``call_at``, after the requests read in the same loop turn,
   as Kafka's coordinator runs it after the requests already in its queue.
@@ -154,11 +155,14 @@ class PartitionRuntime:
         self._durable_changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_ms = 0  # the Shard deadline _timer was aimed at, while set
-        self._aim_queued = False  # an _aim_timer call is scheduled on the loop
-        self._flush_queued = False  # a _flush_now call is scheduled on the loop
+        self._turn_end_queued = False  # an _end_turn call is scheduled on the loop
+        self._flush_queued = False  # records wait for _end_turn's append
         # (request, response, now_ms, seconds) answered, for _account to record
         self._answered: list[tuple[Any, Any, int, float]] = []
         self._tasks: list[asyncio.Task] = []
+        # The loop ``start()`` ran on. Kept because asyncio.get_running_loop() costs a getpid()
+        # system call, and the hot path asked for the loop about four times per commit.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.appends = 0
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
         self._snapshot_queued = False  # a maybe_snapshot call is queued or running
@@ -183,7 +187,7 @@ class PartitionRuntime:
         """Begin loading in the background; never raises for a bad log (it retries)."""
         if self._tasks:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._load_forever()),
             loop.create_task(self._flush_forever()),
@@ -339,7 +343,8 @@ class PartitionRuntime:
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
         started = time.perf_counter()
         request_id = next(self._request_ids)
-        future = asyncio.get_running_loop().create_future()
+        loop = self._loop or asyncio.get_running_loop()
+        future = loop.create_future()
         self._waiting[request_id] = (future, request)
         now_ms = self._clock_ms()
         try:
@@ -350,7 +355,7 @@ class PartitionRuntime:
         if type(request) in (OffsetCommitRequest, DeleteGroupsRequest):
             self._answered.append((request, response, now_ms, time.perf_counter() - started))
             if len(self._answered) == 1:
-                asyncio.get_running_loop().call_soon(self._account)
+                loop.call_soon(self._account)
         return response
 
     def _account(self) -> None:
@@ -383,11 +388,10 @@ class PartitionRuntime:
             self._queued_total += len(step.records)
             if self.state != "serving" or self._log.append_may_block:
                 self._flush_wanted.set()
-            elif not self._flush_queued:
+            else:
                 # An append that cannot block runs on the loop: once per turn, after every
-                # request that turn handled, with no task to wake (see _flush_now).
+                # request that turn handled, with no task to wake (see _end_turn).
                 self._flush_queued = True
-                asyncio.get_running_loop().call_soon(self._flush_now)
         barrier = self._queued_total
         for request_id, response in step.replies:
             if barrier <= self._durable_total:
@@ -409,12 +413,13 @@ class PartitionRuntime:
             )
             if self._metrics is not None:
                 self._metrics.event(self.partition, event)
-        # Aimed once per turn of the loop, after every request that turn handled (a listener
-        # handles every connection's reads in one turn): each aim asks the Shard's timing
-        # wheel for its earliest deadline and moves the loop's timer.
-        if not self._aim_queued:
-            self._aim_queued = True
-            asyncio.get_running_loop().call_soon(self._aim_timer)
+        # Once per turn of the loop, after every request that turn handled (a listener handles
+        # every connection's reads in one turn): one callback does the turn's append and aims
+        # the loop's timer (one callback, not two: with about one commit per turn under load,
+        # each loop callback is a few per cent of a commit's CPU).
+        if not self._turn_end_queued:
+            self._turn_end_queued = True
+            (self._loop or asyncio.get_running_loop()).call_soon(self._end_turn)
 
     def _release(self, request_id: int, response: Any) -> None:
         entry = self._waiting.get(request_id)
@@ -444,9 +449,17 @@ class PartitionRuntime:
                 return
             self._appended(batch, started)
 
+    def _end_turn(self) -> None:
+        """The end of a loop turn in which Steps were processed (scheduled by ``_process``):
+        the turn's append, when the log's appends cannot block, then the timer's aim."""
+        self._turn_end_queued = False
+        if self._flush_queued:
+            self._flush_now()
+        self._aim_timer()
+
     def _flush_now(self) -> None:
-        """The flusher's work for a log whose appends cannot block, run as a loop callback
-        (scheduled by ``_process``): everything queued this turn in one append."""
+        """The flusher's work for a log whose appends cannot block: everything queued this
+        turn in one append."""
         self._flush_queued = False
         if not self._queued or self.state != "serving":
             return
@@ -478,7 +491,7 @@ class PartitionRuntime:
             # every SNAPSHOT_CHECK_INTERVAL_S: a check wakes the snapshot thread, which
             # folds the new records holding the GIL, ~10 % of a commit's CPU when it ran
             # after every flush. A check not yet due is deferred, not dropped.
-            loop = asyncio.get_running_loop()
+            loop = self._loop or asyncio.get_running_loop()
             wait_s = self._snapshot_check_at - loop.time()
             if wait_s <= 0:
                 self._check_snapshot()
@@ -493,7 +506,8 @@ class PartitionRuntime:
         if self._snapshot_queued or self.state != "serving":
             return
         self._snapshot_queued = True
-        self._snapshot_check_at = asyncio.get_running_loop().time() + SNAPSHOT_CHECK_INTERVAL_S
+        loop = self._loop or asyncio.get_running_loop()
+        self._snapshot_check_at = loop.time() + SNAPSHOT_CHECK_INTERVAL_S
         self._snapshots.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
             self._snapshot_done
         )
@@ -519,7 +533,6 @@ class PartitionRuntime:
             self._timer = None
 
     def _aim_timer(self) -> None:
-        self._aim_queued = False
         deadline_ms = self._shard.next_deadline_ms() if self.state == "serving" else None
         # Already aimed there: commits, and heartbeats of members other than the soonest due,
         # leave the earliest deadline where it was.
@@ -527,7 +540,7 @@ class PartitionRuntime:
             return
         self._cancel_timer()
         if deadline_ms is not None:
-            loop = asyncio.get_running_loop()
+            loop = self._loop or asyncio.get_running_loop()
             delay_s = max(deadline_ms - self._clock_ms(), 0) / 1000
             self._timer = loop.call_at(loop.time() + delay_s, self._fire_timers)
             self._timer_deadline_ms = deadline_ms
