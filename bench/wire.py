@@ -15,7 +15,7 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
   with it the join-to-stable time, and the CPU the librdkafka clients (bench/wire_members.py's
   processes) use while the group is stable and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
-  has exactly one owner), the median of ``TRIALS["join"]`` groups;
+  has exactly one owner), the mean of ``TRIALS["join"]`` groups (``summary_run`` says why);
 * ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
   client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
   ``gc-ray``, by 8 coroutines through the member's own Ray channel.
@@ -51,6 +51,7 @@ import asyncio
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -80,8 +81,8 @@ STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
-TRIALS = {"commits": 3, "join": 5}  # each such row: the median of this many groups per target
-MEDIAN_OF = {  # kind -> (the figure a row's median is taken of, where its trials are kept)
+TRIALS = {"commits": 3, "join": 9}  # groups per target behind each such row (summary_run)
+SUMMARY_OF = {  # kind -> (the figure a row summarises, where its trials are kept)
     "commits": ("commits_per_s", "commit_trials_per_s"),
     "join": ("join_to_stable_s", "join_trials_s"),
 }
@@ -223,16 +224,22 @@ async def _ray_row(router, kind: str, count: int, seconds: float) -> dict:
     return row
 
 
-def median_run(runs: list[dict]) -> dict:
-    """The run with the median figure, with every run's figure beside it. A join's time is a
-    race (members whose JoinGroup lands after the first generation is Stable wait for the
-    others' next heartbeat), and a commit rate moves by ±15 % with this machine's load, so one
-    sample says little."""
+def summary_run(runs: list[dict]) -> dict:
+    """One row for a target's trials, with every trial's figure beside it (one sample says
+    little). Commits: the trial with the median rate, its CPU figures with it (a rate moves by
+    ±15 % with this machine's load). Joins: the mean time, because a join's time is a race
+    with two outcomes for either server (members whose JoinGroup lands after a generation
+    completed wait about a second for librdkafka's rejoin, or three for the others' next
+    heartbeat), and the median of a few trials jumps between them (1.1 s or 3.1 s for the
+    same server in two runs); the mean moves with how often each comes."""
     if len(runs) == 1:
         return runs[0]
-    measure, trials = MEDIAN_OF[runs[0]["kind"]]
+    measure, trials = SUMMARY_OF[runs[0]["kind"]]
+    figures = [r[measure] for r in runs]
+    if runs[0]["kind"] == "join":
+        return runs[0] | {measure: round(statistics.fmean(figures), 3), trials: figures}
     ordered = sorted(runs, key=lambda r: r[measure])
-    return ordered[len(ordered) // 2] | {trials: [r[measure] for r in runs]}
+    return ordered[len(ordered) // 2] | {trials: figures}
 
 
 RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 favour groupcoord
@@ -379,7 +386,7 @@ def main() -> None:
                     runs["gc-ray"].append(as_client(_ray_row(never.router, kind, count, seconds)))
             for label_runs in runs.values():
                 if label_runs:
-                    rows.append(median_run(label_runs))
+                    rows.append(summary_run(label_runs))
                     print(rows[-1], flush=True)
         for label in wire_targets if "heartbeats" in kinds else ():
             group = f"hb-{label}-{time.monotonic_ns()}"
