@@ -15,6 +15,7 @@ import pytest
 
 from groupcoord.wire import apis
 from groupcoord.wire.apis import ApiKey
+from tests.kafka.rawwire import make
 from tests.wire.frames import request_frame, split_response
 
 from .kafka_inproc import WirePartition
@@ -22,6 +23,7 @@ from .kafka_inproc import WirePartition
 TOPICS = {"events": 2}
 IO_TIMEOUT_S = 10
 COMMIT_VERSION = 8  # flexible: response header v1
+FETCH_VERSION = 7
 
 
 @pytest.fixture(scope="module", params=["asyncio", "uvloop"])
@@ -34,41 +36,40 @@ def port(tmp_path_factory, request):
     partition.stop()
 
 
+def _frame(api_key: ApiKey, version: int, correlation_id: int, **values) -> bytes:
+    return request_frame(
+        make(apis.request_class(api_key, version), values), correlation_id=correlation_id
+    )
+
+
 def _commit(correlation_id: int, offset: int) -> bytes:
-    cls = apis.request_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
-    topic = apis.nested_class(cls, "OffsetCommitRequestTopic")
-    partition = apis.nested_class(cls, "OffsetCommitRequestPartition")
-    body = cls(
+    partition = {
+        "partition_index": 0,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": "",
+    }
+    return _frame(
+        ApiKey.OFFSET_COMMIT,
+        COMMIT_VERSION,
+        correlation_id,
         group_id="ordered",
         generation_id_or_member_epoch=-1,  # a simple group: no member, no generation
         member_id="",
         group_instance_id=None,
-        topics=(
-            topic(
-                name="events",
-                partitions=(
-                    partition(
-                        partition_index=0,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    ),
-                ),
-            ),
-        ),
+        topics=[{"name": "events", "partitions": [partition]}],
     )
-    return request_frame(body, correlation_id=correlation_id)
 
 
 def _fetch(correlation_id: int) -> bytes:
-    cls = apis.request_class(ApiKey.OFFSET_FETCH, 7)
-    topic = apis.nested_class(cls, "OffsetFetchRequestTopic")
-    body = cls(
+    return _frame(
+        ApiKey.OFFSET_FETCH,
+        FETCH_VERSION,
+        correlation_id,
         group_id="ordered",
-        topics=(topic(name="events", partition_indexes=(0,)),),
+        topics=[{"name": "events", "partition_indexes": [0]}],
         require_stable=False,
     )
-    return request_frame(body, correlation_id=correlation_id)
 
 
 def _read_frame(sock: socket.socket) -> bytes:
@@ -81,7 +82,7 @@ def test_requests_in_one_write_are_answered_in_order(port):
         sock.settimeout(IO_TIMEOUT_S)
         sock.sendall(_commit(1, 10) + _commit(2, 20) + _fetch(3) + _commit(4, 30))
         commit_cls = apis.response_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
-        fetch_cls = apis.response_class(ApiKey.OFFSET_FETCH, 7)
+        fetch_cls = apis.response_class(ApiKey.OFFSET_FETCH, FETCH_VERSION)
         answers = [
             split_response(_read_frame(sock), commit_cls, header_version=1),
             split_response(_read_frame(sock), commit_cls, header_version=1),
