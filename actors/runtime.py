@@ -38,10 +38,10 @@ The Shard decides; this class does the I/O around it, on one event loop:
 * **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
   recorded one loop turn after its answer is released, in answer order (``_account``).
 * **Timers.** At the end of every turn with a Step, one ``loop.call_at`` is aimed at
-  ``next_deadline_ms()`` (moved only when that deadline moved). The
-  Shard runs with ``immediate_timers=False``: a timer armed with no delay (a zero initial
-  rebalance delay) fires at that ``call_at``, after the requests read in the same loop turn,
-  as Kafka's coordinator runs it after the requests already in its queue.
+  ``next_deadline_ms()`` (moved only when that deadline moved). The Shard runs with
+  ``immediate_timers=False``: a timer armed with no delay (a zero initial rebalance delay)
+  fires at that ``call_at``, after the requests read in the same loop turn, as Kafka's
+  coordinator runs it after the requests already in its queue.
 * **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
   answers from two incarnations can never be confused.
 
@@ -175,6 +175,10 @@ class PartitionRuntime:
         self._catalog: dict[str, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        # The loop start() ran on; before start() (a catalog handed in early), the running one.
+        return self._loop or asyncio.get_running_loop()
 
     def _new_shard(self) -> Shard:
         # A timer due now waits for the loop's next timer turn, behind the requests read in
@@ -343,7 +347,7 @@ class PartitionRuntime:
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
         started = time.perf_counter()
         request_id = next(self._request_ids)
-        loop = self._loop or asyncio.get_running_loop()
+        loop = self._event_loop()
         future = loop.create_future()
         self._waiting[request_id] = (future, request)
         now_ms = self._clock_ms()
@@ -419,7 +423,7 @@ class PartitionRuntime:
         # each loop callback is a few per cent of a commit's CPU).
         if not self._turn_end_queued:
             self._turn_end_queued = True
-            (self._loop or asyncio.get_running_loop()).call_soon(self._end_turn)
+            self._event_loop().call_soon(self._end_turn)
 
     def _release(self, request_id: int, response: Any) -> None:
         entry = self._waiting.get(request_id)
@@ -491,7 +495,7 @@ class PartitionRuntime:
             # every SNAPSHOT_CHECK_INTERVAL_S: a check wakes the snapshot thread, which
             # folds the new records holding the GIL, ~10 % of a commit's CPU when it ran
             # after every flush. A check not yet due is deferred, not dropped.
-            loop = self._loop or asyncio.get_running_loop()
+            loop = self._event_loop()
             wait_s = self._snapshot_check_at - loop.time()
             if wait_s <= 0:
                 self._check_snapshot()
@@ -506,7 +510,7 @@ class PartitionRuntime:
         if self._snapshot_queued or self.state != "serving":
             return
         self._snapshot_queued = True
-        loop = self._loop or asyncio.get_running_loop()
+        loop = self._event_loop()
         self._snapshot_check_at = loop.time() + SNAPSHOT_CHECK_INTERVAL_S
         self._snapshots.submit(self._log.maybe_snapshot, self._shard).add_done_callback(
             self._snapshot_done
@@ -540,7 +544,7 @@ class PartitionRuntime:
             return
         self._cancel_timer()
         if deadline_ms is not None:
-            loop = self._loop or asyncio.get_running_loop()
+            loop = self._event_loop()
             delay_s = max(deadline_ms - self._clock_ms(), 0) / 1000
             self._timer = loop.call_at(loop.time() + delay_s, self._fire_timers)
             self._timer_deadline_ms = deadline_ms
