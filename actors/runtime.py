@@ -38,7 +38,10 @@ The Shard decides; this class does the I/O around it, on one event loop:
 * **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
   recorded one loop turn after its answer is released, in answer order (``_account``).
 * **Timers.** At the end of every turn with a Step, one ``loop.call_at`` is aimed at
-  ``next_deadline_ms()`` (moved only when that deadline moved). The Shard runs with
+  ``next_wake_ms()``, never after the earliest deadline (moved only when that time moved; a
+  wake before any deadline fires nothing and aims again). Not ``next_deadline_ms()``: its exact
+  answer cascades the timing wheel whenever a commit or heartbeat re-arms the member whose
+  session ends first, which under load was most turns. The Shard runs with
   ``immediate_timers=False``: a timer armed with no delay (a zero initial rebalance delay)
   fires at that ``call_at``, after the requests read in the same loop turn, as Kafka's
   coordinator runs it after the requests already in its queue.
@@ -154,7 +157,7 @@ class PartitionRuntime:
         self._flush_wanted = asyncio.Event()
         self._durable_changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms = 0  # the Shard deadline _timer was aimed at, while set
+        self._timer_wake_ms = 0  # the Shard's next_wake_ms() _timer was aimed at, while set
         self._turn_end_queued = False  # an _end_turn call is scheduled on the loop
         self._flush_queued = False  # records wait for _end_turn's append
         # (request, response, now_ms, seconds) answered, for _account to record
@@ -537,17 +540,17 @@ class PartitionRuntime:
             self._timer = None
 
     def _aim_timer(self) -> None:
-        deadline_ms = self._shard.next_deadline_ms() if self.state == "serving" else None
-        # Already aimed there: commits, and heartbeats of members other than the soonest due,
-        # leave the earliest deadline where it was.
-        if self._timer is not None and deadline_ms == self._timer_deadline_ms:
+        wake_ms = self._shard.next_wake_ms() if self.state == "serving" else None
+        # Already aimed there: most turns (commits, heartbeats) leave the front of the timing
+        # wheel where it was.
+        if self._timer is not None and wake_ms == self._timer_wake_ms:
             return
         self._cancel_timer()
-        if deadline_ms is not None:
+        if wake_ms is not None:
             loop = self._event_loop()
-            delay_s = max(deadline_ms - self._clock_ms(), 0) / 1000
+            delay_s = max(wake_ms - self._clock_ms(), 0) / 1000
             self._timer = loop.call_at(loop.time() + delay_s, self._fire_timers)
-            self._timer_deadline_ms = deadline_ms
+            self._timer_wake_ms = wake_ms
 
     def _fire_timers(self) -> None:
         self._timer = None

@@ -301,6 +301,13 @@ class Shard(
     def next_deadline_ms(self) -> int | None:
         return self._timer.next_deadline_ms()
 
+    def next_wake_ms(self) -> int | None:
+        """When to call ``on_timer`` next: never after ``next_deadline_ms()`` (None when no
+        timer is armed), and cheap to ask after every request (``TimingWheel.wake_at_ms``). An
+        ``on_timer`` before the deadline fires nothing and moves this answer past its
+        ``now_ms``."""
+        return self._timer.wake_at_ms()
+
     def on_unloaded(self, now_ms: int) -> Step:
         """Give the partition up: parked requests get NOT_COORDINATOR, groups become Dead."""
         self._begin(now_ms)

@@ -49,7 +49,8 @@ LEVEL_SPAN_MS = tuple(WHEEL_SIZE ** (level + 1) for level in range(LEVELS))
 
 
 class TimingWheel:
-    """Keyed timers: ``schedule``, ``cancel``, ``pop_due``, ``next_deadline_ms``, ``deadline_of``.
+    """Keyed timers: ``schedule``, ``cancel``, ``pop_due``, ``next_deadline_ms``, ``wake_at_ms``,
+    ``deadline_of``.
 
     ``reference_ms`` only chooses levels (placement is correct for any reference not after the
     deadline); the wheel moves it forward as ``pop_due`` is called.
@@ -129,6 +130,20 @@ class TimingWheel:
         if bucket is None:
             return None
         return next(iter(bucket.values()))
+
+    def wake_at_ms(self) -> int | None:
+        """A time not after the earliest armed deadline (None when none is armed): the start of
+        the first bucket in the heap, found without cascading. ``pop_due`` at that time may hand
+        out nothing (the bucket was coarse, or its timers were re-armed later); it has then
+        cascaded or dropped that bucket, so the next answer is later than its ``now_ms``.
+
+        For a caller that polls: ``next_deadline_ms`` is exact, but when a re-armed timer
+        (a heartbeat, a commit) leaves the front it cascades coarse buckets to find the next
+        one, and a caller asking after every request pays that each time; this answer moves
+        only when the front bucket does."""
+        if not self._index:
+            return None
+        return self._heap[0] >> LEVEL_BITS
 
     # -- internals --------------------------------------------------------------------------------
 

@@ -3,13 +3,14 @@
 The model is obviously right and obviously slow; hypothesis drives both through the same
 schedule/cancel/advance sequences, including clock jumps across every level and deadlines in the
 past, and they must agree on every fired timer (order by deadline), every ``deadline_of`` and every
-``next_deadline_ms``.
+``next_deadline_ms``; ``wake_at_ms`` is never after the model's earliest deadline, and polling at
+it fires every timer on time.
 """
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupcoord.coordinator.timing_wheel import LEVEL_SPAN_MS, TimingWheel
+from groupcoord.coordinator.timing_wheel import LEVEL_SPAN_MS, LEVELS, TimingWheel
 
 
 class ModelTimer:
@@ -78,6 +79,9 @@ def test_wheel_agrees_with_model(start_ms, operations):
                 model.cancel(key)
         else:
             assert wheel.next_deadline_ms() == model.next_deadline_ms()
+        wake, deadline = wheel.wake_at_ms(), model.next_deadline_ms()
+        assert (wake is None) == (deadline is None)
+        assert wake is None or wake <= deadline
         assert len(wheel) == len(model.timers)
         for key in range(31):
             entry = model.timers.get(key)
@@ -123,3 +127,38 @@ def test_clock_jump_of_years_costs_no_per_tick_work():
     # Buckets are touched a bounded number of times per timer, not per millisecond skipped:
     # the heap holds buckets only.
     assert len(wheel._heap) == 0 and len(wheel._buckets) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**12), st.lists(st.tuples(keys, deltas), min_size=1, max_size=40))
+def test_polling_at_wake_times_fires_every_timer_at_its_deadline(start_ms, timers):
+    # How the runtime aims its loop timer: wake at wake_at_ms(), pop what is due, aim again.
+    wheel, model = TimingWheel(start_ms), ModelTimer()
+    for key, delta in timers:
+        deadline = start_ms + abs(delta)  # none in the past: each must fire at its deadline
+        wheel.schedule(key, deadline)
+        model.schedule(key, deadline)
+    now, polls = start_ms, 0
+    while (wake := wheel.wake_at_ms()) is not None:
+        assert wake <= model.next_deadline_ms()
+        now = max(now, wake)
+        polls += 1
+        for key, deadline, _ in drain(wheel, now):
+            assert deadline == now and model.timers.pop(key)[0] == deadline
+        # A poll that fires nothing consumed a bucket: polls are bounded by buckets, not time.
+        assert polls <= len(timers) * (LEVELS + 1)
+    assert model.timers == {}
+
+
+def test_re_arming_timers_later_leaves_the_wake_time_where_it_was():
+    # Members committing: each commit re-arms its session deadline. next_deadline_ms follows the
+    # member due first, cascading buckets each time; wake_at_ms stays at the front bucket.
+    wheel, session_ms = TimingWheel(0), 10_000
+    for member in range(64):
+        wheel.schedule(member, session_ms)
+    first_wake = wheel.wake_at_ms()
+    assert first_wake is not None and first_wake <= session_ms
+    for now in range(1, 2_000):
+        wheel.schedule(now % 64, now + session_ms)
+        assert wheel.wake_at_ms() == first_wake
+    assert wheel.next_deadline_ms() == 2_000 - 64 + session_ms
