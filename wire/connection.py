@@ -50,6 +50,8 @@ DEFAULT_MAX_FRAME_BYTES = 10 * MIB
 # The most one read should deliver (asyncio reads at most 256 KiB at a time).
 MAX_READ_BYTES = 1 * MIB
 _SIZE = struct.Struct(">i")
+_SIZE_ID = struct.Struct(">ii")  # frame size, then a v0 response header (correlation id)
+_SIZE_ID_TAGS = struct.Struct(">iiB")  # ... a v1 header: correlation id, no tagged fields
 
 
 # The per-request objects are frozen msgspec Structs, not frozen dataclasses: a frozen dataclass
@@ -180,21 +182,31 @@ class Connection:
         answer here or a response of the wrong type."""
         if self.closed:
             return b""
-        if not any(r is request for r in self._in_flight) or request.sequence in self._answered:
+        in_flight = self._in_flight
+        oldest = bool(in_flight) and in_flight[0] is request  # the usual case: answered in order
+        if (
+            not (oldest or any(r is request for r in in_flight))
+            or request.sequence in self._answered
+        ):
             raise ValueError(f"request {request.correlation_id} is not awaiting a response")
-        expected = apis.response_class(request.api_key, request.body_version)
         if type(response) is EncodedResponse:
-            if (response.api_key, response.api_version) != (request.api_key, request.body_version):
+            if response.api_key != request.api_key or response.api_version != request.body_version:
                 raise ValueError(
                     f"expected an answer to api {request.api_key} v{request.body_version}, got "
                     f"one encoded for api {response.api_key} v{response.api_version}"
                 )
-        elif type(response) is not expected:
-            raise ValueError(
-                f"expected a {expected.__module__}.{expected.__name__}, "
-                f"got {type(response).__name__}"
-            )
-        self._answered[request.sequence] = encode_response(request, response)
+        else:
+            expected = apis.response_class(request.api_key, request.body_version)
+            if type(response) is not expected:
+                raise ValueError(
+                    f"expected a {expected.__module__}.{expected.__name__}, "
+                    f"got {type(response).__name__}"
+                )
+        frame = encode_response(request, response)
+        if oldest and not self._answered:  # nothing later was held back: write this one alone
+            in_flight.popleft()
+            return frame
+        self._answered[request.sequence] = frame
         ready = []
         while self._in_flight and self._in_flight[0].sequence in self._answered:
             ready.append(self._answered.pop(self._in_flight.popleft().sequence))
@@ -287,10 +299,10 @@ def encode_response(request: WireRequest, response: object) -> bytes:
         token = response.auth_bytes  # type: ignore[attr-defined]
         return _SIZE.pack(len(token)) + token
     if type(response) is EncodedResponse:
-        header = _SIZE.pack(request.correlation_id)
+        body = response.body
         if apis.response_header_version(request.api_key, request.body_version) == 1:
-            header += b"\0"
-        return _SIZE.pack(len(header) + len(response.body)) + header + response.body
+            return _SIZE_ID_TAGS.pack(len(body) + 5, request.correlation_id, 0) + body
+        return _SIZE_ID.pack(len(body) + 4, request.correlation_id) + body
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     buffer.write(_SIZE.pack(request.correlation_id))

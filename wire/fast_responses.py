@@ -23,39 +23,41 @@ from .connection import EncodedResponse, WireRequest
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_ERROR = struct.Struct(">ih")  # partition index, error code
+_PARTITION_ERROR_TAGS = struct.Struct(">ihB")  # ... and an empty tagged-field section
 _NO_TAGS = b"\0"
+_NO_THROTTLE = _I32.pack(0)
+_SMALL_VARINTS = tuple(bytes((value,)) for value in range(0x80))  # one byte each
 
 
 def fast_response(request: WireRequest, response: object) -> EncodedResponse | None:
     """The encoded answer to ``request`` from the core's ``response`` for a Heartbeat or an
     OffsetCommit; None for anything else (``response_from_core`` answers it)."""
-    version = request.api_version
-    match request.api_key:
-        case ApiKey.HEARTBEAT if type(response) is core.HeartbeatResponse:
-            body = _I16.pack(int(response.error))
-            if version >= 1:
-                body = _I32.pack(0) + body
-            if version >= 4:
-                body += _NO_TAGS
-        case ApiKey.OFFSET_COMMIT if type(response) is core.OffsetCommitResponse:
-            body = _offset_commit(version, response.partitions)
-        case _:
-            return None
+    version, kind = request.api_version, type(response)
+    if kind is core.OffsetCommitResponse and request.api_key == ApiKey.OFFSET_COMMIT:
+        body = _offset_commit(version, response.partitions)  # type: ignore[attr-defined]
+    elif kind is core.HeartbeatResponse and request.api_key == ApiKey.HEARTBEAT:
+        body = _I16.pack(int(response.error))  # type: ignore[attr-defined]
+        if version >= 1:
+            body = _NO_THROTTLE + body
+        if version >= 4:
+            body += _NO_TAGS
+    else:
+        return None
     return EncodedResponse(request.api_key, version, body)
 
 
 def _offset_commit(version: int, partitions: list[core.OffsetCommitResponsePartition]) -> bytes:
     flexible = version >= 8
+    pack = (_PARTITION_ERROR_TAGS if flexible else _PARTITION_ERROR).pack
+    tags = (0,) if flexible else ()
     topics: dict[str, list[bytes]] = {}
-    tags = _NO_TAGS if flexible else b""
-    pack = _PARTITION_ERROR.pack
     topic, run = None, []
     for p in partitions:  # a topic's partitions usually come together: one lookup per run
         if p.topic != topic:
             topic = p.topic
             run = topics.setdefault(topic, [])
-        run.append(pack(p.partition, p.error) + tags)
-    out = [_I32.pack(0)] if version >= 3 else []
+        run.append(pack(p.partition, p.error, *tags))
+    out = [_NO_THROTTLE] if version >= 3 else []
     out.append(_array_size(len(topics), flexible))
     for name, entries in topics.items():
         encoded = name.encode()
@@ -63,8 +65,10 @@ def _offset_commit(version: int, partitions: list[core.OffsetCommitResponseParti
         out.append(encoded)
         out.append(_array_size(len(entries), flexible))
         out.extend(entries)
-        out.append(tags)
-    out.append(tags)
+        if flexible:
+            out.append(_NO_TAGS)
+    if flexible:
+        out.append(_NO_TAGS)
     return b"".join(out)
 
 
@@ -74,6 +78,8 @@ def _array_size(count: int, flexible: bool) -> bytes:
 
 def _varint(value: int) -> bytes:
     """Kafka's unsigned varint (compact lengths, +1 so that 0 means null)."""
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
