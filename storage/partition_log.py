@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
@@ -386,16 +386,10 @@ class PartitionLog:
         with self._io_lock:
             self._check_usable()
             self._check_owner()
+            parts: Sequence[bytes]
             if single:
-                parts = list(
-                    frame_parts(
-                        payload,
-                        len(records),
-                        self._next_offset,
-                        self._next_offset,
-                        self.epoch,
-                        True,
-                    )
+                parts = frame_parts(
+                    payload, len(records), self._next_offset, self._next_offset, self.epoch, True
                 )
             else:
                 parts = self._frames(encoded)
@@ -403,7 +397,7 @@ class PartitionLog:
             try:
                 if self._size and self._size + size > self.config.segment_bytes:
                     self._roll(self._next_offset)
-                write_all(self._fd, parts)
+                write_all(self._fd, parts, size)
                 synced = self.config.fsync_policy == "always"
                 if synced:
                     os.fsync(self._fd)

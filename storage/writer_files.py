@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import socket
+from collections.abc import Sequence
 
 from .config import CorruptLogError, LogLockedError
 from .snapshot import fsync_dir, write_atomically
@@ -76,12 +77,24 @@ def write_epoch(partition_dir: str, epoch: int) -> int:
     return epoch
 
 
-def write_all(fd: int, parts: list[bytes]) -> None:
-    """Vectored writes of every part (no copy into one buffer); finishes short writes."""
+def write_all(fd: int, parts: Sequence[bytes], size: int | None = None) -> None:
+    """Vectored writes of every part (no copy into one buffer); finishes short writes.
+    ``size``, when the caller knows it, is the parts' total length."""
+    if len(parts) <= _IOV_MAX:  # the usual append: one call, nothing to slice
+        if size is None:
+            size = sum(map(len, parts))
+        written = os.writev(fd, parts)
+        if written < size:
+            _finish_short_write(fd, parts, written)
+        return
     for first in range(0, len(parts), _IOV_MAX):  # writev refuses more (EINVAL)
         chunk = parts[first : first + _IOV_MAX]
         written = os.writev(fd, chunk)
         if written < sum(map(len, chunk)):
-            rest = memoryview(b"".join(chunk))[written:]  # rare: a short write, finish it
-            while rest:
-                rest = rest[os.write(fd, rest) :]
+            _finish_short_write(fd, chunk, written)
+
+
+def _finish_short_write(fd: int, parts: Sequence[bytes], written: int) -> None:
+    rest = memoryview(b"".join(parts))[written:]  # rare: a short write, finish it
+    while rest:
+        rest = rest[os.write(fd, rest) :]

@@ -276,6 +276,27 @@ def test_an_append_of_more_batches_than_one_writev_takes(tmp_path):
     )
 
 
+@pytest.mark.parametrize("batches", ["one writev", "more than one writev"])
+def test_short_writes_are_finished(tmp_path, monkeypatch, batches):
+    # A regular file's writev may write less than asked (a full disk freeing up, a signal):
+    # the rest is written before the append returns, whether the parts took one writev or more.
+    config = LogConfig(max_record_bytes=1024, max_batch_bytes=2048)
+    count = 10 if batches == "one writev" else 40_000
+    real_writev, shortened = os.writev, []
+
+    def short_writev(fd, parts):
+        whole = b"".join(parts)
+        shortened.append(len(whole))
+        return os.write(fd, whole[: max(len(whole) // 3, 1)])
+
+    with open_partition_log(str(tmp_path), config) as log:
+        monkeypatch.setattr(os, "writev", short_writev)
+        assert log.append(records_between(0, count)) == count
+        monkeypatch.setattr(os, "writev", real_writev)
+    assert (len(shortened) == 1) == (batches == "one writev")
+    assert [e.record for e in read_log(str(tmp_path))] == records_between(0, count)
+
+
 def test_a_failed_background_fsync_fails_the_log(tmp_path, monkeypatch):
     failed = threading.Event()
     real_fsync = os.fsync
