@@ -51,7 +51,7 @@ import logging
 import secrets
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 from groupcoord.wire import (
@@ -76,7 +76,8 @@ DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024  # every connection's unparsed by
 READ_PAUSE_BYTES = 64 * 1024
 
 # (request, client host, principal) -> kio response
-Respond = Callable[[WireRequest, str, str], Awaitable[object]]
+# An async function: the listener drives the coroutine itself (``_answer_released``).
+Respond = Callable[[WireRequest, str, str], Coroutine[Any, Any, object]]
 # Bytes of a SCRAM server nonce before base64 (RFC 5802 asks for an unpredictable one).
 NONCE_BYTES = 24
 
@@ -277,7 +278,6 @@ class _Client(asyncio.Protocol):
                     self._sasl_step(item, self.sasl.receive(item))
                 continue
             coroutine = self.listener._respond(item, self.client_host, self.principal)
-            assert isinstance(coroutine, Coroutine)
             # Run its first step here: most requests complete in it, and need no task.
             try:
                 waiting_on = coroutine.send(None)
@@ -394,7 +394,7 @@ class _Client(asyncio.Protocol):
 
     def _flow(self) -> None:
         pause = self.writing_paused or (
-            not self.connection.wants_data and self.connection.buffered_bytes >= READ_PAUSE_BYTES
+            self.connection.buffered_bytes >= READ_PAUSE_BYTES and not self.connection.wants_data
         )
         if pause != self.reading_paused and not self.closed:
             self.reading_paused = pause
