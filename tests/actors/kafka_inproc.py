@@ -70,8 +70,8 @@ class WirePartition:
         node = Node(0, "127.0.0.1", 0)
         runtime = self.runtime
 
-        async def route(group_id, request):
-            return await runtime.handle(request)
+        def route(group_id, request):  # as the partition actors' listener routes (wire_service)
+            return runtime.handle(request)
 
         async def list_groups(request):
             return await runtime.handle(request)
