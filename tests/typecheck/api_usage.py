@@ -71,6 +71,9 @@ def core_shard() -> list[object]:
     replies += [r for _, r in shard.handle(1, "req-2", commit).replies]
     replies += [r for _, r in shard.handle(2, "req-3", fetch).replies]
     deadline: int | None = shard.next_deadline_ms()
+    wake: int | None = shard.next_wake_ms()  # never after it: a poll there may fire nothing
+    if wake is not None:
+        shard.on_timer(wake)
     if deadline is not None:
         shard.on_timer(deadline)
     assert partition_for("orders", 50) >= 0 and int(Errors.NONE) == 0
