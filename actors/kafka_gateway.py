@@ -165,18 +165,14 @@ class KafkaGateway:
                 request, client_host=f"/{client_host}" if client_host else ""
             )
             group_id = core_request.group_id
-            if self.authorizer is not None and not self.authorizer.allowed(
-                principal, client_host, operation, group_id
-            ):
+            if not self._allowed(principal, client_host, operation, group_id):
                 return error_response(request, _DENIED)
             answer = await self._route(group_id, core_request)
             # Heartbeat and OffsetCommit skip kio's objects.
             return fast_response(request, answer) or response_from_core(request, answer)
 
         def allowed(operation: str, group_id: str) -> bool:
-            return self.authorizer is None or self.authorizer.allowed(
-                principal, client_host, operation, group_id
-            )
+            return self._allowed(principal, client_host, operation, group_id)
 
         match request.api_key:
             case ApiKey.API_VERSIONS:
@@ -248,6 +244,11 @@ class KafkaGateway:
                     return topics_response(request, [denied] * len(changes))
                 return topics_response(request, await self._change_topics(changes))
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
+
+    def _allowed(self, principal: str, client_host: str, operation: str, group_id: str) -> bool:
+        return self.authorizer is None or self.authorizer.allowed(
+            principal, client_host, operation, group_id
+        )
 
     def _leader_id(self, brokers: Sequence[Node]) -> int:
         """This listener when Metadata names it, else the first broker it names: clients fetch

@@ -397,7 +397,7 @@ class PartitionLog:
             try:
                 if self._size and self._size + size > self.config.segment_bytes:
                     self._roll(self._next_offset)
-                write_all(self._fd, parts, size)
+                write_all(self._fd, parts)
                 synced = self.config.fsync_policy == "always"
                 if synced:
                     os.fsync(self._fd)

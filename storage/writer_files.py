@@ -77,18 +77,11 @@ def write_epoch(partition_dir: str, epoch: int) -> int:
     return epoch
 
 
-def write_all(fd: int, parts: Sequence[bytes], size: int | None = None) -> None:
-    """Vectored writes of every part (no copy into one buffer); finishes short writes.
-    ``size``, when the caller knows it, is the parts' total length."""
-    if len(parts) <= _IOV_MAX:  # the usual append: one call, nothing to slice
-        if size is None:
-            size = sum(map(len, parts))
-        written = os.writev(fd, parts)
-        if written < size:
-            _finish_short_write(fd, parts, written)
-        return
+def write_all(fd: int, parts: Sequence[bytes]) -> None:
+    """Vectored writes of every part (no copy into one buffer); finishes short writes."""
     for first in range(0, len(parts), _IOV_MAX):  # writev refuses more (EINVAL)
-        chunk = parts[first : first + _IOV_MAX]
+        # The usual append fits one call: no slice of the parts then.
+        chunk = parts if len(parts) <= _IOV_MAX else parts[first : first + _IOV_MAX]
         written = os.writev(fd, chunk)
         if written < sum(map(len, chunk)):
             _finish_short_write(fd, chunk, written)
