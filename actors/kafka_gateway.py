@@ -89,6 +89,8 @@ from groupcoord.wire.translate import millis
 DEFAULT_MAX_FETCH_WAIT_MS = 500
 
 Route = Callable[[str, Any], Awaitable[Any]]
+# (group id, core request, reply): calls reply(core response) once, maybe at once.
+SubmitRoute = Callable[[str, Any, Callable[[Any], None]], None]
 ChangeTopics = Callable[[list[TopicChange]], Awaitable[list[TopicResult]]]
 ListAll = Callable[[ListGroupsRequest], Awaitable[ListGroupsResponse]]
 Locate = Callable[[str], Awaitable[Node | None]]
@@ -116,7 +118,9 @@ class KafkaGateway:
     asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
     this listener, named as the leader of every topic partition in its Metadata answers when it
     is among the brokers (all listeners answer Fetch and ListOffsets alike). ``authorizer``
-    decides group ACLs (None: everything is allowed).
+    decides group ACLs (None: everything is allowed). ``submit_route(group_id, core_request,
+    reply)``, where the partition is in this process (a partition's own listener), takes a
+    single-group request and calls ``reply(core response)`` once (``submit``).
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class KafkaGateway:
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
         authorizer: Authorizer | None = None,
+        submit_route: SubmitRoute | None = None,
     ) -> None:
         if max_fetch_wait_ms < 0:
             raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
@@ -147,6 +152,7 @@ class KafkaGateway:
         self.cluster_id = cluster_id
         self.max_fetch_wait_ms = max_fetch_wait_ms
         self.authorizer = authorizer
+        self._submit_route = submit_route
 
     async def respond(
         self, request: WireRequest, client_host: str = "", principal: str = ANONYMOUS
@@ -158,18 +164,12 @@ class KafkaGateway:
         parse."""
         operation = _GROUP_OPERATION.get(request.api_key)  # type: ignore[call-overload]
         if operation is not None:
-            # A single-group request (every member's steady traffic: Heartbeat, OffsetCommit),
-            # looked up before the match below walks its cases (~2 µs a request).
-            # Kafka records a member's host as Java's InetAddress.toString(): "/" + address.
-            core_request = request_to_core(
-                request, client_host=f"/{client_host}" if client_host else ""
-            )
-            group_id = core_request.group_id
-            if not self._allowed(principal, client_host, operation, group_id):
+            # A single-group request, looked up before the match below walks its cases (~2 µs
+            # a request).
+            core_request = _group_request(request, client_host)
+            if not self._allowed(principal, client_host, operation, core_request.group_id):
                 return error_response(request, _DENIED)
-            answer = await self._route(group_id, core_request)
-            # Heartbeat and OffsetCommit skip kio's objects.
-            return fast_response(request, answer) or response_from_core(request, answer)
+            return _group_response(request, await self._route(core_request.group_id, core_request))
 
         def allowed(operation: str, group_id: str) -> bool:
             return self._allowed(principal, client_host, operation, group_id)
@@ -245,6 +245,33 @@ class KafkaGateway:
                 return topics_response(request, await self._change_topics(changes))
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
 
+    def submit(
+        self,
+        request: WireRequest,
+        client_host: str,
+        principal: str,
+        reply: Callable[[object], None],
+    ) -> bool:
+        """``respond`` for a single-group request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+        OffsetCommit, OffsetDelete: every member's steady traffic) through ``submit_route``,
+        with callbacks instead of a coroutine and a future: ``reply`` is called once with the
+        kio response, maybe before this returns. Returns False, calling nothing, for any other
+        request or without a ``submit_route``: ``respond`` answers those. ``ValueError`` as
+        ``respond``."""
+        operation = _GROUP_OPERATION.get(request.api_key)  # type: ignore[call-overload]
+        if operation is None or self._submit_route is None:
+            return False
+        core_request = _group_request(request, client_host)
+        if not self._allowed(principal, client_host, operation, core_request.group_id):
+            reply(error_response(request, _DENIED))
+        else:
+            self._submit_route(
+                core_request.group_id,
+                core_request,
+                lambda answer: reply(_group_response(request, answer)),
+            )
+        return True
+
     def _allowed(self, principal: str, client_host: str, operation: str, group_id: str) -> bool:
         return self.authorizer is None or self.authorizer.allowed(
             principal, client_host, operation, group_id
@@ -305,3 +332,14 @@ class KafkaGateway:
             answer = await self._route(group_id, DeleteGroupsRequest([group_id]))
             results.extend(answer.results)
         return DeleteGroupsResponse(results)
+
+
+def _group_request(request: WireRequest, client_host: str) -> Any:
+    """The core request of a single-group wire request. Kafka records a member's host as
+    Java's InetAddress.toString(): "/" + address."""
+    return request_to_core(request, client_host=f"/{client_host}" if client_host else "")
+
+
+def _group_response(request: WireRequest, answer: Any) -> object:
+    # Heartbeat and OffsetCommit skip kio's objects.
+    return fast_response(request, answer) or response_from_core(request, answer)

@@ -9,11 +9,14 @@ connection:
 * every chunk the transport delivers is fed to the connection, and every request it releases is
   answered one at a time and in order: like a broker, which mutes a connection while one of its
   requests is being handled, so a client's requests on one connection are answered in the order
-  sent (Kafka clients match answers by order). A request the gateway answers without waiting
-  (a heartbeat, a metadata request) is answered within the callback that read it, with no task;
-  one that waits on a future of the loop (a commit waiting for its log append, a Fetch's
-  sleep, a call to another actor) goes on from that future's done callback, again with no
-  task (``_suspend``); one that waits on anything else goes on in a task of its own;
+  sent (Kafka clients match answers by order). A single-group request on a partition's own
+  listener (every member's steady traffic) is handed to ``submit`` with a reply callback
+  (``_reply``), which the partition calls when the answer is ready: within the callback that
+  read the request (a heartbeat), or from the partition's release (a commit, once it is in
+  the log). Any other request is answered by ``respond``'s coroutine: within the callback that
+  read it when it does not wait (a metadata request), with no task; from a future's done
+  callback when it waits on a future of the loop (a Fetch's sleep, a call to another actor),
+  again with no task (``_suspend``); in a task of its own when it waits on anything else;
 * bytes that arrive while a request is being answered are buffered, up to ``READ_PAUSE_BYTES``:
   then the transport stops reading until the answer is written (TCP pushes back on the client),
   and it stops too while the client is not reading its answers (the transport's write buffer is
@@ -78,6 +81,9 @@ READ_PAUSE_BYTES = 64 * 1024
 # (request, client host, principal) -> kio response
 # An async function: the listener drives the coroutine itself (``_answer_released``).
 Respond = Callable[[WireRequest, str, str], Coroutine[Any, Any, object]]
+# (request, client host, principal, reply) -> whether it took the request; reply(kio response)
+# is called once, maybe before it returns (``KafkaGateway.submit``).
+Submit = Callable[[WireRequest, str, str, Callable[[object], None]], bool]
 # Bytes of a SCRAM server nonce before base64 (RFC 5802 asks for an unpredictable one).
 NONCE_BYTES = 24
 
@@ -106,7 +112,9 @@ def check_host(host: str, security: ListenerSecurity) -> None:
 
 class KafkaListener:
     """One listening socket. ``await start()`` binds (port 0: any free port) and returns the
-    port; ``await close()`` stops accepting and closes every connection."""
+    port; ``await close()`` stops accepting and closes every connection. ``submit``, when
+    given, takes the requests it can answer by callback (``KafkaGateway.submit``);
+    ``respond`` answers the rest."""
 
     def __init__(
         self,
@@ -119,6 +127,7 @@ class KafkaListener:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         security: ListenerSecurity | None = None,
+        submit: Submit | None = None,
     ) -> None:
         security = security or ListenerSecurity()
         check_host(host, security)
@@ -127,6 +136,7 @@ class KafkaListener:
         if max_connections < 1 or connection_max_idle_ms < 1:
             raise ValueError("max_connections and connection_max_idle_ms must be >= 1")
         self._respond = respond
+        self._submit = submit
         self.host = host
         self.port = port
         self.max_connections = max_connections
@@ -178,6 +188,8 @@ class _Client(asyncio.Protocol):
         self.task: asyncio.Task | None = None  # answering the request in flight, if it waits
         # Or (coroutine, future, request): answering it, suspended on a future (_suspend).
         self.suspended: tuple[Coroutine[Any, Any, Any], asyncio.Future, WireRequest] | None = None
+        self.submitted: WireRequest | None = None  # or answering it through submit (_reply)
+        self.answering = False  # inside _answer_released
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Not an isinstance check: uvloop's transports (Ray's loop when uvloop is installed)
@@ -262,6 +274,18 @@ class _Client(asyncio.Protocol):
     def _answer_released(self) -> None:
         """Answer released requests until one must wait (``_suspend`` goes on with it), the
         client stops reading its answers, or none is left."""
+        self.answering = True
+        try:
+            self._answer_each()
+        finally:
+            self.answering = False
+        if self.end_of_input and not self.busy and not self.released:
+            self.close()
+            return
+        self._flow()
+
+    def _answer_each(self) -> None:
+        submit = self.listener._submit
         while self.released and not self.busy and not self.writing_paused and not self.closed:
             item = self.released.popleft()
             if isinstance(item, ProtocolError):
@@ -277,6 +301,17 @@ class _Client(asyncio.Protocol):
                 else:
                     self._sasl_step(item, self.sasl.receive(item))
                 continue
+            if submit is not None:
+                self.submitted = item
+                try:
+                    taken = submit(item, self.client_host, self.principal, self._reply)
+                except ValueError as exc:
+                    self.submitted = None
+                    self._refuse(item, exc)
+                    return
+                if taken:  # answered already (_reply), or busy until it is
+                    continue
+                self.submitted = None
             coroutine = self.listener._respond(item, self.client_host, self.principal)
             # Run its first step here: most requests complete in it, and need no task.
             try:
@@ -287,15 +322,22 @@ class _Client(asyncio.Protocol):
                 self._refuse(item, exc)
             else:
                 self._suspend(coroutine, waiting_on, item)
-        if self.end_of_input and not self.busy and not self.released:
-            self.close()
-            return
-        self._flow()
 
     @property
     def busy(self) -> bool:
-        """A request is being answered: in a task, or suspended on a future."""
-        return self.task is not None or self.suspended is not None
+        """A request is being answered: submitted, in a task, or suspended on a future."""
+        return self.submitted is not None or self.task is not None or self.suspended is not None
+
+    def _reply(self, response: object) -> None:
+        """The answer to the submitted request: written, then the requests behind it go on
+        (unless this is ``_answer_released``'s own call to submit, whose loop goes on)."""
+        item = self.submitted
+        if item is None:  # closed meanwhile
+            return
+        self.submitted = None
+        self._send(item, response)
+        if not self.answering:
+            self._answer_released()
 
     def _suspend(
         self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any, item: WireRequest
@@ -425,6 +467,7 @@ class _Client(asyncio.Protocol):
             self.idle_timer.cancel()
         if self.task is not None:
             self.task.cancel()
+        self.submitted = None  # its reply, when it comes, finds nothing to answer
         if self.suspended is not None:
             coroutine, future, _ = self.suspended
             self.suspended = None

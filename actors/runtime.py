@@ -35,8 +35,13 @@ The Shard decides; this class does the I/O around it, on one event loop:
   (its change was never acknowledged, so the client retries it elsewhere), new requests get
   NOT_COORDINATOR, and ``on_fatal`` is called: the Ray actor exits and Ray's restart reloads
   the partition from its log.
+* **Replies are callbacks.** ``submit(request, reply)`` calls ``reply(response)`` when the
+  response is released: a listener writes its answer from inside that call, with no future,
+  coroutine or loop callback per request. ``handle`` wraps it in a future for callers that
+  await (the actor's Ray methods).
 * **Answer first, account after.** A commit's live lag and metrics (and a delete's) are
-  recorded one loop turn after its answer is released, in answer order (``_account``).
+  recorded after the replies released with it have been called, in answer order
+  (``_account``).
 * **Timers.** At the end of every turn with a Step, one ``loop.call_at`` is aimed at
   ``next_wake_ms()``, never after the earliest deadline (moved only when that time moved; a
   wake before any deadline fires nothing and aims again). Not ``next_deadline_ms()``: its exact
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import itertools
 import logging
 import time
@@ -75,6 +81,9 @@ from .live_lag import LagTracker, LagWindowConfig
 from .responses import error_response
 
 log = logging.getLogger("groupcoord.partition")
+
+# Called with a request's response (``PartitionRuntime.submit``).
+Reply = Callable[[Any], None]
 
 LOAD_RETRY_MAX_S = 5.0
 SNAPSHOT_CHECK_INTERVAL_S = 0.05  # the least time between two snapshot policy checks
@@ -94,6 +103,11 @@ def load_failure_kind(exc: BaseException) -> str:
     return "io"
 
 
+def _settle(future: asyncio.Future, response: Any) -> None:
+    if not future.done():  # a caller cancelled meanwhile
+        future.set_result(response)
+
+
 def wall_clock_ms() -> int:
     # Wall time, not monotonic: commit timestamps and retention must survive restarts.
     return time.time_ns() // 1_000_000
@@ -103,8 +117,9 @@ class PartitionRuntime:
     """One offsets partition on an asyncio loop. Construct, ``start()``, then ``handle()``.
 
     Contract: ``handle(request)`` returns the request's response once every record it depends
-    on is durable; it raises ``ValueError`` for a request that is not a well-typed groupcoord
-    request (the partition is unaffected). ``info()`` describes the partition.
+    on is durable, and ``submit(request, reply)`` calls ``reply`` with it then; both raise
+    ``ValueError`` for a request that is not a well-typed groupcoord request (the partition is
+    unaffected). ``info()`` describes the partition.
     """
 
     def __init__(
@@ -149,7 +164,8 @@ class PartitionRuntime:
             1, thread_name_prefix=f"p{partition}-snapshot"
         )
         self._request_ids = itertools.count(1)
-        self._waiting: dict[int, tuple[asyncio.Future, Any]] = {}
+        # request id -> (reply, request, now_ms, perf_counter at submit), until replied
+        self._waiting: dict[int, tuple[Reply, Any, int, float]] = {}
         self._queued: list = []  # records not yet handed to the log
         self._queued_total = 0  # records ever queued (the barrier clock)
         self._durable_total = 0  # records ever made durable
@@ -214,9 +230,7 @@ class PartitionRuntime:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for future, request in list(self._waiting.values()):
-            if not future.done():
-                future.set_result(error_response(request, Errors.NOT_COORDINATOR))
+        self._reply_all(Errors.NOT_COORDINATOR)
         # On the I/O thread, behind a load that may still be opening the log: a log opened
         # after this point would otherwise stay open, its writer lock held for good.
         await asyncio.get_running_loop().run_in_executor(self._io, self._close_log)
@@ -342,35 +356,38 @@ class PartitionRuntime:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    async def handle(self, request: Any) -> Any:
+    def submit(self, request: Any, reply: Reply) -> None:
+        """Take ``request``; ``reply(response)`` is called exactly once, when every record the
+        response depends on is durable, maybe before ``submit`` returns (a heartbeat that
+        follows no unwritten record). If the partition fails or closes first it is called with
+        NOT_COORDINATOR. ``ValueError`` (nothing called, nothing changed) for a request that is
+        not a well-typed groupcoord request. ``reply`` is called from the loop's callbacks, so
+        it must not block; an exception it raises is logged and the other replies still go.
+        The listeners' path: no future and no coroutine per request."""
         request = validate(request)  # ValueError for anything ill-typed
         if self.state in ("closed", "failed"):
-            return error_response(request, Errors.NOT_COORDINATOR)
+            reply(error_response(request, Errors.NOT_COORDINATOR))
+            return
         if self.state == "load_failed":  # no load in progress: nothing to wait for
-            return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
-        started = time.perf_counter()
+            reply(error_response(request, Errors.COORDINATOR_NOT_AVAILABLE))
+            return
         request_id = next(self._request_ids)
-        loop = self._event_loop()
-        future = loop.create_future()
-        self._waiting[request_id] = (future, request)
         now_ms = self._clock_ms()
-        try:
-            self._run_step(self._shard.handle, now_ms, request_id, request)
-            response = await future
-        finally:
-            self._waiting.pop(request_id, None)
-        if type(request) in (OffsetCommitRequest, DeleteGroupsRequest):
-            self._answered.append((request, response, now_ms, time.perf_counter() - started))
-            if len(self._answered) == 1:
-                loop.call_soon(self._account)
-        return response
+        self._waiting[request_id] = (reply, request, now_ms, time.perf_counter())
+        self._run_step(self._shard.handle, now_ms, request_id, request)
+
+    async def handle(self, request: Any) -> Any:
+        """``submit`` for a caller that awaits the response (the actor's Ray methods)."""
+        future = self._event_loop().create_future()
+        self.submit(request, functools.partial(_settle, future))
+        return await future
 
     def _account(self) -> None:
         """Live lag and metrics of the commits and deletes answered since the last call, in
-        answer order. They run a turn after the answers, once the listener has written them:
-        a commit's latency to its client does not include its bookkeeping (Kafka, too, answers
-        first and records request metrics after). A caller's next request, read in a later
-        turn, sees them done."""
+        answer order. They run after the replies that released them have been called (a
+        listener's reply writes its answer): a commit's latency to its client does not
+        include its bookkeeping (Kafka, too, answers first and records request metrics after).
+        A caller's next request sees them done."""
         answered, self._answered = self._answered, []
         for request, response, now_ms, seconds in answered:
             if type(request) is OffsetCommitRequest:
@@ -406,9 +423,11 @@ class PartitionRuntime:
             else:
                 self._held.append((barrier, request_id, response))
         for request_id in step.dropped:  # Kafka forgets these; release the caller
-            entry = self._waiting.get(request_id)
-            if entry is not None and not entry[0].done():
-                entry[0].set_result(error_response(entry[1], Errors.REBALANCE_IN_PROGRESS))
+            entry = self._waiting.pop(request_id, None)
+            if entry is not None:
+                self._reply(entry[0], error_response(entry[1], Errors.REBALANCE_IN_PROGRESS))
+        if self._answered:
+            self._account()
         for event in step.events:
             # Structured: one line per event, saying which group and why.
             log.info(
@@ -429,9 +448,25 @@ class PartitionRuntime:
             self._event_loop().call_soon(self._end_turn)
 
     def _release(self, request_id: int, response: Any) -> None:
-        entry = self._waiting.get(request_id)
-        if entry is not None and not entry[0].done():
-            entry[0].set_result(response)
+        entry = self._waiting.pop(request_id, None)
+        if entry is None:  # replied already (the partition failed)
+            return
+        reply, request, now_ms, started = entry
+        self._reply(reply, response)
+        if type(request) in (OffsetCommitRequest, DeleteGroupsRequest):
+            self._answered.append((request, response, now_ms, time.perf_counter() - started))
+
+    def _reply(self, reply: Reply, response: Any) -> None:
+        try:
+            reply(response)
+        except Exception:  # the caller's bug: the other callers still get their replies
+            log.exception("partition %d: a reply callback raised", self.partition)
+
+    def _reply_all(self, error: Errors) -> None:
+        """Every caller still waiting gets ``error`` (the partition failed or closed)."""
+        waiting, self._waiting = self._waiting, {}
+        for reply, request, _, _ in waiting.values():
+            self._reply(reply, error_response(request, error))
 
     # -- group commit ------------------------------------------------------------------------------
 
@@ -490,6 +525,8 @@ class PartitionRuntime:
         while held and held[0][0] <= self._durable_total:
             _, request_id, response = held.popleft()
             self._release(request_id, response)
+        if self._answered:
+            self._account()
         self._durable_changed.set()
         self._durable_changed = asyncio.Event()
         if self._snapshot_timer is None:
@@ -595,8 +632,6 @@ class PartitionRuntime:
         self._cancel_timer()
         self._held.clear()
         self._queued = []
-        for future, request in list(self._waiting.values()):
-            if not future.done():
-                future.set_result(error_response(request, Errors.NOT_COORDINATOR))
+        self._reply_all(Errors.NOT_COORDINATOR)
         self._durable_changed.set()
         self._on_fatal(exc)

@@ -84,9 +84,10 @@ class WireConfig(msgspec.Struct, frozen=True):
     def partition_port(self, partition: int) -> int:
         return self.partition_ports + partition if self.partition_ports else 0
 
-    def listener(self, respond: Any, port: int) -> KafkaListener:
+    def listener(self, respond: Any, port: int, submit: Any = None) -> KafkaListener:
         return KafkaListener(
             respond,
+            submit=submit,
             host=self.host,
             port=port,
             max_connections=self.max_connections,
@@ -157,9 +158,10 @@ class PartitionListener:
             cluster_id=f"groupcoord-{self.num_partitions}",
             topic_ids=lambda: self.directory.topic_ids,
             authorizer=self.config.security.authorizer(),
+            submit_route=self._submit_route,
         )
         self._listener = self.config.listener(
-            gateway.respond, self.config.partition_port(self.partition)
+            gateway.respond, self.config.partition_port(self.partition), gateway.submit
         )
         port = await listen(self._listener, self._log_key)
         self.node = gateway.node = Node(self.partition, self.config.advertised_host(), port)
@@ -176,6 +178,10 @@ class PartitionListener:
         # Not async itself: it hands back the runtime's coroutine, one coroutine less for every
         # group request to create and step through.
         return self._runtime.handle(request)
+
+    def _submit_route(self, group_id: str, request: Any, reply: Callable[[Any], None]) -> None:
+        # Single-group requests: the runtime calls reply itself, no future (KafkaGateway.submit).
+        self._runtime.submit(request, reply)
 
     async def _list_groups(self, request: Any) -> Any:
         return await self._runtime.handle(request)

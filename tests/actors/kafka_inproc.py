@@ -70,8 +70,12 @@ class WirePartition:
         node = Node(0, "127.0.0.1", 0)
         runtime = self.runtime
 
-        def route(group_id, request):  # as the partition actors' listener routes (wire_service)
+        # As the partition actors' listener routes (wire_service).
+        def route(group_id, request):
             return runtime.handle(request)
+
+        def submit_route(group_id, request, reply):
+            runtime.submit(request, reply)
 
         async def list_groups(request):
             return await runtime.handle(request)
@@ -95,8 +99,11 @@ class WirePartition:
             cluster_id="groupcoord-test",
             topic_ids=self.catalog.topic_ids,
             authorizer=self.security.authorizer(),
+            submit_route=submit_route,
         )
-        self.listener = KafkaListener(gateway.respond, security=self.security)
+        self.listener = KafkaListener(
+            gateway.respond, security=self.security, submit=gateway.submit
+        )
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)
         return port

@@ -15,6 +15,11 @@ import pytest
 
 from groupcoord.actors.kafka_listener import KafkaListener, check_host
 from groupcoord.actors.security import ListenerSecurity
+from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.wire import apis
+from groupcoord.wire.apis import ApiKey
+from tests.kafka.rawwire import make
+from tests.wire.frames import request_frame
 
 from .kafka_inproc import WirePartition
 
@@ -239,3 +244,59 @@ def test_a_client_that_hangs_up_while_its_request_waits_costs_nothing(served, ca
         time.sleep(0.5)  # past the Fetch's wait: nothing may wake up for the closed connection
         assert _answers_api_versions(port)
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_a_client_that_hangs_up_while_its_join_is_parked_costs_nothing(tmp_path, caplog):
+    # A JoinGroup waits in the partition (the initial rebalance delay) when its client resets
+    # the connection (a FIN alone would be a half-close: the answer is still written): the
+    # partition's reply, when the delay ends, finds the connection gone and writes and logs
+    # nothing; the listener goes on serving, joins included.
+    partition = WirePartition(
+        str(tmp_path / "wire-parked"),
+        TOPICS,
+        config=CoordinatorConfig(group_initial_rebalance_delay_ms=1_500),
+    )
+    port = int(partition.start().rsplit(":", 1)[1])
+    try:
+        with caplog.at_level("ERROR", logger="groupcoord"):
+            sock = _connect(port)
+            sock.sendall(_join_v3("left", 41))
+            deadline = time.monotonic() + IO_TIMEOUT_S
+            while partition.runtime.info()["parked_requests"] == 0:
+                assert time.monotonic() < deadline, "the join was never parked"
+                time.sleep(0.01)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # with a zero linger time: a reset
+            while partition.listener.connections != 0:
+                assert time.monotonic() < deadline, "the listener kept the reset connection"
+                time.sleep(0.01)
+            assert partition.runtime.info()["parked_requests"] == 1
+            while partition.runtime.info()["parked_requests"] != 0:  # the delay ends
+                assert time.monotonic() < deadline, "the join was never answered"
+                time.sleep(0.01)
+            with _connect(port) as again:
+                again.sendall(_join_v3("next", 42))
+                size = struct.unpack(">i", again.recv(4, socket.MSG_WAITALL))[0]
+                frame = again.recv(size, socket.MSG_WAITALL)
+            correlation_id, _throttle_ms, error_code = struct.unpack(">iih", frame[:10])
+            assert (correlation_id, error_code) == (42, 0)
+        assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    finally:
+        partition.stop()
+
+
+def _join_v3(group_id: str, correlation_id: int) -> bytes:
+    return request_frame(
+        make(
+            apis.request_class(ApiKey.JOIN_GROUP, 3),
+            {
+                "group_id": group_id,
+                "session_timeout": 10_000,
+                "rebalance_timeout": 10_000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        ),
+        correlation_id=correlation_id,
+    )

@@ -168,16 +168,24 @@ def test_an_append_on_the_loop_is_shared_by_the_requests_of_one_turn(monkeypatch
 
 
 def test_live_lag_and_metrics_follow_the_answers_in_their_order():
-    # A commit's bookkeeping runs the turn after its answer (the listener writes the answer
-    # first); a delete answered after it is applied after it, so it is not resurrected.
+    # A commit's bookkeeping runs after its reply is called (a listener's reply writes the
+    # answer, so the answer goes first); a delete answered after a commit is applied after it,
+    # so the commit does not resurrect the deleted group.
     async def scenario():
         runtime, _ = make()
         metrics = CountingMetrics()
         runtime._metrics = metrics
         await serving(runtime)
-        await runtime.handle(commit("kept", 5))
-        assert runtime.lag.snapshot() == [] and metrics.commits == []
-        await asyncio.sleep(0)
+        seen_at_reply: list = []
+        replied = asyncio.get_running_loop().create_future()
+
+        def reply(response):
+            seen_at_reply.append((runtime.lag.snapshot(), list(metrics.commits)))
+            replied.set_result(response)
+
+        runtime.submit(commit("kept", 5), reply)
+        assert (await replied).partitions[0].error == Errors.NONE
+        assert seen_at_reply == [([], [])]
         assert [(w.group_id, w.points[-1].offset) for w in runtime.lag.snapshot()] == [("kept", 5)]
         assert [offsets for _, offsets, _ in metrics.commits] == [1]
         gone = asyncio.create_task(runtime.handle(commit("gone", 7)))
@@ -185,7 +193,6 @@ def test_live_lag_and_metrics_follow_the_answers_in_their_order():
         delete = asyncio.create_task(runtime.handle(DeleteGroupsRequest(["gone"])))
         assert (await delete).results[0].error == Errors.NONE
         assert (await gone).partitions[0].error == Errors.NONE
-        await asyncio.sleep(0)
         assert [w.group_id for w in runtime.lag.snapshot()] == ["kept"]
         await runtime.close()
 
