@@ -32,9 +32,6 @@ from collections import deque
 
 import msgspec
 from kio.serial.readers import (
-    read_int16,
-    read_int32,
-    read_nullable_legacy_string,
     read_unsigned_varint,
 )
 
@@ -50,6 +47,8 @@ DEFAULT_MAX_FRAME_BYTES = 10 * MIB
 # The most one read should deliver (asyncio reads at most 256 KiB at a time).
 MAX_READ_BYTES = 1 * MIB
 _SIZE = struct.Struct(">i")
+# A request header's fixed part: api key, api version, correlation id, client id size.
+_HEADER = struct.Struct(">hhih")
 _SIZE_ID = struct.Struct(">ii")  # frame size, then a v0 response header (correlation id)
 _SIZE_ID_TAGS = struct.Struct(">iiB")  # ... a v1 header: correlation id, no tagged fields
 
@@ -147,6 +146,15 @@ class Connection:
         call returns ``[]``."""
         if self.closed:
             return []
+        if not self._buffer and len(data) >= _SIZE.size and self.wants_data:
+            # The usual read: one whole frame, nothing buffered before it (no copy through
+            # the buffer).
+            (size,) = _SIZE.unpack_from(data)
+            if len(data) == _SIZE.size + size and 0 <= size <= self.max_frame_bytes:
+                parsed = self._parse(data[_SIZE.size :])
+                if type(parsed) is WireRequest:
+                    self._in_flight.append(parsed)
+                return [parsed]
         if len(self._buffer) + len(data) > self.max_buffered_bytes:
             return [
                 self._fail(
@@ -221,14 +229,16 @@ class Connection:
         if self.raw_sasl_tokens:
             return self._raw_token(frame)
         try:
-            api_key, at = read_int16(frame, 0)
-            api_version, n = read_int16(frame, at)
-            at += n
-            correlation_id, n = read_int32(frame, at)
-            at += n
-            client_id, n = read_nullable_legacy_string(frame, at)
-            at += n
-        except Exception as exc:  # kio's readers name no exception contract
+            api_key, api_version, correlation_id, id_bytes = _HEADER.unpack_from(frame)
+            at = _HEADER.size
+            if id_bytes == -1:  # a null client id
+                client_id = None
+            else:  # as kio's nullable string reader: no other negative size, UTF-8, in frame
+                if id_bytes < 0 or at + id_bytes > len(frame):
+                    raise ValueError(f"client id of {id_bytes} bytes does not fit the frame")
+                client_id = frame[at : at + id_bytes].decode()
+                at += id_bytes
+        except (struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             return self._fail(f"unreadable request header: {exc!r}")
         unsupported_api_versions = api_key == apis.ApiKey.API_VERSIONS and not apis.is_supported(
             api_key, api_version

@@ -178,17 +178,19 @@ def test_unknown_header_tagged_fields_are_skipped():
         (b"\x00\x08\x00\x01\x00\x00\x00\x01\x00\x00", "api key 8 version 1 is not supported"),
         (b"\x00\x0c\x00", "unreadable request header"),
         (b"", "unreadable request header"),
+        # client ids: a negative size other than -1 (null), one past the frame, not UTF-8
+        (b"\x00\x0c\x00\x00\x00\x00\x00\x01\xff\xfe", "unreadable request header"),
+        (b"\x00\x0c\x00\x00\x00\x00\x00\x01\x00\x05ab", "unreadable request header"),
+        (b"\x00\x0c\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe", "unreadable request header"),
         (b"\x00\x0c\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01g", "undecodable api key 12"),
     ],
 )
-def test_requests_kafka_cannot_answer_close_the_connection(payload, reason):
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "with-a-frame-after"])
+def test_requests_kafka_cannot_answer_close_the_connection(payload, reason, alone):
+    # Alone: the one-whole-frame read that skips the buffer; else the buffered path.
     conn = Connection()
-    out = conn.receive_data(
-        sized(payload)
-        + request_frame(
-            HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
-        )
-    )
+    after = HeartbeatV4(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    out = conn.receive_data(sized(payload) + (b"" if alone else request_frame(after)))
     assert len(out) == 1 and isinstance(out[0], ProtocolError)
     assert reason in out[0].reason
     assert conn.closed and not conn.wants_data
