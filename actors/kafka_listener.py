@@ -274,11 +274,12 @@ class _Client(asyncio.Protocol):
     def _answer_released(self) -> None:
         """Answer released requests until one must wait (``_suspend`` goes on with it), the
         client stops reading its answers, or none is left."""
-        self.answering = True
-        try:
-            self._answer_each()
-        finally:
-            self.answering = False
+        if self.released:  # usually empty after an answer: clients wait for it
+            self.answering = True
+            try:
+                self._answer_each()
+            finally:
+                self.answering = False
         if self.end_of_input and not self.busy and not self.released:
             self.close()
             return
