@@ -10,9 +10,9 @@ The Shard decides; this class does the I/O around it, on one event loop:
   for a heartbeat, REBALANCE_IN_PROGRESS for a sync. The runtime never raises out of ``start()``
   (a Ray actor whose ``__init__`` raises is dead for good).
 * **A failed load says so.** The log object of a failed attempt is closed (its lock released)
-  and the next attempt opens a fresh one. What happens next depends on why it failed
-  (``load_failure_kind``): a writer lock held by another live process is waited out (retried
-  with backoff, still answering COORDINATOR_LOAD_IN_PROGRESS: there is hope); damage
+  and the next attempt opens a fresh one (``runtime_load``). What happens next depends on why
+  it failed (``load_failure_kind``): a writer lock held by another live process is waited out
+  (retried with backoff, still answering COORDINATOR_LOAD_IN_PROGRESS: there is hope); damage
   (``CorruptLogError``) cannot be fixed by retrying, so the partition stops in state
   ``load_failed``; anything else (an OSError, a failed log) is retried
   ``LOAD_ATTEMPTS_PER_PROCESS`` times, then the partition stops in ``load_failed`` and calls
@@ -75,32 +75,17 @@ from typing import Any
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
 from groupcoord.coordinator.messages import DeleteGroupsRequest, OffsetCommitRequest, validate
-from groupcoord.storage import CorruptLogError, LogLockedError
 
 from .live_lag import LagTracker, LagWindowConfig
 from .responses import error_response
+from .runtime_load import LoadMixin
 
 log = logging.getLogger("groupcoord.partition")
 
 # Called with a request's response (``PartitionRuntime.submit``).
 Reply = Callable[[Any], None]
 
-LOAD_RETRY_MAX_S = 5.0
 SNAPSHOT_CHECK_INTERVAL_S = 0.05  # the least time between two snapshot policy checks
-# Load attempts that failed for a reason other than a held lock or damage, before this process
-# gives up and hands over to ``on_fatal`` (a fresh process may succeed where this one cannot).
-LOAD_ATTEMPTS_PER_PROCESS = 3
-
-
-def load_failure_kind(exc: BaseException) -> str:
-    """Why a load failed: ``locked`` (another live process writes the log: wait for it),
-    ``corrupt`` (acknowledged data cannot be read: retrying cannot help) or ``io`` (anything
-    else: an OSError, a failed log; a fresh process may succeed)."""
-    if isinstance(exc, LogLockedError):
-        return "locked"
-    if isinstance(exc, CorruptLogError):
-        return "corrupt"
-    return "io"
 
 
 def _settle(future: asyncio.Future, response: Any) -> None:
@@ -113,7 +98,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PartitionRuntime:
+class PartitionRuntime(LoadMixin):
     """One offsets partition on an asyncio loop. Construct, ``start()``, then ``handle()``.
 
     Contract: ``handle(request)`` returns the request's response once every record it depends
@@ -240,91 +225,6 @@ class PartitionRuntime:
     def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()
-
-    async def _load_forever(self) -> None:
-        loop = asyncio.get_running_loop()
-        backoff_s = 0.1
-        io_failures = 0
-        while self.state == "loading":
-            started = time.perf_counter()
-            self.load_attempts += 1
-            try:
-                shard, summary = await loop.run_in_executor(self._io, self._load_blocking)
-            except Exception as exc:
-                # Never retry on the same object: a failed open or load can leave it half-made.
-                await loop.run_in_executor(self._io, self._discard_log)
-                if self.state != "loading":  # closed meanwhile
-                    return
-                kind = self._load_failed(exc)
-                io_failures += kind == "io"
-                if kind == "corrupt" or io_failures >= LOAD_ATTEMPTS_PER_PROCESS:
-                    self.state = "load_failed"
-                    log.critical(
-                        "partition %d: cannot load (%s, %d attempts): %s",
-                        self.partition,
-                        kind,
-                        self.load_attempts,
-                        self.load_error,
-                    )
-                    if kind != "corrupt":  # a fresh process may succeed
-                        self._on_fatal(exc)
-                    return
-                log.error(
-                    "partition %d: load attempt %d failed (%s): %s; retrying in %.1fs",
-                    self.partition,
-                    self.load_attempts,
-                    kind,
-                    self.load_error,
-                    backoff_s,
-                )
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, LOAD_RETRY_MAX_S)
-                continue
-            if self.state != "loading":  # closed while loading
-                return
-            self.load_summary = summary
-            self._shard = shard
-            self.state = "serving"
-            self._run_step(shard.on_loaded, self._clock_ms())
-            if self._catalog is not None:  # a catalog that arrived while loading
-                self._update_shard_topics(self._catalog)
-            self.load_seconds = time.perf_counter() - started
-            self.loaded_at_ms = self._clock_ms()
-            log.info(
-                "partition %d (epoch %d) loaded %d groups in %.3fs",
-                self.partition,
-                self.epoch,
-                len(shard.groups()),
-                self.load_seconds,
-            )
-            if self._metrics is not None:
-                self._metrics.loaded(self.partition, self.load_seconds)
-            self._on_loaded()
-
-    def _load_failed(self, exc: BaseException) -> str:
-        """Record a failed load attempt (info, metrics); returns its kind."""
-        kind = load_failure_kind(exc)
-        self.load_failure = kind
-        self.load_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        if self._metrics is not None:
-            self._metrics.load_failed(self.partition, kind)
-        return kind
-
-    def _discard_log(self) -> None:
-        log_, self._log = self._log, None
-        if log_ is not None:
-            try:
-                log_.close()
-            except Exception as exc:  # already failed: the next open starts clean
-                log.warning("partition %d: closing the failed log: %r", self.partition, exc)
-
-    def _load_blocking(self):
-        if self._log is None:
-            self._log = self._open_log()
-            self.epoch = int(getattr(self._log, "epoch", 0))
-        shard = self._new_shard()
-        summary = self._log.load_into(shard)
-        return shard, summary
 
     # -- the topic catalog -------------------------------------------------------------------------
 

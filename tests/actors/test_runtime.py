@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from groupcoord.actors import runtime as runtime_module
-from groupcoord.actors.runtime import LOAD_ATTEMPTS_PER_PROCESS, PartitionRuntime
+from groupcoord.actors.runtime import PartitionRuntime
+from groupcoord.actors.runtime_load import LOAD_ATTEMPTS_PER_PROCESS
 from groupcoord.coordinator import (
     CoordinatorConfig,
     DeleteGroupsRequest,
