@@ -60,13 +60,11 @@ from groupcoord.wire import (
     ApiKey,
     Node,
     WireRequest,
-    api_versions_response,
     error_response,
     fast_response,
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
-    metadata_response,
     offset_fetch_from_core,
     offset_fetch_to_core,
     produce_expects_response,
@@ -75,6 +73,7 @@ from groupcoord.wire import (
     response_from_core,
 )
 from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer
+from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.consumer_groups import (
     consumer_describe_from_core,
     consumer_describe_to_core,
@@ -153,6 +152,7 @@ class KafkaGateway:
         self.max_fetch_wait_ms = max_fetch_wait_ms
         self.authorizer = authorizer
         self._submit_route = submit_route
+        self._metadata = MetadataAnswers()
 
     async def respond(
         self, request: WireRequest, client_host: str = "", principal: str = ANONYMOUS
@@ -176,14 +176,14 @@ class KafkaGateway:
 
         match request.api_key:
             case ApiKey.API_VERSIONS:
-                return api_versions_response(request)
+                return api_versions_answer(request)
             case ApiKey.SASL_HANDSHAKE | ApiKey.SASL_AUTHENTICATE:
                 return illegal_state_response(
                     request, "no SASL exchange is in progress on this connection"
                 )
             case ApiKey.METADATA:
                 brokers = self._brokers()
-                return metadata_response(
+                return self._metadata.answer(
                     request,
                     brokers=brokers,
                     leader_id=self._leader_id(brokers),

@@ -150,11 +150,17 @@ def api_versions_response(request: WireRequest) -> Payload:
     (KIP-511); a v3+ request whose client software name or version is not of the form
     ``[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?`` gets INVALID_REQUEST and no ranges.
     """
+    refusal = api_versions_refusal(request)
+    return refusal if refusal is not None else api_versions_ranges(request.body_version)
+
+
+def api_versions_refusal(request: WireRequest) -> Payload | None:
+    """``api_versions_response``'s answer when it is one of the two errors, else None."""
     cls = response_class(ApiKey.API_VERSIONS, request.body_version)
     timing = {} if request.body_version == 0 else {"throttle_time": ZERO_MS}
-    item = _api_version_item(cls)
     if request.unsupported_api_versions:
         low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+        item = _api_version_item(cls)
         return cls(
             error_code=ErrorCode.unsupported_version,
             api_keys=(item(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),),
@@ -166,6 +172,14 @@ def api_versions_response(request: WireRequest) -> Payload:
         and _SOFTWARE_NAME_OR_VERSION.fullmatch(body.client_software_version)
     ):
         return cls(error_code=ErrorCode.invalid_request, api_keys=(), **timing)
+    return None
+
+
+def api_versions_ranges(version: int) -> Payload:
+    """The ApiVersions answer at ``version`` listing every supported range (no error)."""
+    cls = response_class(ApiKey.API_VERSIONS, version)
+    timing = {} if version == 0 else {"throttle_time": ZERO_MS}
+    item = _api_version_item(cls)
     return cls(
         error_code=ErrorCode.none,
         api_keys=tuple(

@@ -308,17 +308,14 @@ def encode_response(request: WireRequest, response: object) -> bytes:
     if request.raw_sasl_token:
         token = response.auth_bytes  # type: ignore[attr-defined]
         return _SIZE.pack(len(token)) + token
-    if type(response) is EncodedResponse:
-        body = response.body
-        if apis.response_header_version(request.api_key, request.body_version) == 1:
-            return _SIZE_ID_TAGS.pack(len(body) + 5, request.correlation_id, 0) + body
-        return _SIZE_ID.pack(len(body) + 4, request.correlation_id) + body
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
-    buffer.write(_SIZE.pack(request.correlation_id))
+    body = response.body if type(response) is EncodedResponse else encode_body(response)
     if apis.response_header_version(request.api_key, request.body_version) == 1:
-        buffer.write(b"\0")
+        return _SIZE_ID_TAGS.pack(len(body) + 5, request.correlation_id, 0) + body
+    return _SIZE_ID.pack(len(body) + 4, request.correlation_id) + body
+
+
+def encode_body(response: object) -> bytes:
+    """A kio response entity written out: a response body, without size or header."""
+    buffer = io.BytesIO()
     apis.writer(type(response))(buffer, response)
-    frame = buffer.getbuffer()
-    _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
-    return bytes(frame)
+    return buffer.getvalue()

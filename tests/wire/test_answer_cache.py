@@ -1,0 +1,124 @@
+"""Cached answers: the same bytes as answers built per request; Metadata's rebuilt whenever the
+listener's view changes, and bounded."""
+
+import struct
+import uuid
+
+import pytest
+
+from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, Node, apis, metadata_response
+from groupcoord.wire.answer_cache import (
+    MAX_BODY_BYTES,
+    MAX_ENTRIES,
+    MetadataAnswers,
+    api_versions_answer,
+)
+from groupcoord.wire.builders import ZERO_TOPIC_ID
+from groupcoord.wire.connection import EncodedResponse, encode_response
+from tests.kafka.rawwire import make
+
+from .frames import request_frame
+
+NODES = [Node(0, "p0.local", 9092), Node(1, "p1.local", 9093)]
+FLAGS = dict(
+    allow_auto_topic_creation=True,
+    include_cluster_authorized_operations=False,
+    include_topic_authorized_operations=False,
+)
+
+
+def metadata_request(version: int, topics, correlation_id: int = 1):
+    values = {**FLAGS, "topics": topics}
+    body = make(apis.request_class(ApiKey.METADATA, version), values)
+    (request,) = Connection().receive_data(request_frame(body, correlation_id=correlation_id))
+    return request
+
+
+def view(catalog, ids, brokers=NODES):
+    return dict(brokers=brokers, leader_id=0, partitions=catalog, cluster_id="gc", topic_ids=ids)
+
+
+def built(request, **view_values) -> bytes:
+    return encode_response(request, metadata_response(request, **view_values))
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.METADATA][1] + 1))
+@pytest.mark.parametrize("asked", ["all", "one", "unknown"])
+def test_answers_are_the_bytes_built_per_request(version, asked):
+    catalog = {"events": 64, "clicks": 3}
+    ids = {"events": uuid.uuid4(), "clicks": uuid.uuid4()}
+    topics = {
+        "all": () if version == 0 else None,
+        "one": [{"name": "events", "topic_id": ZERO_TOPIC_ID}],
+        "unknown": [{"name": "nothing-here", "topic_id": ZERO_TOPIC_ID}],
+    }[asked]
+    answers = MetadataAnswers()
+    for correlation_id in (7, 8):  # the second from the cache, under its own correlation id
+        request = metadata_request(version, topics, correlation_id)
+        frame = encode_response(request, answers.answer(request, **view(catalog, ids)))
+        assert frame == built(request, **view(catalog, ids))
+    assert len(answers) == 1
+
+
+def test_a_changed_view_is_answered_afresh():
+    catalog = {"events": 2}
+    ids = {"events": uuid.uuid4()}
+    answers = MetadataAnswers()
+    request = metadata_request(12, None)
+    first = answers.answer(request, **view(catalog, ids))
+    assert answers.answer(request, **view(catalog, ids)) is first
+    catalog["events"] = 5  # grown in place: the copy in the cache tells
+    grown = answers.answer(request, **view(catalog, ids))
+    assert grown is not first
+    assert encode_response(request, grown) == built(request, **view(catalog, ids))
+    ids["clicks"], catalog["clicks"] = uuid.uuid4(), 1
+    assert answers.answer(request, **view(catalog, ids)) is not grown
+    moved = [Node(0, "p0.local", 19092), NODES[1]]
+    again = answers.answer(request, **view(catalog, ids, moved))
+    assert encode_response(request, again) == built(request, **view(catalog, ids, moved))
+
+
+def test_the_cache_is_bounded():
+    catalog = {f"t{n}": 1 for n in range(MAX_ENTRIES + 5)}
+    answers = MetadataAnswers()
+    for name in catalog:
+        answers.answer(
+            metadata_request(12, [{"name": name, "topic_id": ZERO_TOPIC_ID}]), **view(catalog, {})
+        )
+    assert len(answers) == MAX_ENTRIES
+    huge = {f"topic-{n}": 64 for n in range(MAX_BODY_BYTES // 1000)}  # over the body bound
+    request = metadata_request(12, None)
+    answer = answers.answer(request, **view(huge, {}))
+    assert len(answer.body) > MAX_BODY_BYTES
+    assert answers.answer(request, **view(huge, {})) is not answer  # built again, not kept
+
+
+def api_versions_request(version: int, name: str = "librdkafka") -> object:
+    values = dict(client_software_name=name, client_software_version="2.3.0")
+    body = make(apis.request_class(ApiKey.API_VERSIONS, version), values)
+    (request,) = Connection().receive_data(request_frame(body, correlation_id=9))
+    return request
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1] + 1))
+def test_api_versions_are_encoded_once_per_version_with_the_same_bytes(version):
+    request = api_versions_request(version)
+    answer = api_versions_answer(request)
+    assert api_versions_answer(api_versions_request(version)) is answer
+    expected = encode_response(request, apis.api_versions_response(request))
+    assert encode_response(request, answer) == expected
+
+
+def test_api_versions_refusals_are_built_per_request():
+    bad_name = api_versions_request(3, name="my client")  # not Kafka's software name pattern
+    # v9: above our range, answered in v0 (a flexible header, then a body we cannot know)
+    header = struct.pack(">hhih", 18, 9, 99, -1) + b"\x00"
+    frame = header + b"future body bytes"
+    (above,) = Connection().receive_data(struct.pack(">i", len(frame)) + frame)
+    for request in (bad_name, above):
+        answer = api_versions_answer(request)
+        assert type(answer) is not EncodedResponse
+        assert answer == apis.api_versions_response(request)
+        assert encode_response(request, answer) != encode_response(
+            request, api_versions_answer(api_versions_request(request.body_version))
+        )
