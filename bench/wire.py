@@ -16,6 +16,13 @@ Rows, each a ratio to the real broker's figure measured minutes apart in this ru
   processes) use while the group is stable and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
   has exactly one owner), the mean of ``TRIALS["join"]`` groups (``summary_run`` says why);
+* ``rejoin``: rejoin-to-stable of a settled group of 10 and 100 raw-wire members
+  (bench/wire_raw.py's ``rebalance_times``) that all rejoin at once with new subscription
+  metadata, until each has its SyncGroup answer: the coordinator's own join and sync work, with
+  no client timer in it (the ``join`` rows wait on librdkafka's: the heartbeat that tells a
+  member of a rebalance, the rejoin it schedules, so that either server takes 1.1 s or 3.1 s
+  by a race of the members' arrivals). The median of ``REJOINS_PER_GROUP`` rejoins in each of
+  ``TRIALS["rejoin"]`` groups; wire targets only;
 * ``heartbeats``: heartbeats/s of one member sent back to back on 8 connections by a raw-wire
   client (bench/wire_raw.py; librdkafka heartbeats only once per interval), or, for
   ``gc-ray``, by 8 coroutines through the member's own Ray channel.
@@ -70,7 +77,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, HeartbeatRequest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.wire_members import Members  # noqa: E402 — needs ROOT on the path
-from bench.wire_raw import heartbeat_rate  # noqa: E402
+from bench.wire_raw import heartbeat_rate, rebalance_times  # noqa: E402
 from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
 
 T = TypeVar("T")
@@ -81,11 +88,14 @@ STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
-TRIALS = {"commits": 3, "join": 9}  # groups per target behind each such row (summary_run)
+TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
+REJOINS_PER_GROUP = 10
 SUMMARY_OF = {  # kind -> (the figure a row summarises, where its trials are kept)
     "commits": ("commits_per_s", "commit_trials_per_s"),
     "join": ("join_to_stable_s", "join_trials_s"),
+    "rejoin": ("rejoin_s", "rejoin_trials_s"),
 }
+KINDS = ("commits", "join", "rejoin", "heartbeats")
 SERVER = "ray::PartitionActor"  # groupcoord's server process, as bench/proc_cpu.py labels it
 
 
@@ -145,6 +155,19 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
     finally:
         members.close()
     return row
+
+
+def rejoin_row(bootstrap: str, label: str, count: int) -> dict:
+    """One settled group of ``count`` raw-wire members rejoining ``REJOINS_PER_GROUP`` times."""
+    group = f"rejoin-{label}-{count}-{time.monotonic_ns()}"
+    times = as_client(rebalance_times(bootstrap, group, count, REJOINS_PER_GROUP))
+    return {
+        "kind": "rejoin",
+        "target": label,
+        "members": count,
+        "rejoin_s": round(statistics.median(times), 5),
+        "rejoin_trials_s": [round(t, 5) for t in times],
+    }
 
 
 def server_cpu(cpu_cores: dict, server: str) -> dict:
@@ -231,10 +254,14 @@ def summary_run(runs: list[dict]) -> dict:
     with two outcomes for either server (members whose JoinGroup lands after a generation
     completed wait about a second for librdkafka's rejoin, or three for the others' next
     heartbeat), and the median of a few trials jumps between them (1.1 s or 3.1 s for the
-    same server in two runs); the mean moves with how often each comes."""
+    same server in two runs); the mean moves with how often each comes. Rejoins: the median of
+    every group's rejoins together."""
     if len(runs) == 1:
         return runs[0]
     measure, trials = SUMMARY_OF[runs[0]["kind"]]
+    if runs[0]["kind"] == "rejoin":
+        times = [t for r in runs for t in r[trials]]
+        return runs[0] | {measure: round(statistics.median(times), 5), trials: times}
     figures = [r[measure] for r in runs]
     if runs[0]["kind"] == "join":
         return runs[0] | {measure: round(statistics.fmean(figures), 3), trials: figures}
@@ -245,6 +272,7 @@ def summary_run(runs: list[dict]) -> dict:
 RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 favour groupcoord
     "commits_per_s": "commits_vs_kafka",
     "join_to_stable_s": "join_vs_kafka",
+    "rejoin_s": "rejoin_vs_kafka",
     "heartbeats_per_s": "heartbeats_vs_kafka",
     "idle_client_cpu_cores": "idle_cpu_vs_kafka",
 }
@@ -269,17 +297,19 @@ def add_ratios(rows: list[dict]) -> None:
 def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'kind':<10} {'target':<10} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
-        f"{'join s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
+        f"{'time s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
         f"{'srv wait':>8}"
     )
     for r in rows:
         rate = r.get("commits_per_s", r.get("heartbeats_per_s"))
         rate_ratio = r.get("commits_vs_kafka", r.get("heartbeats_vs_kafka"))
+        time_s = r.get("join_to_stable_s", r.get("rejoin_s"))
+        time_ratio = r.get("join_vs_kafka", r.get("rejoin_vs_kafka"))
         cells = [
             f"{rate:>9.0f}" if rate is not None else f"{'':>9}",
             f"{rate_ratio:>8.2f}" if rate_ratio is not None else f"{'':>8}",
-            f"{r['join_to_stable_s']:>7.2f}" if "join_to_stable_s" in r else f"{'':>7}",
-            f"{r['join_vs_kafka']:>8.2f}" if "join_vs_kafka" in r else f"{'':>8}",
+            f"{time_s:>7.{2 if time_s >= 0.1 else 4}f}" if time_s is not None else f"{'':>7}",
+            f"{time_ratio:>8.2f}" if time_ratio is not None else f"{'':>8}",
             f"{r['idle_client_cpu_cores']:>8.3f}" if "idle_client_cpu_cores" in r else f"{'':>8}",
             f"{r['wire_vs_ray']:>8.2f}" if "wire_vs_ray" in r else f"{'':>8}",
             f"{r['server_cores']:>8.2f}" if "server_cores" in r else f"{'':>8}",
@@ -296,8 +326,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="commit time per row")
     parser.add_argument(
         "--kinds",
-        default="commits,join,heartbeats",
-        help="comma-separated rows to run (commits, join, heartbeats); not all: nothing written",
+        default=",".join(KINDS),
+        help=f"comma-separated rows to run ({', '.join(KINDS)}); not all: nothing written",
     )
     parser.add_argument(
         "--targets",
@@ -322,12 +352,16 @@ def main() -> None:
     args = parser.parse_args()
     kinds = args.kinds.split(",")
     targets = args.targets.split(",")
-    if not set(kinds) <= {"commits", "join", "heartbeats"} or not set(targets) <= {
+    if not set(kinds) <= set(KINDS) or not set(targets) <= {
         *WIRE_TARGETS,
         "gc-ray",
     }:
         parser.error("unknown kind or target")
-    partial = len(set(kinds)) < 3 or len(set(targets)) < len(WIRE_TARGETS) + 1 or bool(args.members)
+    partial = (
+        len(set(kinds)) < len(KINDS)
+        or len(set(targets)) < len(WIRE_TARGETS) + 1
+        or bool(args.members)
+    )
     wire_targets = [t for t in WIRE_TARGETS if t in targets]
     seconds = 1.0 if args.quick else args.seconds
     commit_sizes = [1, 16] if args.quick else [1, 16, 64]
@@ -367,6 +401,7 @@ def main() -> None:
     bootstraps = dict(zip(WIRE_TARGETS, (broker.bootstrap, never.kafka, always.kafka), strict=True))
     plan = [("commits", n) for n in commit_sizes if "commits" in kinds]
     plan += [("join", n) for n in join_sizes if "join" in kinds]
+    plan += [("rejoin", n) for n in join_sizes if "rejoin" in kinds]
     ray = "gc-ray" in targets
     rows = []
     try:
@@ -374,6 +409,8 @@ def main() -> None:
         # first group request, and every target loads its code paths.
         for label in wire_targets:
             wire_row(bootstraps[label], label, "commits", 1, 0.2)
+            if "rejoin" in kinds:
+                rejoin_row(bootstraps[label], label, 10)
         if ray:
             as_client(_ray_row(never.router, "commits", 1, 0.2))
         for kind, count in plan:
@@ -381,8 +418,11 @@ def main() -> None:
             runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
             for _ in range(1 if args.quick else TRIALS[kind]):
                 for label in wire_targets:
-                    runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
-                if ray:
+                    if kind == "rejoin":
+                        runs[label].append(rejoin_row(bootstraps[label], label, count))
+                    else:
+                        runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
+                if ray and kind != "rejoin":
                     runs["gc-ray"].append(as_client(_ray_row(never.router, kind, count, seconds)))
             for label_runs in runs.values():
                 if label_runs:

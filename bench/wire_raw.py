@@ -1,9 +1,12 @@
-"""A minimal Kafka group member over raw sockets, for bench/wire.py's heartbeat row.
+"""Minimal Kafka group members over raw sockets, for bench/wire.py's heartbeat and rebalance rows.
 
 librdkafka heartbeats once per ``heartbeat.interval.ms``, so it cannot measure how many
-heartbeats a coordinator answers per second. This member joins a group by hand (FindCoordinator,
-JoinGroup twice: the first answers MEMBER_ID_REQUIRED, SyncGroup with an empty assignment) and
-then sends Heartbeat back to back on several connections, one request in flight on each (a
+heartbeats a coordinator answers per second; and its joins wait on its own timers (the
+heartbeat that tells a member of a rebalance, the rejoin it schedules), which decide the join
+rows more than either coordinator does. These members join by hand (FindCoordinator, JoinGroup
+twice: the first answers MEMBER_ID_REQUIRED, SyncGroup with an empty assignment), then either
+send Heartbeat back to back on several connections (``heartbeat_rate``) or rebalance a group of
+many members, each at once (``rebalance_times``). One request is in flight per connection (a
 Kafka client's rule). Requests are kio's entities framed by the wire tests' own framing helpers;
 the same bytes go to a Kafka broker and to groupcoord.
 """
@@ -37,6 +40,16 @@ SESSION_TIMEOUT = datetime.timedelta(seconds=30)
 # a coordinator that reads them (a null user data is int32 -1).
 SUBSCRIPTION = struct.pack(">hii", 0, 0, -1)
 ASSIGNMENT = struct.pack(">hii", 0, 0, -1)
+FIND_COORDINATOR_TRIES = 100
+FIND_COORDINATOR_BACKOFF_S = 0.1
+SETTLE_TIMEOUT_S = 60.0  # for a group of raw members to reach one generation holding them all
+SETTLE_HEARTBEAT_S = 0.005  # a settled member's heartbeat while the others still join
+
+
+def subscription(user_data: int) -> bytes:
+    """ConsumerProtocol subscription v0 to no topics with 4 bytes of user data: a member that
+    rejoins with other metadata makes the coordinator rebalance (a subscription change)."""
+    return struct.pack(">hiii", 0, 0, 4, user_data)
 
 
 class RawConnection:
@@ -68,57 +81,158 @@ class RawConnection:
         self.writer.close()
 
 
-async def join_alone(bootstrap: str, group: str) -> tuple[tuple[str, int], str, int]:
-    """Join ``group`` as its only member; returns (coordinator address, member id, generation)."""
-    host, port = bootstrap.rsplit(":", 1)
-    first = await RawConnection.open(host, int(port))
-    try:
-        found = await first.call(ApiKey.FIND_COORDINATOR, key=group, key_type=0)
-    finally:
-        first.close()
-    if found.error_code != ErrorCode.none:
-        raise RuntimeError(f"FindCoordinator: {found.error_code!r}")
-    coordinator = (found.host, found.port)
-    conn = await RawConnection.open(*coordinator)
-    try:
-        member_id, joined = "", None
-        for _ in range(2):  # the first JoinGroup hands out the member id (KIP-394)
-            protocol_cls = apis.nested_class(
-                apis.request_class(ApiKey.JOIN_GROUP, VERSIONS[ApiKey.JOIN_GROUP]),
-                "JoinGroupRequestProtocol",
-            )
-            joined = await conn.call(
+class RawMember:
+    """One member of ``group`` on a connection of its own to the group's coordinator."""
+
+    def __init__(self, conn: RawConnection, group: str) -> None:
+        self.conn, self.group = conn, group
+        self.member_id = ""
+
+    async def join(self, metadata: bytes = SUBSCRIPTION):
+        """JoinGroup; a new member first gets its id (MEMBER_ID_REQUIRED, KIP-394), then joins."""
+        protocol_cls = apis.nested_class(
+            apis.request_class(ApiKey.JOIN_GROUP, VERSIONS[ApiKey.JOIN_GROUP]),
+            "JoinGroupRequestProtocol",
+        )
+        while True:
+            joined = await self.conn.call(
                 ApiKey.JOIN_GROUP,
-                group_id=group,
+                group_id=self.group,
                 session_timeout=i32Timedelta.parse(SESSION_TIMEOUT),
                 rebalance_timeout=i32Timedelta.parse(SESSION_TIMEOUT),
-                member_id=member_id,
+                member_id=self.member_id,
                 group_instance_id=None,
                 protocol_type="consumer",
-                protocols=(protocol_cls(name="range", metadata=SUBSCRIPTION),),
+                protocols=(protocol_cls(name="range", metadata=metadata),),
             )
-            member_id = joined.member_id
-            if joined.error_code == ErrorCode.none:
-                break
-            if joined.error_code != ErrorCode.member_id_required:
+            if joined.error_code == ErrorCode.member_id_required and not self.member_id:
+                self.member_id = joined.member_id
+                continue
+            if joined.error_code != ErrorCode.none:
                 raise RuntimeError(f"JoinGroup: {joined.error_code!r}")
+            return joined
+
+    async def sync(self, joined) -> ErrorCode:
+        """SyncGroup for the generation ``joined`` (this member's JoinGroup answer); the leader
+        hands every member of it an empty assignment. Returns the answer's error code."""
         assignment_cls = apis.nested_class(
             apis.request_class(ApiKey.SYNC_GROUP, VERSIONS[ApiKey.SYNC_GROUP]),
             "SyncGroupRequestAssignment",
         )
-        synced = await conn.call(
+        leader = joined.leader == self.member_id
+        synced = await self.conn.call(
             ApiKey.SYNC_GROUP,
-            group_id=group,
+            group_id=self.group,
             generation_id=joined.generation_id,
-            member_id=member_id,
+            member_id=self.member_id,
             group_instance_id=None,
-            assignments=(assignment_cls(member_id=member_id, assignment=ASSIGNMENT),),
+            assignments=tuple(
+                assignment_cls(member_id=m.member_id, assignment=ASSIGNMENT)
+                for m in (joined.members if leader else ())
+            ),
         )
-        if synced.error_code != ErrorCode.none:
-            raise RuntimeError(f"SyncGroup: {synced.error_code!r}")
+        return synced.error_code
+
+    async def heartbeat(self, generation: int) -> ErrorCode:
+        answer = await self.conn.call(
+            ApiKey.HEARTBEAT,
+            group_id=self.group,
+            generation_id=generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+        )
+        return answer.error_code
+
+
+async def find_coordinator(bootstrap: str, group: str) -> tuple[str, int]:
+    """The coordinator's address, asked again while it is not available (a Kafka broker's
+    answer until it has created its offsets topic), as clients do."""
+    host, port = bootstrap.rsplit(":", 1)
+    first = await RawConnection.open(host, int(port))
+    try:
+        for _ in range(FIND_COORDINATOR_TRIES):
+            found = await first.call(ApiKey.FIND_COORDINATOR, key=group, key_type=0)
+            if found.error_code != ErrorCode.coordinator_not_available:
+                break
+            await asyncio.sleep(FIND_COORDINATOR_BACKOFF_S)
     finally:
-        conn.close()
-    return coordinator, member_id, joined.generation_id
+        first.close()
+    if found.error_code != ErrorCode.none:
+        raise RuntimeError(f"FindCoordinator: {found.error_code!r}")
+    return found.host, found.port
+
+
+async def join_alone(bootstrap: str, group: str) -> tuple[tuple[str, int], str, int]:
+    """Join ``group`` as its only member; returns (coordinator address, member id, generation)."""
+    coordinator = await find_coordinator(bootstrap, group)
+    member = RawMember(await RawConnection.open(*coordinator), group)
+    try:
+        joined = await member.join()
+        error = await member.sync(joined)
+        if error != ErrorCode.none:
+            raise RuntimeError(f"SyncGroup: {error!r}")
+    finally:
+        member.conn.close()
+    return coordinator, member.member_id, joined.generation_id
+
+
+async def _settle(members: list[RawMember]) -> None:
+    """Until one generation holds every member, each synced to it. With no initial rebalance
+    delay the first generation holds whoever joined first; the others' joins start the next
+    rebalance, which a synced member learns of from its heartbeat, as any client does."""
+    synced: dict[int, int] = {}  # member index -> the generation it last synced to
+    settled = asyncio.Event()
+
+    async def settle(k: int, member: RawMember) -> None:
+        while not settled.is_set():
+            joined = await member.join()
+            error = await member.sync(joined)
+            if error == ErrorCode.rebalance_in_progress:
+                continue
+            if error != ErrorCode.none:
+                raise RuntimeError(f"SyncGroup: {error!r}")
+            synced[k] = joined.generation_id
+            if len(synced) == len(members) and len(set(synced.values())) == 1:
+                settled.set()
+            while not settled.is_set():
+                await asyncio.sleep(SETTLE_HEARTBEAT_S)
+                error = await member.heartbeat(joined.generation_id)
+                if error == ErrorCode.rebalance_in_progress:
+                    break
+                if error != ErrorCode.none:
+                    raise RuntimeError(f"Heartbeat: {error!r}")
+
+    await asyncio.wait_for(
+        asyncio.gather(*(settle(k, m) for k, m in enumerate(members))), SETTLE_TIMEOUT_S
+    )
+
+
+async def _rejoin(member: RawMember, metadata: bytes) -> tuple[int, ErrorCode]:
+    joined = await member.join(metadata)
+    return joined.generation_id, await member.sync(joined)
+
+
+async def rebalance_times(bootstrap: str, group: str, count: int, trials: int) -> list[float]:
+    """Seconds each of ``trials`` rebalances of a settled group of ``count`` members took: every
+    member rejoins at once with new subscription metadata, the join phase ends as the last one
+    rejoins (every known member is back: no timer), the leader syncs everyone's assignment,
+    and the trial ends when every member has its SyncGroup answer."""
+    coordinator = await find_coordinator(bootstrap, group)
+    members = [RawMember(await RawConnection.open(*coordinator), group) for _ in range(count)]
+    try:
+        await _settle(members)
+        times = []
+        for trial in range(trials):
+            metadata = subscription(trial)
+            started = time.perf_counter()
+            answers = await asyncio.gather(*(_rejoin(m, metadata) for m in members))
+            times.append(time.perf_counter() - started)
+            if {error for _, error in answers} != {ErrorCode.none} or len(set(answers)) != 1:
+                raise RuntimeError(f"rebalance {trial}: not one generation for all: {answers}")
+    finally:
+        for m in members:
+            m.conn.close()
+    return times
 
 
 async def heartbeat_rate(bootstrap: str, group: str, connections: int, seconds: float) -> float:

@@ -1,10 +1,12 @@
 """bench/proc_cpu.py measures what bench/wire.py reports: per-thread CPU, and the time a thread
 was runnable but had no CPU (real processes made to share one CPU); bench/wire.py picks the
 server's figures out of a sample and reports each commit row as its median trial, each join row
-as the mean of its trials."""
+as the mean of its trials, each rejoin row as the median of every rejoin; bench/wire_raw.py's
+members settle into one generation and rejoin together (against a real listener)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -12,6 +14,9 @@ import time
 
 from bench.proc_cpu import CpuSample
 from bench.wire import server_cpu, summary_run
+from bench.wire_raw import rebalance_times
+from groupcoord.coordinator import DescribeGroupsRequest
+from tests.actors.kafka_inproc import WirePartition
 
 SPIN = (
     "import os, time\n"
@@ -75,3 +80,34 @@ def test_a_commit_row_is_its_median_trial_and_a_join_row_the_mean_with_every_tri
     row = summary_run(joins)
     assert row["join_to_stable_s"] == 1.9 and row["join_trials_s"] == times
     assert summary_run(runs[:1]) == runs[0]
+
+
+def test_a_rejoin_row_is_the_median_of_every_groups_rejoins():
+    groups = [[0.004, 0.001, 0.002], [0.003, 0.009, 0.005]]
+    runs = [
+        {"kind": "rejoin", "target": "gc-never", "rejoin_trial_s": 0, "rejoin_trials_s": g}
+        for g in groups
+    ]
+    row = summary_run(runs)
+    assert row["rejoin_trials_s"] == [0.004, 0.001, 0.002, 0.003, 0.009, 0.005]
+    assert row["rejoin_s"] == 0.0035
+
+
+def test_raw_members_settle_into_one_generation_then_rejoin_together(tmp_path):
+    # No initial rebalance delay: the first generation holds whoever joined first, and the
+    # rest must get in through later rebalances before the rejoins are timed.
+    served = WirePartition(str(tmp_path / "log"), {"t": 1})
+    bootstrap = served.start()
+    try:
+        times = asyncio.run(rebalance_times(bootstrap, "g", 12, 3))
+        assert served.runtime is not None
+        described = asyncio.run_coroutine_threadsafe(
+            served.runtime.handle(DescribeGroupsRequest(["g"])), served.loop
+        ).result(30)
+    finally:
+        served.stop()
+    assert len(times) == 3 and all(0 < t < 5 for t in times)
+    # rebalance_times raises unless each rejoin ends in one generation for all, every member
+    # synced: the group is stable with the 12 members.
+    (group,) = described.groups
+    assert group.group_state == "Stable" and len(group.members) == 12
