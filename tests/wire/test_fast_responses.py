@@ -1,5 +1,6 @@
-"""The direct Heartbeat and OffsetCommit encoders write exactly what kio's writer writes for
-``response_from_core``'s answer, at every supported version, for any core answer."""
+"""The direct Heartbeat, OffsetCommit, JoinGroup and SyncGroup encoders write exactly what kio's
+writer writes for ``response_from_core``'s answer, at every supported version, for any core
+answer."""
 
 import datetime
 
@@ -25,6 +26,11 @@ from .frames import build_nested, request_frame
 # Every field any version of the two requests has; each version keeps its own (``build``).
 REQUEST_VALUES = dict(
     group_id="g",
+    session_timeout=datetime.timedelta(seconds=10),
+    rebalance_timeout=datetime.timedelta(seconds=10),
+    protocol_type="consumer",
+    protocols=(),
+    assignments=(),
     generation_id=3,
     generation_id_or_member_epoch=3,
     member_id="m",
@@ -54,6 +60,35 @@ commit_partitions = st.lists(
         error=errors,
     ),
     max_size=40,
+)
+
+
+names = st.sampled_from(["", "m-1", "ünïcode-mémber", "x" * 300])
+join_answers = st.builds(
+    core.JoinGroupResponse,
+    error=errors,
+    generation_id=st.integers(-(2**31), 2**31 - 1),
+    protocol_type=st.none() | st.sampled_from(["consumer", ""]),
+    protocol_name=st.none() | st.sampled_from(["range", "cooperative-sticky", ""]),
+    leader=names,
+    skip_assignment=st.booleans(),
+    member_id=names,
+    members=st.lists(
+        st.builds(
+            core.JoinGroupResponseMember,
+            member_id=names,
+            group_instance_id=st.none() | names,
+            metadata=st.binary(max_size=300),
+        ),
+        max_size=20,
+    ),
+)
+sync_answers = st.builds(
+    core.SyncGroupResponse,
+    error=errors,
+    protocol_type=st.none() | st.sampled_from(["consumer", ""]),
+    protocol_name=st.none() | st.sampled_from(["range", ""]),
+    assignment=st.binary(max_size=300),
 )
 
 
@@ -100,3 +135,17 @@ def test_an_encoded_answer_of_another_api_or_version_is_refused():
             conn.send_response(request, wrong)
     right = fast_response(request, core.HeartbeatResponse(Errors.NONE))
     assert conn.send_response(request, right) == encode_response(request, right)
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.JOIN_GROUP))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=join_answers)
+def test_join_group_answers(version, answer):
+    assert_same_bytes(wire_request(ApiKey.JOIN_GROUP, version), answer)
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.SYNC_GROUP))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=sync_answers)
+def test_sync_group_answers(version, answer):
+    assert_same_bytes(wire_request(ApiKey.SYNC_GROUP, version), answer)
