@@ -78,10 +78,9 @@ class RawConnection:
         correlation_id, frame = framed
         version = VERSIONS[api]
         self.writer.write(frame)
-        size = await asyncio.wait_for(self.reader.readexactly(4), IO_TIMEOUT_S)
-        rest = await asyncio.wait_for(
-            self.reader.readexactly(struct.unpack(">i", size)[0]), IO_TIMEOUT_S
-        )
+        async with asyncio.timeout(IO_TIMEOUT_S):  # one timer a call (wait_for: a task a read)
+            size = await self.reader.readexactly(4)
+            rest = await self.reader.readexactly(struct.unpack(">i", size)[0])
         got, body = split_response(size + rest, apis.response_class(api, version), header_version=0)
         if got != correlation_id:
             raise RuntimeError(f"answer {got} to request {correlation_id}")
