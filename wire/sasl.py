@@ -42,8 +42,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import Payload
 
 from . import apis
+from .answer_cache import api_versions_answer
 from .apis import ApiKey
-from .connection import WireRequest
+from .connection import EncodedResponse, WireRequest
 
 PLAIN = "PLAIN"
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -265,7 +266,7 @@ class SaslStep:
     """What to do with one request: write ``response`` (None: nothing), then close if ``close``;
     ``reason`` says why it closes (for the log)."""
 
-    response: Payload | None
+    response: Payload | EncodedResponse | None
     close: bool = False
     reason: str = ""
 
@@ -297,7 +298,7 @@ class SaslServer:
         if self._exchange is None:
             if key == ApiKey.API_VERSIONS and not self._versions_answered:
                 self._versions_answered = True
-                return SaslStep(apis.api_versions_response(request))
+                return SaslStep(api_versions_answer(request))
             if key == ApiKey.SASL_HANDSHAKE:
                 return self._handshake(request)
             return SaslStep(None, True, f"api key {key} before SASL authentication")

@@ -15,7 +15,9 @@ from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as A
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as AuthV2
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from groupcoord.wire import Connection
+from groupcoord.wire import ApiKey, Connection, apis
+from groupcoord.wire.answer_cache import api_versions_answer
+from groupcoord.wire.connection import encode_response
 from groupcoord.wire.sasl import (
     SaslServer,
     ScramCredential,
@@ -23,7 +25,7 @@ from groupcoord.wire.sasl import (
     scram_credential,
 )
 
-from .frames import request_frame
+from .frames import request_frame, split_response
 
 # RFC 7677 §3.
 RFC_PASSWORD = "pencil"
@@ -113,12 +115,16 @@ def test_scram_exchange_authenticates_the_user(mechanism, auth_version):
     users = Users()
     users.add("alice,=x", "s3cret", mechanism)
     server = _server(users)
-    assert (
-        server.receive(
-            _request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-        ).response.error_code
-        == ErrorCode.none
+    versions = _request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    answer = server.receive(versions).response
+    assert answer == api_versions_answer(versions)  # the gateway's, encoded once per version
+    _, decoded = split_response(
+        encode_response(versions, answer),
+        apis.response_class(ApiKey.API_VERSIONS, 3),
+        header_version=0,
     )
+    assert decoded.error_code == ErrorCode.none
+    assert ApiKey.SASL_HANDSHAKE in {k.api_key for k in decoded.api_keys}
     handshake = _handshake(server, mechanism)
     assert set(handshake.response.mechanisms) == {"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"}
     bare = "n=alice=2C=3Dx,r=cnonce"
