@@ -90,6 +90,11 @@ class RawConnection:
         self.writer.close()
 
 
+def _nested(api: ApiKey, name: str) -> type:
+    """kio's entity ``name`` nested in ``api``'s request at the version this client sends."""
+    return apis.nested_class(apis.request_class(api, VERSIONS[api]), name)
+
+
 class RawMember:
     """One member of ``group`` on a connection of its own to the group's coordinator."""
 
@@ -98,10 +103,7 @@ class RawMember:
         self.member_id = ""
 
     def join_frame(self, metadata: bytes = SUBSCRIPTION) -> tuple[int, bytes]:
-        protocol_cls = apis.nested_class(
-            apis.request_class(ApiKey.JOIN_GROUP, VERSIONS[ApiKey.JOIN_GROUP]),
-            "JoinGroupRequestProtocol",
-        )
+        protocol_cls = _nested(ApiKey.JOIN_GROUP, "JoinGroupRequestProtocol")
         return self.conn.frame(
             ApiKey.JOIN_GROUP,
             group_id=self.group,
@@ -129,10 +131,7 @@ class RawMember:
     def sync_frame(self, generation: int, members: Sequence[str] = ()) -> tuple[int, bytes]:
         """SyncGroup of ``generation``, handing each of ``members`` (the leader's: every
         member) an empty assignment."""
-        assignment_cls = apis.nested_class(
-            apis.request_class(ApiKey.SYNC_GROUP, VERSIONS[ApiKey.SYNC_GROUP]),
-            "SyncGroupRequestAssignment",
-        )
+        assignment_cls = _nested(ApiKey.SYNC_GROUP, "SyncGroupRequestAssignment")
         return self.conn.frame(
             ApiKey.SYNC_GROUP,
             group_id=self.group,
