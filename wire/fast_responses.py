@@ -133,9 +133,7 @@ def _offset_commit(version: int, partitions: list[core.OffsetCommitResponseParti
     out = [_NO_THROTTLE] if version >= 3 else []
     out.append(_array_size(len(topics), flexible))
     for name, entries in topics.items():
-        encoded = name.encode()
-        out.append(_varint(len(encoded) + 1) if flexible else _I16.pack(len(encoded)))
-        out.append(encoded)
+        out.append(_string(name, flexible))
         out.append(_array_size(len(entries), flexible))
         out.extend(entries)
         if flexible:
