@@ -1,14 +1,14 @@
-"""Minimal Kafka group members over raw sockets, for bench/wire.py's heartbeat and rebalance rows.
+"""Minimal Kafka group members over raw sockets, for bench/wire.py's heartbeat and rejoin rows.
 
 librdkafka heartbeats once per ``heartbeat.interval.ms``, so it cannot measure how many
 heartbeats a coordinator answers per second; and its joins wait on its own timers (the
 heartbeat that tells a member of a rebalance, the rejoin it schedules), which decide the join
 rows more than either coordinator does. These members join by hand (FindCoordinator, JoinGroup
 twice: the first answers MEMBER_ID_REQUIRED, SyncGroup with an empty assignment), then either
-send Heartbeat back to back on several connections (``heartbeat_rate``) or rebalance a group of
-many members, each at once (``rebalance_times``). One request is in flight per connection (a
-Kafka client's rule). Requests are kio's entities framed by the wire tests' own framing helpers;
-the same bytes go to a Kafka broker and to groupcoord.
+send Heartbeat back to back on several connections (``heartbeat_rate``) or, many members of
+one settled group, rejoin all at once (``rebalance_times``). One request is in flight per
+connection (a Kafka client's rule). Requests are kio's entities framed by the wire tests' own
+framing helpers; the same bytes go to a Kafka broker and to groupcoord.
 """
 
 from __future__ import annotations
