@@ -84,8 +84,8 @@ def test_a_commit_row_is_its_median_trial_and_a_join_row_the_mean_with_every_tri
 
 def test_a_rejoin_row_is_the_median_of_every_groups_rejoins():
     groups = [[0.004, 0.001, 0.002], [0.003, 0.009, 0.005]]
-    runs = [
-        {"kind": "rejoin", "target": "gc-never", "rejoin_trial_s": 0, "rejoin_trials_s": g}
+    runs = [  # as rejoin_row makes them: each group's own median beside its rejoins
+        {"kind": "rejoin", "target": "gc-never", "rejoin_s": sorted(g)[1], "rejoin_trials_s": g}
         for g in groups
     ]
     row = summary_run(runs)
