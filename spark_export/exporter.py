@@ -16,6 +16,12 @@ Rounds repeat until every partition is read to its durable end (what its writer 
 fsynced; see ``source``). Tables are independent, so a crash
 between two tables' commits only leaves the later table behind, and the next run catches it up.
 
+Before the first round, each log's id (``storage.log_id``) is compared with the one the tables
+recorded with their watermarks. A different id means the log was wiped or replaced, or
+``log_dir`` is another deployment's: its offsets are not the ones the watermarks count, so the
+export refuses (``LogReplacedError``) before it reads or writes anything, rather than skip the
+new log's records below the old watermark and mix the rest into the old log's history.
+
 Finally the lowest watermark of the three tables is written beside each partition's log
 (``export-watermark.json``, atomically), so a log configured with ``retain_until_exported``
 keeps every segment some table still needs.
@@ -30,7 +36,7 @@ import msgspec
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from groupcoord.storage import log_start_offset, write_export_watermark
+from groupcoord.storage import log_start_offset, read_log_id, write_export_watermark
 
 from . import lake, source
 from .schema import GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES
@@ -51,6 +57,10 @@ class ExportConfig(msgspec.Struct, frozen=True):
 
 
 DEFAULT_EXPORT_CONFIG = ExportConfig()  # frozen, so one instance serves every call
+
+
+class LogReplacedError(Exception):
+    """A log is not the one the lake's watermarks were taken from (module docstring)."""
 
 
 class Gap(msgspec.Struct, frozen=True):
@@ -95,10 +105,11 @@ def export(
     say = progress or (lambda _line: None)
     started = time.monotonic()
     dirs = source.partition_dirs(log_dir)
+    ids = _check_log_ids(dirs, lake_dir, config.cluster)
     result = ExportResult(config.cluster, {name: 0 for name in TABLES})
     gaps: dict[tuple[int, int], Gap] = {}  # by (log partition, from offset)
     while result.rounds < config.max_rounds:
-        more = _round(spark, dirs, lake_dir, config, result, gaps, say)
+        more = _round(spark, dirs, ids, lake_dir, config, result, gaps, say)
         result.rounds += 1
         if not more:
             break
@@ -108,7 +119,28 @@ def export(
     return result
 
 
-def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
+def _check_log_ids(dirs: dict[int, str], lake_dir: str, cluster: str) -> dict[int, int | None]:
+    """Each partition's log id; ``LogReplacedError`` when a table holds a watermark of that
+    partition taken from another log. A table that recorded no id (exported before logs had
+    ids) accepts the log, and records its id with its next commit."""
+    ids = {p: read_log_id(pdir) for p, pdir in dirs.items()}
+    for name in TABLES:
+        table = lake.table_or_path(lake_dir, name)
+        marks = lake.watermarks(table, cluster, dirs)
+        for p, recorded in lake.log_ids(table, cluster, dirs).items():
+            if marks[p] is None or recorded is None or recorded == ids[p]:
+                continue
+            found = "has no log id" if ids[p] is None else f"has log id {ids[p]:x}"
+            raise LogReplacedError(
+                f"log partition {p} ({dirs[p]}) {found}, but table {name!r} exported log "
+                f"{recorded:x} to offset {marks[p]} as cluster {cluster!r}: the log was wiped or "
+                f"replaced, or these logs are another deployment's; nothing was exported. "
+                f"Export them under another --cluster, or point --logs at the exported logs"
+            )
+    return ids
+
+
+def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
     """One round; True when some partition has more to read (or a commit raced)."""
     # A table not yet created stays a path until its first commit creates it with rows.
     tables = {name: lake.table_or_path(lake_dir, name) for name in TABLES}
@@ -175,6 +207,7 @@ def _round(spark, dirs, lake_dir, config, result, gaps, say) -> bool:
                 {p: marks[name][p] for p in moving},
                 moving,
                 note=_gap_note(gaps, marks[name], moving),
+                ids=ids,
             )
         except lake.Raced as exc:
             raced = True

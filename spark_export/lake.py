@@ -9,6 +9,12 @@ conflict checker rejects it if a concurrent commit set any of the same app ids a
 snapshot. So a replayed or concurrent export either commits exactly the rows above the
 watermark or commits nothing (``Raced``); a crash before the commit leaves the table unchanged.
 
+A watermark means something only for the log it was taken from, so each commit also records,
+under a second app id per (cluster, log partition), that log's id (``storage.log_id``) as the
+transaction's version: the one value per app id a Delta snapshot keeps current, committed
+atomically with the rows and watermarks. The exporter compares it with the log's before it
+reads anything (``exporter``).
+
 The export never creates an empty table: a table that does not exist yet is named by its path
 (``table_or_path``), has no watermarks, and is created by its first commit, together with its
 first rows and watermarks. Of two exports creating it at once one wins version 0; the other's
@@ -40,6 +46,7 @@ from .schema import (
 )
 
 APP_PREFIX = "groupcoord-export"
+LOG_APP_PREFIX = "groupcoord-export-log"
 MAX_COMMIT_RETRIES = 5  # delta-rs retries a commit this often when unrelated commits race
 
 
@@ -53,6 +60,10 @@ def table_path(lake_dir: str, name: str) -> str:
 
 def app_id(cluster: str, log_partition: int) -> str:
     return f"{APP_PREFIX}:{cluster}:{log_partition}"
+
+
+def log_app_id(cluster: str, log_partition: int) -> str:
+    return f"{LOG_APP_PREFIX}:{cluster}:{log_partition}"
 
 
 def open_table(lake_dir: str, name: str, create: bool = True) -> DeltaTable:
@@ -101,6 +112,14 @@ def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[in
     return {p: table.transaction_version(app_id(cluster, p)) for p in log_partitions}
 
 
+def log_ids(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
+    """The id of the log each partition's watermark was taken from (None: not recorded, as in
+    a table exported before logs had ids)."""
+    if isinstance(table, str):
+        return {p: None for p in log_partitions}
+    return {p: table.transaction_version(log_app_id(cluster, p)) for p in log_partitions}
+
+
 def _created(path: str) -> bool:
     # Opening, not looking for _delta_log: a creator that crashed before committing version 0
     # can leave the folder behind, and that is no table.
@@ -121,6 +140,7 @@ def _check_and_props(
     expected: dict[int, int | None],
     new: dict[int, int],
     note: dict | None,
+    ids: dict[int, int | None] | None,
 ) -> CommitProperties:
     if isinstance(table, str):
         if _created(table):
@@ -131,8 +151,14 @@ def _check_and_props(
         now = watermarks(table, cluster, expected)
     if now != expected:
         raise Raced(f"{_name(table)}: watermarks moved from {expected} to {now}")
+    transactions = [Transaction(app_id(cluster, p), v) for p, v in sorted(new.items())]
+    transactions += [
+        Transaction(log_app_id(cluster, p), log_id)
+        for p, log_id in sorted((ids or {}).items())
+        if p in new and log_id is not None
+    ]
     return CommitProperties(
-        app_transactions=[Transaction(app_id(cluster, p), v) for p, v in sorted(new.items())],
+        app_transactions=transactions,
         # A creating commit must win version 0 or fail: delta-rs would retry a lost one as
         # version 1 without checking the winner's app ids, committing the rows twice.
         max_commit_retries=0 if isinstance(table, str) else MAX_COMMIT_RETRIES,
@@ -151,10 +177,12 @@ def commit_append(
     expected: dict[int, int | None],
     new: dict[int, int],
     note: dict | None = None,
+    ids: dict[int, int | None] | None = None,
 ) -> None:
     """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit
-    (``table`` a path: create the table with them)."""
-    props = _check_and_props(table, cluster, expected, new, note)
+    (``table`` a path: create the table with them), recording the ``ids`` of the logs they
+    were read from."""
+    props = _check_and_props(table, cluster, expected, new, note, ids)
     name = _name(table)
     schema = TABLE_SCHEMAS[name]
     rows = rows.select(schema.names).cast(schema)
@@ -198,17 +226,19 @@ def commit_latest(
     expected: dict[int, int | None],
     new: dict[int, int],
     note: dict | None = None,
+    ids: dict[int, int | None] | None = None,
 ) -> None:
     """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``); into a
     table not yet created (a path), that is inserting the rows that are not tombstones."""
     if isinstance(table, str):
         live = rows.filter(pc.invert(rows["is_tombstone"])) if rows.num_rows else rows
-        commit_append(table, live, cluster, expected, new, note)
+        commit_append(table, live, cluster, expected, new, note, ids)
         return
     if rows.num_rows == 0:  # an empty MERGE commits nothing; the watermarks must still move
-        commit_append(table, OFFSETS_LATEST_SCHEMA.empty_table(), cluster, expected, new, note)
+        empty = OFFSETS_LATEST_SCHEMA.empty_table()
+        commit_append(table, empty, cluster, expected, new, note, ids)
         return
-    props = _check_and_props(table, cluster, expected, new, note)
+    props = _check_and_props(table, cluster, expected, new, note, ids)
     columns = {name: f"s.{name}" for name in OFFSETS_LATEST_SCHEMA.names}
     try:
         (

@@ -7,6 +7,7 @@ On disk, ``<log_dir>/partition-<n>/`` holds:
   a writer appends) or decode with ``decode_records``.
 * ``snapshot-<offset:020d>.snap``: the compacted state below ``offset`` (``snapshot``).
 * ``writer.lock`` (flock'd by the one live writer), ``epoch.json`` (incarnation counter),
+  ``log-id.json`` (which log this is, kept for good: ``read_log_id``),
   ``durable-end`` (how far lock-free readers may read: ``durable_end_offset``), optionally
   ``skipped-offsets.json`` (offsets the writer durably skipped after a crash: ``skips``) and
   ``export-watermark.json`` written by the exporter (``watermark``).
@@ -32,6 +33,7 @@ from .config import (
 )
 from .durable_end import DURABLE_END_FILE, durable_end_offset, read_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition
+from .log_id import LOG_ID_FILE, read_log_id
 from .partition_log import PartitionLog, open_partition_log
 from .segments import (
     LogEntry,
@@ -61,6 +63,7 @@ def load(
 __all__ = [
     "DURABLE_END_FILE",
     "HEADER_BYTES",
+    "LOG_ID_FILE",
     "SKIPS_FILE",
     "WATERMARK_FILE",
     "BatchHeader",
@@ -89,6 +92,7 @@ __all__ = [
     "read_durable_end",
     "read_export_watermark",
     "read_log",
+    "read_log_id",
     "read_skipped_ranges",
     "write_export_watermark",
 ]

@@ -5,13 +5,14 @@ Theory of operation
 ``open_partition_log(dir)`` creates the directory (fsyncing the parent of each directory it
 creates), takes ``writer.lock`` with ``fcntl.flock`` (non-blocking: a second live writer gets
 ``LogLockedError``; the kernel drops the lock when the holder dies, so a restarted actor gets it
-back), bumps the incarnation epoch in ``epoch.json`` (atomically, under the lock), removes
-leftover temporary files and recovers the last segment: every batch is CRC-checked and a torn
-tail is truncated and reported in ``truncated``; damage followed by later appends raises
-``CorruptLogError`` (see ``segments``). The epoch is also kept above every epoch already in the
-log (a lost ``epoch.json`` must not make new batches look older than old ones). The last
-segment is then fsynced (a crashed predecessor may have left acknowledged bytes only in the
-page cache) and its end published as the durable end (``durable_end``).
+back), bumps the incarnation epoch in ``epoch.json`` (atomically, under the lock), gives a new
+log its identity (``log_id``), removes leftover temporary files and recovers the last segment:
+every batch is CRC-checked and a torn tail is truncated and reported in ``truncated``; damage
+followed by later appends raises ``CorruptLogError`` (see ``segments``). The epoch is also kept
+above every epoch already in the log (a lost ``epoch.json`` must not make new batches look older
+than old ones). The last segment is then fsynced (a crashed predecessor may have left
+acknowledged bytes only in the page cache) and its end published as the durable end
+(``durable_end``).
 
 Fencing: a lock can be lost while its holder still runs (an NFS lease that expired while the
 client stalled; someone deleting ``writer.lock``), and the next incarnation then bumps the epoch.
@@ -70,6 +71,7 @@ from .config import (
 )
 from .durable_end import DURABLE_END_FILE, encode_durable_end
 from .loader import LoadProgress, LoadSummary, load_partition, scan_last_segment
+from .log_id import ensure_log_id
 from .retention import apply_retention
 from .segments import (
     TruncationReport,
@@ -114,6 +116,7 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
     lock_fd = take_lock(partition_dir)
     try:
         epoch = write_epoch(partition_dir, read_epoch(partition_dir) + 1)
+        ensure_log_id(partition_dir)  # before any segment: a log never exists without one
         for name in os.listdir(partition_dir):
             # A write_atomically of ours that never reached its rename; the exporter's
             # watermark writes run without the lock and may be in flight right now.
