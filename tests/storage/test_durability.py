@@ -84,8 +84,8 @@ def test_every_created_or_renamed_name_is_made_durable(tmp_path, monkeypatch):
         snapshot_every_bytes=0,
     )
     names = NameLog(monkeypatch)
-    log = open_partition_log(path, config)  # two directories, epoch, segment, ...
-    assert {"cluster", "partition-3", "epoch.json", f"{0:020d}.log"} <= names.names()
+    log = open_partition_log(path, config)  # two directories, epoch, log id, segment, ...
+    assert {"cluster", "partition-3", "epoch.json", "log-id.json", f"{0:020d}.log"} <= names.names()
     assert names.unsynced() == []
     names.events.clear()
     log.load_into(Shard(0, 1))
