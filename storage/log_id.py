@@ -7,6 +7,8 @@ again starts over at offset 0, and so does another deployment's log of the same 
 number; whoever remembers offsets of the old log (the exporter's lake, through its watermarks)
 would read the new one's records as the old one's, or skip them. Kafka tells a recreated topic
 from the old one by its topic id (KIP-516); a partition log has this id for the same purpose.
+(The deployment's ``deployment.json``, ``actors.identity``, names a whole log root; it stays
+when one partition's directory is wiped, and logs written outside a deployment have none.)
 
 The writer creates it when it opens a directory that has none: a new log, or one written before
 logs had ids. It is never rewritten, so it stays the same across restarts, epochs, rolls and
