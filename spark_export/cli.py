@@ -78,7 +78,12 @@ def _export_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--logs", required=True, help="log directory (holds partition-<n>/)")
     parser.add_argument("--lake", required=True, help="lake directory (Delta tables)")
-    parser.add_argument("--cluster", default="default", help="cluster name in every row")
+    parser.add_argument(
+        "--cluster",
+        default="default",
+        help="cluster name in every row; the lake exports one set of logs per name "
+        "(other logs, or logs wiped and started again, need another name)",
+    )
     parser.add_argument(
         "--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)"
     )
