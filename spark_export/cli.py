@@ -27,10 +27,11 @@ from pyspark.sql import SparkSession
 from groupcoord.coordinator import burrow
 
 from . import lake
-from .exporter import ExportConfig, export
+from .exporter import ExportConfig, check_log_ids, export
 from .report import COLUMNS_HELP, build_report
 from .schema import schema_text
 from .session import get_session
+from .source import partition_dirs
 from .timefmt import parse_time_ms
 
 
@@ -268,6 +269,12 @@ def export_main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"groupcoord export: {exc}", file=sys.stderr)
         return 2
+    # Logs the lake did not export are refused before Spark starts, too (export() checks again).
+    code = _run(
+        "export", None, lambda: check_log_ids(partition_dirs(args.logs), args.lake, config.cluster)
+    )
+    if code:
+        return code
 
     def work() -> None:
         spark = get_session(args.master)

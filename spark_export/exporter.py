@@ -105,7 +105,7 @@ def export(
     say = progress or (lambda _line: None)
     started = time.monotonic()
     dirs = source.partition_dirs(log_dir)
-    ids = _check_log_ids(dirs, lake_dir, config.cluster)
+    ids = check_log_ids(dirs, lake_dir, config.cluster)
     result = ExportResult(config.cluster, {name: 0 for name in TABLES})
     gaps: dict[tuple[int, int], Gap] = {}  # by (log partition, from offset)
     while result.rounds < config.max_rounds:
@@ -119,7 +119,7 @@ def export(
     return result
 
 
-def _check_log_ids(dirs: dict[int, str], lake_dir: str, cluster: str) -> dict[int, int | None]:
+def check_log_ids(dirs: dict[int, str], lake_dir: str, cluster: str) -> dict[int, int | None]:
     """Each partition's log id; ``LogReplacedError`` when a table holds a watermark of that
     partition taken from another log. A table that recorded no id (exported before logs had
     ids) accepts the log, and records its id with its next commit."""

@@ -81,13 +81,20 @@ def test_a_wiped_log_is_refused_and_changes_nothing(spark, tmp_path, rounds_afte
     assert other.watermarks[0] == read_export_watermark(second.dir)
 
 
-def test_the_cli_says_so_in_one_line(spark, tmp_path, capsys):
+def test_the_cli_says_so_in_one_line_before_starting_spark(spark, tmp_path, capsys, monkeypatch):
     logs, lake_dir, _, _ = _exported_then_wiped(tmp_path, spark, rounds_after=2)
+    before = _lake_state(lake_dir)
+
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(cli, "get_session", no_spark)
     code = cli.export_main(["--logs", logs, "--lake", lake_dir, "--quiet"])
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("groupcoord export: failed: ") and "--cluster" in err
-    assert len(err.strip().splitlines()) == 1
+    assert "Spark" not in err and len(err.strip().splitlines()) == 1
+    assert _lake_state(lake_dir) == before
 
 
 def test_the_same_log_reopened_keeps_its_identity_and_exports_on(spark, tmp_path):
