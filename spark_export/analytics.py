@@ -1,8 +1,10 @@
 """Analytics over the lake, in Spark: activity, progress, lag, Burrow status, describe.
 
-Inputs are DataFrames of the lake tables (``lake.read_spark``) and, for anything about lag, a
-table of log-end offsets observed over time (topic, partition, timestamp_ms, log_end_offset):
-the coordinator never sees the topics' ends, so lag needs them supplied. Two as-of joins:
+Inputs are DataFrames of one cluster's rows of the lake tables (``lake.read_spark``, filtered
+as ``report.choose_cluster`` says: groups are keyed without the cluster) and, for anything
+about lag, a table of log-end offsets observed over time (topic, partition, timestamp_ms,
+log_end_offset): the coordinator never sees the topics' ends, so lag needs them supplied. Two
+as-of joins:
 
 * the lag of a commit (``commit_lags``): the latest log-end observation at or before the
   commit, minus the committed offset (floored at 0), which is what Burrow stores with each

@@ -122,6 +122,12 @@ def _report_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--lake", required=True, help="lake directory (Delta tables)")
     parser.add_argument(
+        "--cluster",
+        default=None,
+        help="the cluster to report on (the name it was exported as); needed when the lake "
+        "holds more than one",
+    )
+    parser.add_argument(
         "--log-end",
         default=None,
         help="Parquet or CSV of (topic, partition, timestamp_ms, log_end_offset)"
@@ -323,6 +329,7 @@ def report_main(argv: list[str] | None = None) -> int:
                 min_distance_ms=args.min_distance_ms,
                 max_rows=args.max_rows,
                 plot_dir=args.plots,
+                cluster=args.cluster,
             ),
             flush=True,
         )

@@ -138,6 +138,35 @@ def table_text(headers: list[str], rows: list[list], max_rows: int, keep: str = 
     return "\n".join(lines)
 
 
+def lake_clusters(spark, lake_dir: str) -> list[str]:
+    """The clusters that have rows in the lake, sorted."""
+    found: set[str] = set()
+    for name in TABLES:
+        rows = lake.read_spark(spark, lake_dir, name).select("cluster").distinct().collect()
+        found.update(r["cluster"] for r in rows)
+    return sorted(found)
+
+
+def choose_cluster(spark, lake_dir: str, cluster: str | None) -> str | None:
+    """The one cluster a report is about: ``cluster``, or the lake's only one (None: the lake
+    has no rows). A ValueError when the lake has rows but none of ``cluster``, or when
+    ``cluster`` is None and the lake holds several: their groups, topics and logs are
+    unrelated, and one report of them all would mix them (one progress series, two "latest"
+    offsets of one group partition)."""
+    present = lake_clusters(spark, lake_dir)
+    held = ", ".join(map(repr, present)) or "none"
+    if cluster is None:
+        if len(present) > 1:
+            raise ValueError(
+                f"lake {lake_dir!r} holds {len(present)} clusters ({held}): choose one "
+                "with --cluster"
+            )
+        return present[0] if present else None
+    if present and cluster not in present:  # a lake without rows has nothing to mix up
+        raise ValueError(f"lake {lake_dir!r} has no rows of cluster {cluster!r} (it holds: {held})")
+    return cluster
+
+
 def build_report(
     spark,
     lake_dir: str,
@@ -149,27 +178,33 @@ def build_report(
     min_distance_ms: int = burrow.DEFAULT_MIN_DISTANCE_MS,
     max_rows: int = 20,
     plot_dir: str | None = None,
+    cluster: str | None = None,
 ) -> str:
-    """The report as text (``bucket_ms`` None: chosen from the time span of the commits)."""
+    """The report on one cluster of the lake (``choose_cluster``) as text (``bucket_ms`` None:
+    chosen from the time span of the commits)."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+    cluster = choose_cluster(spark, lake_dir, cluster)
+
+    def read(name: str):
+        frame = lake.read_spark(spark, lake_dir, name)
+        return frame if cluster is None else frame.filter(F.col("cluster") == cluster)
+
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    commits = lake.read_spark(spark, lake_dir, OFFSET_COMMITS).cache()
+    commits = read(OFFSET_COMMITS).cache()
     if bucket_ms is None:
         bucket_ms = auto_bucket_ms(commits)
     log_end = analytics.load_log_end(spark, log_end_path) if log_end_path else None
     out = [
-        f"lake {lake_dir}: "
-        + ", ".join(
-            f"{name} {lake.read_spark(spark, lake_dir, name).count()} rows" for name in TABLES
-        ),
+        f"lake {lake_dir}"
+        + ("" if cluster is None else f", cluster {cluster!r}")
+        + ": "
+        + ", ".join(f"{name} {read(name).count()} rows" for name in TABLES),
         f"report time {iso_utc(now_ms)}",
     ]
 
     latest = (
-        lake.read_spark(spark, lake_dir, OFFSETS_LATEST)
-        if as_of_ms is None
-        else analytics.latest_offsets(commits, as_of_ms)
+        read(OFFSETS_LATEST) if as_of_ms is None else analytics.latest_offsets(commits, as_of_ms)
     )
     rows = analytics.describe(latest, log_end, as_of_ms)
     when = "now" if as_of_ms is None else f"as of {iso_utc(as_of_ms)}"
@@ -277,7 +312,7 @@ def build_report(
     ]
 
     generations = (
-        lake.read_spark(spark, lake_dir, GROUP_GENERATIONS)
+        read(GROUP_GENERATIONS)
         .filter(~F.col("is_tombstone"))
         .groupBy("group_id")
         .agg(
@@ -481,6 +516,11 @@ def export_and_report(
         result.summary()
         + "\n\n"
         + build_report(
-            spark, lake_dir, log_end_path=log_end_path, plot_dir=plot_dir, max_rows=max_rows
+            spark,
+            lake_dir,
+            log_end_path=log_end_path,
+            plot_dir=plot_dir,
+            max_rows=max_rows,
+            cluster=cluster,
         )
     )
