@@ -46,7 +46,8 @@ class Split(msgspec.Struct, frozen=True):
 
 
 def partition_dirs(log_dir: str) -> dict[int, str]:
-    """``{n: path}`` for every ``partition-<n>`` folder under ``log_dir``."""
+    """``{n: path}`` for every ``partition-<n>`` folder under ``log_dir``; a ValueError when
+    there is none."""
     if not os.path.isdir(log_dir):
         raise ValueError(f"log directory {log_dir!r} does not exist")
     found = {}
@@ -54,6 +55,12 @@ def partition_dirs(log_dir: str) -> dict[int, str]:
         match = PARTITION_DIR.match(name)
         if match and os.path.isdir(os.path.join(log_dir, name)):
             found[int(match.group(1))] = os.path.join(log_dir, name)
+    if not found:  # a typo or one partition's directory, not an export of nothing
+        hint = ""
+        if PARTITION_DIR.match(os.path.basename(os.path.normpath(log_dir))):
+            parent = os.path.dirname(os.path.normpath(log_dir))
+            hint = f": it is one partition's own directory: pass its parent, {parent!r}"
+        raise ValueError(f"log directory {log_dir!r} holds no partition-<n> directories{hint}")
     return dict(sorted(found.items()))
 
 

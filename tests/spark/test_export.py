@@ -491,6 +491,10 @@ def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monke
     monkeypatch.setattr(cli, "get_session", no_spark, raising=False)
     logs = tmp_path / "logs"
     logs.mkdir()
+    one_partition = logs / "partition-3"
+    one_partition.mkdir()
+    empty = tmp_path / "empty"
+    empty.mkdir()
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
     lake_dir = tmp_path / "lake"
@@ -514,6 +518,16 @@ def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monke
             cli.export_main,
             ["--logs", str(logs), "--lake", str(a_file / "lake")],
             "cannot be created",
+        ),
+        (  # an empty root, or one partition's own directory: nothing to export is a mistake
+            cli.export_main,
+            ["--logs", str(empty), "--lake", str(lake_dir)],
+            "holds no partition-<n> directories",
+        ),
+        (
+            cli.export_main,
+            ["--logs", str(one_partition), "--lake", str(lake_dir)],
+            f"is one partition's own directory: pass its parent, {str(logs)!r}",
         ),
         (cli.report_main, ["--lake", str(tmp_path / "missing")], "does not exist"),
         (cli.report_main, ["--lake", str(logs)], "export first"),
