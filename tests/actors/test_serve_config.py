@@ -21,7 +21,7 @@ from groupcoord.actors.serve_config import (
     serve_settings,
 )
 from groupcoord.coordinator import CoordinatorConfig
-from groupcoord.storage import LogConfig
+from groupcoord.storage import LogConfig, open_partition_log
 
 
 def serve_actions() -> dict[str, argparse.Action]:
@@ -125,6 +125,21 @@ def test_settings_are_built_and_checked_by_the_configuration_structs(tmp_path):
     with pytest.raises(ValueError, match="start it with --partitions 2 --namespace groupcoord"):
         serve_settings(parser().parse_args(["serve", "--log-dir", str(tmp_path)]))
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_one_partitions_directory_is_not_taken_for_a_log_root(tmp_path):
+    # A new, empty deployment nested in a partition's log would look to every consumer as if
+    # its committed offsets were gone.
+    one = os.path.join(tmp_path, "partition-1")
+    with open_partition_log(one):
+        pass
+    before = sorted(os.listdir(one))
+    message = f"{one} is one partition's log (it holds epoch.json), not a log root: use {tmp_path}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        serve_settings(parser().parse_args(["serve", "--log-dir", one]))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        claim(one, 4, "groupcoord")  # start(), which claims the root, refuses it too
+    assert sorted(os.listdir(one)) == before
 
 
 def test_a_bad_log_dir_fails_before_ray_starts(tmp_path):
