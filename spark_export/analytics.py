@@ -16,7 +16,8 @@ as-of joins:
 
 Time buckets are whole multiples of ``bucket_ms`` since the epoch, so no time zone is involved.
 Tombstones carry no time and are left out of every time series; ``describe`` as of "now" reads
-``offsets_latest`` (tombstones applied) and as of a past time reads the history.
+``offsets_latest`` (tombstones applied) and as of a past time reads the history, where a
+tombstone counts from the next record logged after it (``latest_offsets``).
 """
 
 from __future__ import annotations
@@ -151,15 +152,28 @@ def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
 
 
 def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
-    """The committed offset per group partition as of a time, from the history."""
-    newest = Window.partitionBy(*KEY).orderBy(
-        F.col("commit_timestamp_ms").desc(), F.col("log_offset").desc()
+    """The committed offset per group partition as of a time, from the history; a partition
+    whose offset was deleted by then (OffsetDelete, a deleted or expired group) has no row.
+
+    A tombstone's time is not stored, but every record logged after it in its log partition
+    was stamped later than it happened, so it counts from the earliest of those stamps: the
+    first moment the log proves it. Until a later record is logged, it does not count (the
+    report "now" reads ``offsets_latest``, where it does)."""
+    later = (
+        Window.partitionBy("cluster", "log_partition")
+        .orderBy(F.col("log_offset").desc())
+        .rowsBetween(Window.unboundedPreceding, -1)
     )
+    at = F.when(F.col("is_tombstone"), F.min("commit_timestamp_ms").over(later)).otherwise(
+        F.col("commit_timestamp_ms")
+    )
+    newest = Window.partitionBy(*KEY).orderBy(F.col("_at").desc(), F.col("log_offset").desc())
     return (
-        _commits(commits, as_of_ms)
+        commits.withColumn("_at", at)
+        .filter(F.col("_at") <= as_of_ms)
         .withColumn("_rank", F.row_number().over(newest))
-        .filter(F.col("_rank") == 1)
-        .drop("_rank")
+        .filter((F.col("_rank") == 1) & ~F.col("is_tombstone"))
+        .drop("_rank", "_at")
     )
 
 
