@@ -23,7 +23,7 @@ import os
 import secrets
 
 from .config import CorruptLogError
-from .snapshot import write_atomically
+from .snapshot import read_json_field, write_atomically
 
 LOG_ID_FILE = "log-id.json"
 _LOG_ID_BITS = 62
@@ -33,14 +33,9 @@ def read_log_id(partition_dir: str) -> int | None:
     """The log's id, or None when the directory has none (no writer of this version opened it).
     ``CorruptLogError`` when the file is there but unreadable."""
     path = os.path.join(partition_dir, LOG_ID_FILE)
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read())
-    except FileNotFoundError:
+    log_id = read_json_field(path, "log_id", "log id file")
+    if log_id is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise CorruptLogError(path, 0, -1, f"unreadable log id file ({exc!r})") from None
-    log_id = data.get("log_id") if isinstance(data, dict) else None
     if type(log_id) is not int or not 0 < log_id < 1 << _LOG_ID_BITS:
         raise CorruptLogError(
             path, 0, -1, f"log_id must be an int in [1, 2**{_LOG_ID_BITS}), got {log_id!r}"

@@ -21,7 +21,7 @@ import json
 import os
 
 from .config import CorruptLogError
-from .snapshot import write_atomically
+from .snapshot import read_json_field, write_atomically
 
 SKIPS_FILE = "skipped-offsets.json"
 
@@ -29,14 +29,9 @@ SKIPS_FILE = "skipped-offsets.json"
 def read_skipped_ranges(partition_dir: str) -> list[tuple[int, int]]:
     """The recorded ranges ``(first, end)``, sorted; empty when none was ever recorded."""
     path = os.path.join(partition_dir, SKIPS_FILE)
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read())
-    except FileNotFoundError:
+    ranges = read_json_field(path, "ranges", "skipped-offsets file")
+    if ranges is None:
         return []
-    except (OSError, ValueError) as exc:
-        raise CorruptLogError(path, 0, -1, f"unreadable skipped-offsets file ({exc!r})") from None
-    ranges = data.get("ranges") if isinstance(data, dict) else None
     if not isinstance(ranges, list) or not all(
         isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r) and 0 <= r[0] < r[1]
         for r in ranges

@@ -28,6 +28,7 @@ Writes are atomic: write a temporary file, fsync it, rename it into place, fsync
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import struct
@@ -47,6 +48,7 @@ from groupcoord.coordinator.records import (
 )
 
 from .codec import decode_parts
+from .config import CorruptLogError
 
 SNAPSHOT_MAGIC = b"GCS\x01"
 SNAPSHOT_HEADER = struct.Struct("<4sIQQQI")
@@ -154,6 +156,24 @@ def write_atomically(path: str, chunks: list[bytes], tmp: str | None = None) -> 
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_json_field(path: str, name: str, what: str, hint: str = "") -> object:
+    """Field ``name`` of the JSON object in ``path`` (one of the small files written with
+    ``write_atomically``), or None when there is no such file. ``CorruptLogError`` ("unreadable
+    <what> (why)<hint>") when the file cannot be read, is not a JSON object or has no (or a
+    null) ``name``; the caller checks the value's type and range."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CorruptLogError(path, 0, -1, f"unreadable {what} ({exc!r}){hint}") from None
+    value = data.get(name) if isinstance(data, dict) else None
+    if value is None:
+        raise CorruptLogError(path, 0, -1, f"unreadable {what} (no {name!r} in it){hint}")
+    return value
 
 
 def write_snapshot(

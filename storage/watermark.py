@@ -14,7 +14,8 @@ import logging
 import os
 import threading
 
-from .snapshot import write_atomically
+from .config import CorruptLogError
+from .snapshot import read_json_field, write_atomically
 
 log = logging.getLogger("groupcoord.storage")
 WATERMARK_FILE = "export-watermark.json"
@@ -25,14 +26,12 @@ def read_export_watermark(partition_dir: str) -> int | None:
     "nothing exported" (0), so retention keeps everything rather than guess."""
     path = os.path.join(partition_dir, WATERMARK_FILE)
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("unreadable export watermark %s (%s): keeping every segment", path, exc)
+        offset = read_json_field(path, "next_offset", "export watermark")
+    except CorruptLogError as exc:
+        log.warning("%s: %s: keeping every segment", path, exc.reason)
         return 0
-    offset = data.get("next_offset") if isinstance(data, dict) else None
+    if offset is None:
+        return None
     if type(offset) is not int or offset < 0:
         log.warning("export watermark %s has no valid next_offset: keeping every segment", path)
         return 0

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Sequence
 
 from .config import CorruptLogError, LogLockedError
-from .snapshot import fsync_dir, write_atomically
+from .snapshot import fsync_dir, read_json_field, write_atomically
 
 LOCK_FILE, EPOCH_FILE = "writer.lock", "epoch.json"
 _IOV_MAX = 1024  # buffers per writev (Linux's UIO_MAXIOV): a big append takes several
@@ -50,19 +50,10 @@ def take_lock(partition_dir: str) -> int:
 def read_epoch(partition_dir: str) -> int:
     """The epoch in ``epoch.json`` (0 when there is none)."""
     path = os.path.join(partition_dir, EPOCH_FILE)
-    try:
-        with open(path, "rb") as f:
-            epoch = json.loads(f.read())["epoch"]
-    except FileNotFoundError:
+    hint = "; fix or remove it only if no other incarnation can be alive"
+    epoch = read_json_field(path, "epoch", "epoch file", hint)
+    if epoch is None:
         return 0
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(
-            path,
-            0,
-            -1,
-            f"unreadable epoch file ({exc!r}); fix or remove it "
-            "only if no other incarnation can be alive",
-        ) from None
     if type(epoch) is not int or epoch < 0:
         raise CorruptLogError(path, 0, -1, f"epoch must be an int >= 0, got {epoch!r}")
     return epoch

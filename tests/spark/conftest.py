@@ -116,6 +116,14 @@ class CoordinatorRun:
         self.log.close()
 
 
+def played(log_dir: str, rounds: int) -> CoordinatorRun:
+    """A closed log of ``rounds`` rounds of ``CoordinatorRun.play``."""
+    run = CoordinatorRun(log_dir)
+    run.play(rounds=rounds)
+    run.close()
+    return run
+
+
 @pytest.fixture
 def coordinator_run(tmp_path):
     run = CoordinatorRun(str(tmp_path / "logs"))

@@ -20,17 +20,8 @@ from groupcoord.storage import (
     read_log,
     read_log_id,
 )
-from tests.spark.conftest import CoordinatorRun
-
-
-def _lake_state(lake_dir):
-    return {
-        name: (
-            lake.open_table(lake_dir, name).version(),
-            sorted(map(str, lake.read_arrow(lake_dir, name).to_pylist())),
-        )
-        for name in TABLES
-    }
+from tests.spark.conftest import played
+from tests.spark.test_export import _lake_state
 
 
 def _commit_offsets(run) -> list[int]:
@@ -41,15 +32,11 @@ def _exported_then_wiped(tmp_path, spark, rounds_after: int):
     """Export a log, wipe its partition's storage, and let a new log of ``rounds_after``
     rounds grow in the same place (the coordinator restarted on empty storage)."""
     logs, lake_dir = str(tmp_path / "logs"), str(tmp_path / "lake")
-    first = CoordinatorRun(logs)
-    first.play(rounds=10)
-    first.close()
+    first = played(logs, rounds=10)
     export(spark, logs, lake_dir)
     old_id = read_log_id(first.dir)
     shutil.rmtree(first.dir)
-    second = CoordinatorRun(logs)
-    second.play(rounds=rounds_after)
-    second.close()
+    second = played(logs, rounds_after)
     return logs, lake_dir, second, old_id
 
 
@@ -99,14 +86,10 @@ def test_the_cli_says_so_in_one_line_before_starting_spark(spark, tmp_path, caps
 
 def test_the_same_log_reopened_keeps_its_identity_and_exports_on(spark, tmp_path):
     logs, lake_dir = str(tmp_path / "logs"), str(tmp_path / "lake")
-    run = CoordinatorRun(logs)
-    run.play(rounds=5)
-    run.close()
+    run = played(logs, rounds=5)
     export(spark, logs, lake_dir)
     identity = read_log_id(run.dir)
-    again = CoordinatorRun(logs)  # the writer restarted on the same storage
-    again.play(rounds=5)
-    again.close()
+    again = played(logs, rounds=5)  # the writer restarted on the same storage
     assert read_log_id(again.dir) == identity
     more = export(spark, logs, lake_dir)
     assert more.rows[OFFSET_COMMITS] > 0
@@ -117,17 +100,13 @@ def test_the_same_log_reopened_keeps_its_identity_and_exports_on(spark, tmp_path
 
 def test_a_lake_exported_before_logs_had_ids_records_the_id_with_its_next_commit(spark, tmp_path):
     logs, lake_dir = str(tmp_path / "logs"), str(tmp_path / "lake")
-    run = CoordinatorRun(logs)
-    run.play(rounds=5)
-    run.close()
+    run = played(logs, rounds=5)
     os.remove(os.path.join(run.dir, LOG_ID_FILE))  # a log and a lake of the earlier version
     export(spark, logs, lake_dir)
     tables = [lake.open_table(lake_dir, name) for name in TABLES]
     assert all(lake.log_ids(t, "default", [0]) == {0: None} for t in tables)
 
-    again = CoordinatorRun(logs)  # this version's writer gives the log its id
-    again.play(rounds=5)
-    again.close()
+    again = played(logs, rounds=5)  # this version's writer gives the log its id
     identity = read_log_id(again.dir)
     export(spark, logs, lake_dir)
     tables = [lake.open_table(lake_dir, name) for name in TABLES]

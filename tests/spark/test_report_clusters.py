@@ -11,7 +11,7 @@ from groupcoord.spark_export import cli
 from groupcoord.spark_export.exporter import ExportConfig, export
 from groupcoord.spark_export.report import build_report
 from tests.core.harness import GROUP
-from tests.spark.conftest import CoordinatorRun
+from tests.spark.conftest import played
 
 
 @pytest.fixture
@@ -20,9 +20,7 @@ def two_clusters(spark, tmp_path):
     GROUP commits 10 * (rounds - 1) on partition 0 last: 20 in east, 50 in west."""
     lake_dir = str(tmp_path / "lake")
     for name, rounds in (("east", 3), ("west", 6)):
-        run = CoordinatorRun(str(tmp_path / name))
-        run.play(rounds=rounds)
-        run.close()
+        played(str(tmp_path / name), rounds)
         export(spark, str(tmp_path / name), lake_dir, ExportConfig(cluster=name))
     return lake_dir
 
