@@ -15,9 +15,12 @@ as-of joins:
   commits in some interval still has a lag there.
 
 Time buckets are whole multiples of ``bucket_ms`` since the epoch, so no time zone is involved.
-Tombstones carry no time and are left out of every time series; ``describe`` as of "now" reads
-``offsets_latest`` (tombstones applied) and as of a past time reads the history, where a
-tombstone counts from the next record logged after it (``latest_offsets``).
+A deleted offset (a tombstone) ends its group partition's history in the views of a moment:
+``describe`` as of a past time, partition progress and Burrow status leave it out once the
+log proves the deletion, from the next record logged after the tombstone (``current_commits``;
+the tombstone itself stores no time). ``describe`` "now" reads ``offsets_latest``, where
+tombstones are applied. Activity, commit lags and the lag timeline are history: they keep a
+deleted partition's commits.
 """
 
 from __future__ import annotations
@@ -80,14 +83,15 @@ def commit_activity(commits: DataFrame, bucket_ms: int = 3_600_000) -> DataFrame
 
 
 def partition_progress(commits: DataFrame, now_ms: int) -> DataFrame:
-    """Per group partition: velocity, commit interval, rewinds, stalls, commit silence."""
+    """Per group partition not deleted by ``now_ms`` (``current_commits``): velocity, commit
+    interval, rewinds, stalls, commit silence."""
     prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
 
     def step(column):
         return F.col(column) - F.lag(column).over(prev)
 
     steps = (
-        _commits(commits, now_ms)
+        current_commits(commits, now_ms)
         .withColumn("d_offset", step("committed_offset"))
         .withColumn("d_ms", step("commit_timestamp_ms"))
     )
@@ -151,9 +155,11 @@ def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
     return ends.groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"))
 
 
-def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
-    """The committed offset per group partition as of a time, from the history; a partition
-    whose offset was deleted by then (OffsetDelete, a deleted or expired group) has no row.
+def current_commits(commits: DataFrame, as_of_ms: int) -> DataFrame:
+    """The live commits at or before ``as_of_ms`` of each group partition whose offset was
+    not deleted after them by then (OffsetDelete, a deleted or expired group): what Burrow
+    and ``kafka-consumer-groups`` still know of it. A partition committed again after its
+    deletion starts over.
 
     A tombstone's time is not stored, but every record logged after it in its log partition
     was stamped later than it happened, so it counts from the earliest of those stamps: the
@@ -167,13 +173,30 @@ def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
     at = F.when(F.col("is_tombstone"), F.min("commit_timestamp_ms").over(later)).otherwise(
         F.col("commit_timestamp_ms")
     )
-    newest = Window.partitionBy(*KEY).orderBy(F.col("_at").desc(), F.col("log_offset").desc())
+    position = F.struct("_at", "log_offset")
+    deleted = F.max(F.when(F.col("is_tombstone"), position)).over(Window.partitionBy(*KEY))
     return (
         commits.withColumn("_at", at)
         .filter(F.col("_at") <= as_of_ms)
+        .withColumn("_deleted", deleted)
+        .filter(
+            ~F.col("is_tombstone") & (F.col("_deleted").isNull() | (position > F.col("_deleted")))
+        )
+        .drop("_at", "_deleted")
+    )
+
+
+def latest_offsets(commits: DataFrame, as_of_ms: int) -> DataFrame:
+    """The committed offset per group partition as of a time, from the history; a partition
+    whose offset was deleted by then has no row (``current_commits``)."""
+    newest = Window.partitionBy(*KEY).orderBy(
+        F.col("commit_timestamp_ms").desc(), F.col("log_offset").desc()
+    )
+    return (
+        current_commits(commits, as_of_ms)
         .withColumn("_rank", F.row_number().over(newest))
-        .filter((F.col("_rank") == 1) & ~F.col("is_tombstone"))
-        .drop("_rank", "_at")
+        .filter(F.col("_rank") == 1)
+        .drop("_rank")
     )
 
 
@@ -249,8 +272,9 @@ _SLOTS = "array<struct<timestamp_ms:bigint,offset:bigint,lag:bigint>>"
 def burrow_slots(
     commits: DataFrame, log_end: DataFrame, now_ms: int, window: int, min_distance_ms: int
 ) -> DataFrame:
-    """Per group partition, ``slots``: Burrow's ring as of ``now_ms``, oldest first. Commits
-    without a known log end are left out, as Burrow drops them."""
+    """Per group partition not deleted by ``now_ms`` (``current_commits``), ``slots``:
+    Burrow's ring as of ``now_ms``, oldest first. Commits without a known log end are left
+    out, as Burrow drops them."""
     order = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
     after = order.rowsBetween(Window.currentRow, Window.unboundedFollowing)
     gap = F.col("commit_timestamp_ms") - F.lag("commit_timestamp_ms").over(order)
@@ -259,7 +283,7 @@ def burrow_slots(
     # ``window`` slots lie within the newest ``window`` runs that start so: older commits
     # cannot matter, and the collapse below reads a bounded history.
     lags = (
-        commit_lags(_commits(commits, now_ms), log_end)
+        commit_lags(current_commits(commits, now_ms), log_end)
         .filter(F.col("lag").isNotNull())
         .withColumn("_opens", (gap.isNull() | (gap >= min_distance_ms)).cast("int"))
         .withColumn("_run", F.sum("_opens").over(after) + 1 - F.col("_opens"))

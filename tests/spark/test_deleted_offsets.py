@@ -1,6 +1,9 @@
-"""``report --as-of``: offsets deleted by then are gone, though a tombstone stores no time."""
+"""Deleted offsets leave the report's views of a moment (describe as of a time, progress,
+Burrow status) once the log proves the deletion, though a tombstone stores no time."""
 
 from __future__ import annotations
+
+import pytest
 
 from groupcoord.spark_export import analytics
 from tests.spark.test_analytics import COMMIT_COLUMNS, MIN, T0
@@ -24,8 +27,9 @@ def _row(log_partition, log_offset, group, partition, offset=None, at=None):
     )
 
 
-def test_a_deleted_offset_is_gone_from_the_first_record_logged_after_it(spark):
-    commits = spark.createDataFrame(
+@pytest.fixture(scope="module")
+def commits(spark):
+    return spark.createDataFrame(
         [
             _row(0, 0, "g", 0, 5, T0),
             _row(0, 1, "g", 1, 7, T0 + MIN),
@@ -40,6 +44,8 @@ def test_a_deleted_offset_is_gone_from_the_first_record_logged_after_it(spark):
         COMMIT_COLUMNS,
     )
 
+
+def test_a_deleted_offset_is_gone_from_the_first_record_logged_after_it(commits):
     def offsets_as_of(at_ms):
         return {
             (r["group_id"], r["partition"]): r["current_offset"]
@@ -51,3 +57,19 @@ def test_a_deleted_offset_is_gone_from_the_first_record_logged_after_it(spark):
     assert offsets_as_of(T0 + 4 * MIN) == {("g", 1): 7, ("g", 2): 9, ("h", 0): 1, ("x", 0): 1}
     assert offsets_as_of(T0 + 60 * MIN)[("g", 1)] == 7
     assert offsets_as_of(T0 - 1) == {}
+
+
+def test_progress_and_burrow_status_leave_deleted_partitions_out(spark, commits):
+    now = T0 + 60 * MIN
+    progress = {
+        (r["group_id"], r["partition"]): r["commits"]
+        for r in analytics.partition_progress(commits, now).collect()
+    }
+    # g's partition 2 was committed again after its deletion: it starts over.
+    assert progress == {("g", 1): 1, ("g", 2): 1, ("h", 0): 1, ("x", 0): 1}
+    log_end = spark.createDataFrame(
+        [("t", p, T0 + m * MIN, 100 + m) for p in range(3) for m in range(61)],
+        "topic string, partition int, timestamp_ms bigint, log_end_offset bigint",
+    )
+    status = analytics.burrow_status(commits, log_end, now)
+    assert {(p.group_id, p.partition) for g in status for p in g.partitions} == set(progress)
