@@ -18,9 +18,9 @@ Time buckets are whole multiples of ``bucket_ms`` since the epoch, so no time zo
 A deleted offset (a tombstone) ends its group partition's history in the views of a moment:
 ``describe`` as of a past time, partition progress and Burrow status leave it out once the
 log proves the deletion, from the next record logged after the tombstone (``current_commits``;
-the tombstone itself stores no time). ``describe`` "now" reads ``offsets_latest``, where
-tombstones are applied. Activity, commit lags and the lag timeline are history: they keep a
-deleted partition's commits.
+the tombstone itself stores no time), and the lag timeline stops there until the partition is
+committed again. ``describe`` "now" reads ``offsets_latest``, where tombstones are applied.
+Activity and commit lags are history: they keep a deleted partition's commits.
 """
 
 from __future__ import annotations
@@ -155,6 +155,20 @@ def _end_as_of(log_end: DataFrame, as_of_ms: int | None) -> DataFrame:
     return ends.groupBy(*TP).agg(F.max_by("log_end_offset", "timestamp_ms").alias("log_end_offset"))
 
 
+def _with_proven_time(commits: DataFrame) -> DataFrame:
+    """``commits`` with ``_at``: a commit's time, or for a tombstone the first moment the log
+    proves it (``current_commits``; null while nothing was logged after it)."""
+    later = (
+        Window.partitionBy("cluster", "log_partition")
+        .orderBy(F.col("log_offset").desc())
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    at = F.when(F.col("is_tombstone"), F.min("commit_timestamp_ms").over(later)).otherwise(
+        F.col("commit_timestamp_ms")
+    )
+    return commits.withColumn("_at", at)
+
+
 def current_commits(commits: DataFrame, as_of_ms: int) -> DataFrame:
     """The live commits at or before ``as_of_ms`` of each group partition whose offset was
     not deleted after them by then (OffsetDelete, a deleted or expired group): what Burrow
@@ -165,18 +179,10 @@ def current_commits(commits: DataFrame, as_of_ms: int) -> DataFrame:
     was stamped later than it happened, so it counts from the earliest of those stamps: the
     first moment the log proves it. Until a later record is logged, it does not count (the
     report "now" reads ``offsets_latest``, where it does)."""
-    later = (
-        Window.partitionBy("cluster", "log_partition")
-        .orderBy(F.col("log_offset").desc())
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    at = F.when(F.col("is_tombstone"), F.min("commit_timestamp_ms").over(later)).otherwise(
-        F.col("commit_timestamp_ms")
-    )
     position = F.struct("_at", "log_offset")
     deleted = F.max(F.when(F.col("is_tombstone"), position)).over(Window.partitionBy(*KEY))
     return (
-        commits.withColumn("_at", at)
+        _with_proven_time(commits)
         .filter(F.col("_at") <= as_of_ms)
         .withColumn("_deleted", deleted)
         .filter(
@@ -328,31 +334,36 @@ def burrow_slots(
 
 
 def lag_timeline(commits: DataFrame, log_end: DataFrame) -> DataFrame:
-    """Per group partition and log-end observation from its first commit on: the offset of
-    the last commit at or before the observation, and ``lag`` (end minus offset, floored at
-    0). Columns: group_id, topic, partition, timestamp_ms, log_end_offset, committed_offset,
-    lag."""
-    live = _commits(commits)
-    samples = log_end.join(live.select(*KEY).distinct(), list(TP)).select(
+    """Per group partition and log-end observation from its first commit on, until its
+    offset's deletion (``current_commits``) and again from its next commit: the offset of the
+    last commit at or before the observation, and ``lag`` (end minus offset, floored at 0).
+    Columns: group_id, topic, partition, timestamp_ms, log_end_offset, committed_offset, lag."""
+    events = _with_proven_time(commits).filter(F.col("_at").isNotNull())
+    samples = log_end.join(_commits(commits).select(*KEY).distinct(), list(TP)).select(
         *KEY, F.col("timestamp_ms").alias("t"), "log_end_offset", F.lit(1).alias("_order")
     )
-    rows = live.select(
+    rows = events.select(
         *KEY,
-        F.col("commit_timestamp_ms").alias("t"),
+        F.col("_at").alias("t"),
         "log_offset",
-        "committed_offset",
+        F.struct("is_tombstone", "committed_offset").alias("_event"),
         F.lit(0).alias("_order"),
     )
-    # A commit at the same millisecond as an observation counts as before it; commits of one
-    # millisecond keep their log order.
+    # A commit or deletion at the same millisecond as an observation counts as before it;
+    # events of one millisecond keep their log order.
     upto = (
         Window.partitionBy(*KEY)
         .orderBy("t", "_order", "log_offset")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
+    last = F.last("_event", ignorenulls=True).over(upto)
     return (
         rows.unionByName(samples, allowMissingColumns=True)
-        .withColumn("committed_offset", F.last("committed_offset", ignorenulls=True).over(upto))
+        .withColumn("_last", last)
+        .withColumn(
+            "committed_offset",
+            F.when(~F.col("_last.is_tombstone"), F.col("_last.committed_offset")),
+        )
         .filter((F.col("_order") == 1) & F.col("committed_offset").isNotNull())
         .select(
             *KEY,

@@ -73,3 +73,12 @@ def test_progress_and_burrow_status_leave_deleted_partitions_out(spark, commits)
     )
     status = analytics.burrow_status(commits, log_end, now)
     assert {(p.group_id, p.partition) for g in status for p in g.partitions} == set(progress)
+
+    # The lag over time stops where the deletion is proven and starts again with a commit.
+    minutes: dict = {}
+    for r in analytics.lag_timeline(commits, log_end).collect():
+        key = (r["group_id"], r["partition"])
+        minutes.setdefault(key, []).append((r["timestamp_ms"] - T0) // MIN)
+    assert sorted(minutes[("g", 0)]) == [0, 1, 2]
+    assert sorted(minutes[("g", 1)]) == list(range(1, 61))
+    assert sorted(minutes[("g", 2)]) == [1, 2, *range(4, 61)]
