@@ -1,7 +1,7 @@
 import datetime
 
 from hypothesis import strategies as st
-from kio.static.primitive import Records, i64Timedelta
+from kio.static.primitive import Records, TZAware, i64Timedelta
 
 # kio's generated classes resolve with st.from_type, except the raw record-batch bytes of Fetch.
 st.register_type_strategy(Records, st.binary(max_size=32).map(Records))
@@ -15,4 +15,16 @@ st.register_type_strategy(
     st.integers(-_EXACT_MS, _EXACT_MS).map(
         lambda ms: i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
     ),
+)
+
+# kio draws TZAware instants in any time zone, and one at an ambiguous local time (a daylight
+# saving fold, e.g. 1995-09-23 23:00 in Europe/Tiraspol) never compares equal to the same
+# instant decoded in UTC: Python compares such times across zones as unequal (PEP 495). The
+# wire carries the instant alone, so draw instants in UTC, in kio's range for TZAware (whole
+# seconds from the epoch up to datetime's last year).
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_LAST_S = int((datetime.datetime(9999, 12, 31, tzinfo=datetime.UTC) - _EPOCH).total_seconds())
+st.register_type_strategy(
+    TZAware,
+    st.integers(0, _LAST_S).map(lambda s: TZAware.parse(_EPOCH + datetime.timedelta(seconds=s))),
 )

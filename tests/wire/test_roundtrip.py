@@ -2,9 +2,19 @@
 ``Connection.receive_data`` equal, and a response from ``send_response`` decodes equal with kio's
 decoder, under the header version Kafka prescribes."""
 
+import datetime
+import zoneinfo
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v8.request import ProduceRequest
+from kio.schema.produce.v8.response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 
 from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, WireRequest, apis
 
@@ -54,3 +64,29 @@ def test_request_and_response_round_trip(key, version, data):
     assert (correlation_id, response_body) == split_response(
         frame, response_cls, header_version=header_version
     )
+
+
+def test_a_time_in_any_zone_is_written_as_its_instant():
+    # An ambiguous local time (a daylight saving fold): the wire carries its instant, which a
+    # client reads back in UTC. (Python never compares such a time equal to another zone's.)
+    local = datetime.datetime(1995, 9, 23, 23, 0, tzinfo=zoneinfo.ZoneInfo("Europe/Tiraspol"))
+    partition = PartitionProduceResponse(
+        index=0, error_code=ErrorCode.none, base_offset=0, log_append_time=local, record_errors=()
+    )
+    body = ProduceResponse(
+        responses=(TopicProduceResponse(name="t", partition_responses=(partition,)),)
+    )
+    conn = Connection()
+    (request,) = conn.receive_data(
+        request_frame(
+            ProduceRequest(
+                transactional_id=None, acks=0, timeout=datetime.timedelta(0), topic_data=()
+            )
+        )
+    )
+    _, decoded = split_response(
+        conn.send_response(request, body), ProduceResponse, header_version=0
+    )
+    written = decoded.responses[0].partition_responses[0].log_append_time
+    assert written == datetime.datetime(1995, 9, 23, 20, 0, tzinfo=datetime.UTC)
+    assert written.timestamp() == local.timestamp()
