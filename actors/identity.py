@@ -25,7 +25,7 @@ import msgspec
 from groupcoord.storage import partition_dir
 from groupcoord.storage.partition_log import LOCK_FILE
 from groupcoord.storage.snapshot import write_atomically
-from groupcoord.storage.writer_files import EPOCH_FILE
+from groupcoord.storage.writer_files import EPOCH_FILE, is_partition_log
 
 IDENTITY_FILE = "deployment.json"
 _PARTITION_DIR = re.compile(r"partition-(\d+)\Z")
@@ -66,7 +66,7 @@ def check(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
     """The identity recorded in ``log_dir`` if it agrees with these settings, None when there
     is none yet; ValueError (one line: what differs, what to do) when they disagree. Reads
     only, so ``serve`` can ask before it starts Ray."""
-    if os.path.isfile(os.path.join(log_dir, EPOCH_FILE)):  # every partition log has one
+    if is_partition_log(log_dir):
         raise ValueError(
             f"{log_dir} is one partition's log (it holds {EPOCH_FILE}), not a log root: use "
             f"{os.path.dirname(os.path.normpath(log_dir))}"

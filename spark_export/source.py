@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from groupcoord.coordinator.consumer_protocol import decode_assignment, subscribed_topics
 from groupcoord.coordinator.records import GroupMetadataKey, OffsetCommitKey
 from groupcoord.storage import durable_end_offset, list_segments, read_log
+from groupcoord.storage.writer_files import is_partition_log
 
 from . import schema
 
@@ -57,7 +58,7 @@ def partition_dirs(log_dir: str) -> dict[int, str]:
             found[int(match.group(1))] = os.path.join(log_dir, name)
     if not found:  # a typo or one partition's directory, not an export of nothing
         hint = ""
-        if PARTITION_DIR.match(os.path.basename(os.path.normpath(log_dir))):
+        if is_partition_log(log_dir):
             parent = os.path.dirname(os.path.normpath(log_dir))
             hint = f": it is one partition's own directory: pass its parent, {parent!r}"
         raise ValueError(f"log directory {log_dir!r} holds no partition-<n> directories{hint}")

@@ -47,6 +47,12 @@ def take_lock(partition_dir: str) -> int:
     return fd
 
 
+def is_partition_log(path: str) -> bool:
+    """Whether ``path`` is a partition log's own directory: every writer leaves ``epoch.json``
+    there when it opens one."""
+    return os.path.isfile(os.path.join(path, EPOCH_FILE))
+
+
 def read_epoch(partition_dir: str) -> int:
     """The epoch in ``epoch.json`` (0 when there is none)."""
     path = os.path.join(partition_dir, EPOCH_FILE)

@@ -492,7 +492,7 @@ def test_export_and_report_cli_check_paths_before_starting_spark(tmp_path, monke
     logs = tmp_path / "logs"
     logs.mkdir()
     one_partition = logs / "partition-3"
-    one_partition.mkdir()
+    storage.open_partition_log(str(one_partition)).close()
     empty = tmp_path / "empty"
     empty.mkdir()
     a_file = tmp_path / "a-file"
