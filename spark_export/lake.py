@@ -105,19 +105,22 @@ def check_tables(lake_dir: str) -> None:
             raise ValueError(f"no Delta table {name!r} in lake {lake_dir!r}: export first")
 
 
-def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
-    """Next offset to export per log partition (None: never exported to this table)."""
+def _versions(table: DeltaTable | str, app, cluster: str, log_partitions) -> dict[int, int | None]:
+    """The transaction version of app id ``app(cluster, p)`` per log partition (None: none)."""
     if isinstance(table, str):
         return {p: None for p in log_partitions}
-    return {p: table.transaction_version(app_id(cluster, p)) for p in log_partitions}
+    return {p: table.transaction_version(app(cluster, p)) for p in log_partitions}
+
+
+def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
+    """Next offset to export per log partition (None: never exported to this table)."""
+    return _versions(table, app_id, cluster, log_partitions)
 
 
 def log_ids(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
     """The id of the log each partition's watermark was taken from (None: not recorded, as in
     a table exported before logs had ids)."""
-    if isinstance(table, str):
-        return {p: None for p in log_partitions}
-    return {p: table.transaction_version(log_app_id(cluster, p)) for p in log_partitions}
+    return _versions(table, log_app_id, cluster, log_partitions)
 
 
 def _created(path: str) -> bool:
