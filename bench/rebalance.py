@@ -62,7 +62,7 @@ from bench.rebalance_members import (  # noqa: E402 — needs ROOT on the path
     leave,
     make_member,
 )
-from tests.kafka.javakafka import KafkaBroker  # noqa: E402 — the tests' broker harness
+from tests.kafka.javakafka import benchmark_broker  # noqa: E402 — the tests' broker harness
 
 RESULTS = os.path.join(ROOT, "bench", "results", "rebalance.json")
 SERVERS = ("kafka", "gc")
@@ -302,7 +302,7 @@ def run(args: argparse.Namespace) -> dict:
     interval_ms = args.heartbeat_interval_ms
     work = Path(tempfile.mkdtemp(prefix="groupcoord-bench-rebalance-"))
     (work / "kafka").mkdir()
-    broker = KafkaBroker(
+    broker = benchmark_broker(
         work / "kafka",
         overrides={
             "group.consumer.heartbeat.interval.ms": str(interval_ms),

@@ -2,7 +2,8 @@
 was runnable but had no CPU (real processes made to share one CPU); bench/wire.py picks the
 server's figures out of a sample and reports each commit row as its median trial, each join row
 as the mean of its trials, each rejoin row as the median of every rejoin; bench/wire_raw.py's
-members settle into one generation and rejoin together (against a real listener)."""
+members settle into one generation and rejoin together (against a real listener); the
+benchmarks compare against Kafka's broker JVM as Kafka ships it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bench.wire import server_cpu, summary_run
 from bench.wire_raw import rebalance_times
 from groupcoord.coordinator import DescribeGroupsRequest
 from tests.actors.kafka_inproc import WirePartition
+from tests.kafka.javakafka import SHIPPED_BROKER_JVM, TEST_BROKER_JVM, benchmark_broker
 
 SPIN = (
     "import os, time\n"
@@ -111,3 +113,12 @@ def test_raw_members_settle_into_one_generation_then_rejoin_together(tmp_path):
     # synced: the group is stable with the 12 members.
     (group,) = described.groups
     assert group.group_state == "Stable" and len(group.members) == 12
+
+
+def test_the_benchmarks_broker_runs_kafkas_jvm_as_shipped_not_the_tests_trimmed_one(tmp_path):
+    command = benchmark_broker(tmp_path).command()
+    options = command[command.index("java") + 1 : command.index("-cp")]
+    # Kafka's scripts give a broker a 1 GiB heap, G1 and the full JIT; the tests' broker has C1
+    # only and the serial collector, which a throughput comparison must not be measured against.
+    assert options[: len(SHIPPED_BROKER_JVM)] == list(SHIPPED_BROKER_JVM), options
+    assert not set(options) & (set(TEST_BROKER_JVM) - set(SHIPPED_BROKER_JVM)), options

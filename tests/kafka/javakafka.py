@@ -39,11 +39,26 @@ STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
 CONSUMER_GROUPS_MAIN = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONSOLE_CONSUMER_MAIN = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 
-# 2 cores shared by many processes: small heaps, the serial collector and C1 only (the tests run
-# seconds, not hours, so peak JIT throughput is not worth the compile threads' CPU).
-JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
-BROKER_HEAP = ["-Xms128m", "-Xmx512m"]
-TOOL_HEAP = ["-Xms32m", "-Xmx256m"]
+# The tests' JVMs. 2 cores shared by many processes: small heaps, the serial collector and C1
+# only (the tests run seconds, not hours, so peak JIT throughput is not worth the compile
+# threads' CPU).
+_TEST_JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+TEST_BROKER_JVM = ("-Xms128m", "-Xmx512m", *_TEST_JVM_FLAGS)
+TOOL_JVM = ("-Xms32m", "-Xmx256m", *_TEST_JVM_FLAGS)
+# A broker's JVM as Kafka ships it: bin/kafka-server-start.sh's heap and bin/kafka-run-class.sh's
+# KAFKA_JVM_PERFORMANCE_OPTS (Kafka 4.3). The benchmarks compare against this broker, with its
+# full JIT and G1, not against the tests' trimmed one.
+SHIPPED_BROKER_JVM = (
+    "-Xmx1G",
+    "-Xms1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
 
 BROKER_READY_TIMEOUT_S = 120.0
 BROKER_STOP_TIMEOUT_S = 30.0
@@ -101,7 +116,7 @@ def java_command(
     main_class: str,
     args: list[str],
     *,
-    heap: list[str],
+    jvm: tuple[str, ...],
     log4j_config: str = "log4j2-tools.xml",
     classes: Path | None = None,
 ) -> list[str]:
@@ -113,8 +128,7 @@ def java_command(
         "--pdeathsig",
         "KILL",
         "java",
-        *heap,
-        *JVM_FLAGS,
+        *jvm,
         f"-Dlog4j2.configurationFile={LOG4J_DIR / log4j_config}",
         "-cp",
         classpath,
@@ -129,7 +143,7 @@ def run_tool(
     """Run a Kafka tool (or a main class in `classes`) to completion; on timeout it is killed
     and TimeoutExpired raised."""
     done = subprocess.run(
-        java_command(main_class, args, heap=TOOL_HEAP, classes=classes),
+        java_command(main_class, args, jvm=TOOL_JVM, classes=classes),
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -160,7 +174,7 @@ class JavaProcess:
         self.stderr_path = work_dir / "stderr"
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                java_command(main_class, args, heap=TOOL_HEAP),
+                java_command(main_class, args, jvm=TOOL_JVM),
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
@@ -252,12 +266,18 @@ class KafkaBroker:
     """One real Apache Kafka node (KRaft, combined broker+controller) in `work_dir`."""
 
     def __init__(
-        self, work_dir: Path, node_id: int = 1, overrides: dict[str, str] | None = None
+        self,
+        work_dir: Path,
+        node_id: int = 1,
+        overrides: dict[str, str] | None = None,
+        jvm: tuple[str, ...] = TEST_BROKER_JVM,
     ) -> None:
-        """``overrides``: broker properties set over `broker_properties`' (a benchmark's)."""
+        """``overrides``: broker properties set over `broker_properties`' (a benchmark's);
+        ``jvm``: the JVM's options (a benchmark's broker: ``SHIPPED_BROKER_JVM``)."""
         self.work_dir = work_dir
         self.node_id = node_id
         self.overrides = dict(overrides or {})
+        self.jvm = jvm
         self.broker_port, self.controller_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.log_path = work_dir / "broker.log"
@@ -286,12 +306,7 @@ class KafkaBroker:
             )
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                java_command(
-                    BROKER_MAIN,
-                    [str(self.config_path)],
-                    heap=BROKER_HEAP,
-                    log4j_config="log4j2-broker.xml",
-                ),
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -302,6 +317,12 @@ class KafkaBroker:
         except BaseException:
             self.stop()
             raise
+
+    def command(self) -> list[str]:
+        """The command line that runs this broker's JVM."""
+        return java_command(
+            BROKER_MAIN, [str(self.config_path)], jvm=self.jvm, log4j_config="log4j2-broker.xml"
+        )
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -329,6 +350,11 @@ class KafkaBroker:
     def stop(self) -> None:
         if self.proc is not None:
             stop_process(self.proc, BROKER_STOP_TIMEOUT_S)
+
+
+def benchmark_broker(work_dir: Path, overrides: dict[str, str] | None = None) -> KafkaBroker:
+    """The broker a benchmark compares against: Kafka's JVM as shipped (``SHIPPED_BROKER_JVM``)."""
+    return KafkaBroker(work_dir, overrides=overrides, jvm=SHIPPED_BROKER_JVM)
 
 
 def _accepts(port: int) -> bool:
