@@ -18,7 +18,12 @@ from bench.wire import server_cpu, summary_run
 from bench.wire_raw import rebalance_times
 from groupcoord.coordinator import DescribeGroupsRequest
 from tests.actors.kafka_inproc import WirePartition
-from tests.kafka.javakafka import SHIPPED_BROKER_JVM, TEST_BROKER_JVM, benchmark_broker
+from tests.kafka.javakafka import (
+    SHIPPED_BROKER_JVM,
+    TEST_BROKER_JVM,
+    KafkaBroker,
+    benchmark_broker,
+)
 
 SPIN = (
     "import os, time\n"
@@ -115,10 +120,17 @@ def test_raw_members_settle_into_one_generation_then_rejoin_together(tmp_path):
     assert group.group_state == "Stable" and len(group.members) == 12
 
 
-def test_the_benchmarks_broker_runs_kafkas_jvm_as_shipped_not_the_tests_trimmed_one(tmp_path):
-    command = benchmark_broker(tmp_path).command()
+def test_the_benchmarks_broker_runs_kafkas_jvm_and_threads_as_shipped_not_the_tests_trims(
+    tmp_path,
+):
+    broker = benchmark_broker(tmp_path)
+    command = broker.command()
     options = command[command.index("java") + 1 : command.index("-cp")]
     # Kafka's scripts give a broker a 1 GiB heap, G1 and the full JIT; the tests' broker has C1
     # only and the serial collector, which a throughput comparison must not be measured against.
     assert options[: len(SHIPPED_BROKER_JVM)] == list(SHIPPED_BROKER_JVM), options
     assert not set(options) & (set(TEST_BROKER_JVM) - set(SHIPPED_BROKER_JVM)), options
+    # Nor with the tests' fewer network, I/O and background threads: Kafka's defaults apply.
+    properties = broker.properties()
+    assert not {"num.network.threads", "num.io.threads", "background.threads"} & set(properties)
+    assert KafkaBroker(tmp_path).properties()["num.io.threads"] == "2"

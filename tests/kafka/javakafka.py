@@ -205,13 +205,25 @@ def free_ports(count: int) -> list[int]:
         return ports
 
 
+# The tests' broker on 2 shared cores: fewer threads than Kafka's defaults (3 network, 8 I/O and
+# 10 background threads) and a smaller buffer for the log cleaner (the offsets topic is
+# compacted; 128 MiB by default).
+_TEST_TRIMS = {
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "background.threads": "2",
+    "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+}
+
+
 def broker_properties(
-    node_id: int, broker_port: int, controller_port: int, log_dir: Path
+    node_id: int, broker_port: int, controller_port: int, log_dir: Path, *, trimmed: bool = True
 ) -> dict[str, str]:
-    """A single combined-mode node for tests: loopback only, replication factor 1 everywhere and
-    no initial rebalance delay. Kafka 4.3 enables both group protocols, classic and KIP-848's
-    consumer, by default; `group.coordinator.rebalance.protocols` is deprecated there (setting it
-    logs a warning and disables the protocols it leaves out), so it is not set."""
+    """A single combined-mode node: loopback only, replication factor 1 everywhere and no
+    initial rebalance delay; ``trimmed``, the tests' fewer threads (``_TEST_TRIMS``). Kafka 4.3
+    enables both group protocols, classic and KIP-848's consumer, by default;
+    `group.coordinator.rebalance.protocols` is deprecated there (setting it logs a warning and
+    disables the protocols it leaves out), so it is not set."""
     return {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
@@ -244,12 +256,7 @@ def broker_properties(
         # Kafka's default, as groupcoord's (CoordinatorConfig.consumer_group_migration_policy):
         # classic groups upgrade and consumer groups downgrade online.
         "group.consumer.migration.policy": "bidirectional",
-        "num.network.threads": "2",
-        "num.io.threads": "2",
-        "background.threads": "2",
-        # The log cleaner (the offsets topic is compacted) allocates this buffer: 128 MiB default.
-        "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
-    }
+    } | (_TEST_TRIMS if trimmed else {})
 
 
 def kafka_uuid() -> str:
@@ -270,14 +277,16 @@ class KafkaBroker:
         work_dir: Path,
         node_id: int = 1,
         overrides: dict[str, str] | None = None,
-        jvm: tuple[str, ...] = TEST_BROKER_JVM,
+        *,
+        shipped: bool = False,
     ) -> None:
         """``overrides``: broker properties set over `broker_properties`' (a benchmark's);
-        ``jvm``: the JVM's options (a benchmark's broker: ``SHIPPED_BROKER_JVM``)."""
+        ``shipped``: Kafka's own JVM options and thread counts, not the tests' trimmed ones."""
         self.work_dir = work_dir
         self.node_id = node_id
         self.overrides = dict(overrides or {})
-        self.jvm = jvm
+        self.shipped = shipped
+        self.jvm = SHIPPED_BROKER_JVM if shipped else TEST_BROKER_JVM
         self.broker_port, self.controller_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.log_path = work_dir / "broker.log"
@@ -287,12 +296,7 @@ class KafkaBroker:
     def start(self) -> None:
         """Format the storage, start the JVM and return once it answers Metadata listing
         itself; raises (with the log's tail) if it exits or is not ready in time."""
-        props = (
-            broker_properties(
-                self.node_id, self.broker_port, self.controller_port, self.work_dir / "data"
-            )
-            | self.overrides
-        )
+        props = self.properties()
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         formatted = run_tool(
             STORAGE_TOOL_MAIN,
@@ -317,6 +321,14 @@ class KafkaBroker:
         except BaseException:
             self.stop()
             raise
+
+    def properties(self) -> dict[str, str]:
+        """The broker's server.properties."""
+        data = self.work_dir / "data"
+        own = broker_properties(
+            self.node_id, self.broker_port, self.controller_port, data, trimmed=not self.shipped
+        )
+        return own | self.overrides
 
     def command(self) -> list[str]:
         """The command line that runs this broker's JVM."""
@@ -353,8 +365,8 @@ class KafkaBroker:
 
 
 def benchmark_broker(work_dir: Path, overrides: dict[str, str] | None = None) -> KafkaBroker:
-    """The broker a benchmark compares against: Kafka's JVM as shipped (``SHIPPED_BROKER_JVM``)."""
-    return KafkaBroker(work_dir, overrides=overrides, jvm=SHIPPED_BROKER_JVM)
+    """The broker a benchmark compares against: Kafka's JVM and thread counts as shipped."""
+    return KafkaBroker(work_dir, overrides=overrides, shipped=True)
 
 
 def _accepts(port: int) -> bool:
