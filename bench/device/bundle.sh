@@ -1,6 +1,7 @@
 #!/bin/bash
 # Packs what bench/wire.py needs on a bare machine with Python 3.12 and no network (the
-# workplace's lent 16-core device machine) into .dev/, under the 64 MiB a call may carry:
+# workplace's lent 16-core device machine) into .dev/, under the 64 MiB a call may carry (63 MB
+# with the working tree on 2026-11-27):
 #   Ray 2.60 without its jars, dashboard build and libraries, binaries stripped (18 MB xz);
 #   the other Python wheels groupcoord and the bench import (12 MB);
 #   a Java 17 runtime from jlink (19 MB xz);
