@@ -18,8 +18,19 @@ if ! ls build/kafka-libs/kafka-clients-*.jar >/dev/null 2>&1; then
   mkdir -p build/kafka-libs
   tar xJf "$D/kafka.tar.xz" -C build/kafka-libs --strip-components=1
 fi
-mkdir -p /tmp/gc/groupcoord /tmp/gcbin
-for p in coordinator storage actors spark_export wire; do ln -sfn "$PWD/$p" "/tmp/gc/groupcoord/$p"; done
+# groupcoord's packages as pyproject.toml maps them to folders, without installing it.
+$PY - <<'EOF'
+import os, tomllib
+with open("pyproject.toml", "rb") as f:
+    folders = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+for package, folder in folders.items():
+    link = os.path.join("/tmp/gc", *package.split("."))
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if os.path.islink(link):
+        os.remove(link)
+    os.symlink(os.path.abspath(folder), link)
+EOF
+mkdir -p /tmp/gcbin
 if ! command -v setpriv >/dev/null; then
   printf '#!/bin/sh\nshift 3\nexec "$@"\n' > /tmp/gcbin/setpriv; chmod +x /tmp/gcbin/setpriv
 fi
