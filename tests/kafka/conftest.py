@@ -136,12 +136,12 @@ def java_console_consumer(bootstrap, tmp_path):
 @pytest.fixture
 def members(bootstrap):
     """Opens real client consumers as group members against the coordinator under test:
-    `members(client, group, topic, assignor)` -> Member; those not closed by the test are
-    closed (they leave their group) at its end."""
+    `members(client, group, topic, assignor, **options)` -> Member (`open_member`); those not
+    closed by the test are closed (they leave their group) at its end."""
     opened: list[Member] = []
 
-    def open_one(client: str, group: str, topic: str, assignor: str) -> Member:
-        member = open_member(client, bootstrap, group, topic, assignor)
+    def open_one(client: str, group: str, topic: str, assignor: str, **options) -> Member:
+        member = open_member(client, bootstrap, group, topic, assignor, **options)
         opened.append(member)
         return member
 

@@ -4,8 +4,10 @@ Every client runs its group membership (JoinGroup, SyncGroup, Heartbeat) inside 
 poll call, so each `Member` polls in a thread of its own while the test waits on the other
 members; the test's own calls (commit, committed, close) run on that same thread between polls,
 because none of these consumers may be used from two threads. Each client sits behind one small
-adapter with the same five methods (poll, assignment, commit, committed, close); aiokafka's are
-coroutines, run on an event loop owned by the member's thread.
+adapter with the same methods (poll, assignment, commit, committed, close; aiokafka's are
+coroutines, run on an event loop owned by the member's thread) and a record of the assignments
+its client's rebalance callbacks made (`Held`): a client can change its assignment several times
+within one poll (revoke, then take back), which the assignment read after the poll misses.
 """
 
 from __future__ import annotations
@@ -44,11 +46,49 @@ KAFKA_PYTHON_ASSIGNORS = {
 AIOKAFKA_ASSIGNORS = {"range": AioRange, "roundrobin": AioRoundRobin}
 
 
-class ConfluentMember:
-    """confluent-kafka (librdkafka); cooperative-sticky assigns incrementally by itself."""
+class Held:
+    """The partitions of one topic a consumer holds, as its rebalance callbacks change them
+    (incrementally with a cooperative assignor; with an eager one, all revoked and then the
+    whole new assignment added), and every state in between, in order."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
+    def __init__(self, topic: str) -> None:
         self.topic = topic
+        self.partitions: frozenset[int] = frozenset()
+        self.changes: list[frozenset[int]] = []
+
+    def added(self, partitions) -> None:
+        self._set(self.partitions | self._ours(partitions))
+
+    def removed(self, partitions) -> None:
+        self._set(self.partitions - self._ours(partitions))
+
+    def take_changes(self) -> list[frozenset[int]]:
+        """The states since the last call, oldest first."""
+        changes, self.changes = self.changes, []
+        return changes
+
+    def _ours(self, partitions) -> frozenset[int]:
+        return frozenset(tp.partition for tp in partitions if tp.topic == self.topic)
+
+    def _set(self, partitions: frozenset[int]) -> None:
+        self.partitions = partitions
+        self.changes.append(partitions)
+
+
+class ConfluentMember:
+    """confluent-kafka (librdkafka); cooperative-sticky assigns incrementally by itself. Its
+    rebalance callbacks run inside poll(); the binding applies each change after its callback."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        assignor: str,
+        poll_timeout_ms: int = POLL_TIMEOUT_MS,
+    ) -> None:
+        self.topic = topic
+        self.poll_timeout_ms = poll_timeout_ms
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -60,10 +100,19 @@ class ConfluentMember:
                 "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
             }
         )
-        self.consumer.subscribe([topic])
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        self.held = Held(self.topic)
+        self.consumer.subscribe(
+            [self.topic],
+            on_assign=lambda _, partitions: self.held.added(partitions),
+            on_revoke=lambda _, partitions: self.held.removed(partitions),
+            on_lost=lambda _, partitions: self.held.removed(partitions),
+        )
 
     def poll(self) -> None:
-        message = self.consumer.poll(POLL_TIMEOUT_MS / 1000)
+        message = self.consumer.poll(self.poll_timeout_ms / 1000)
         if message is not None and message.error():
             raise KafkaException(message.error())
 
@@ -97,6 +146,7 @@ class ConfluentConsumerProtocolMember(ConfluentMember):
 
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
         self.topic = topic
+        self.poll_timeout_ms = POLL_TIMEOUT_MS
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -107,10 +157,24 @@ class ConfluentConsumerProtocolMember(ConfluentMember):
                 "auto.offset.reset": "earliest",
             }
         )
-        self.consumer.subscribe([topic])
+        self._subscribe()
 
 
-def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str) -> None:
+def listener(base: type, held: Held):
+    """A rebalance listener of kafka-python's or aiokafka's ``base`` class that keeps ``held``
+    (a lost partition counts as revoked, both libraries' default)."""
+
+    class Listener(base):
+        def on_partitions_revoked(self, revoked) -> None:
+            held.removed(revoked)
+
+        def on_partitions_assigned(self, assigned) -> None:
+            held.added(assigned)
+
+    return Listener()
+
+
+def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str, held: Held) -> None:
     """Subscribe a kafka-python consumer once its metadata names ``topic``, as a consumer of an
     existing topic would have it. Subscribed without it, kafka-python 3.0.12 joins, and two
     things can follow, both inside the client: as leader it assigns nothing (no metadata for
@@ -124,7 +188,7 @@ def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
         time.sleep(POLL_TIMEOUT_MS / 1000)
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], listener=listener(kafka.ConsumerRebalanceListener, held))
 
 
 class KafkaPythonMember:
@@ -141,7 +205,8 @@ class KafkaPythonMember:
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[assignor]],
         )
-        subscribe_knowing_topic(self.consumer, topic)
+        self.held = Held(topic)
+        subscribe_knowing_topic(self.consumer, topic, self.held)
 
     def poll(self) -> None:
         self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
@@ -175,7 +240,6 @@ class AioKafkaMember:
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str) -> None:
         self.topic = topic
         self.consumer = aiokafka.AIOKafkaConsumer(
-            topic,
             bootstrap_servers=bootstrap,
             group_id=group,
             enable_auto_commit=False,
@@ -183,6 +247,10 @@ class AioKafkaMember:
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=(AIOKAFKA_ASSIGNORS[assignor],),
+        )
+        self.held = Held(topic)
+        self.consumer.subscribe(
+            [topic], listener=listener(aiokafka.ConsumerRebalanceListener, self.held)
         )
 
     async def start(self) -> None:
@@ -222,7 +290,8 @@ CLIENTS = {
 
 class Member:
     """One consumer in its own polling thread; `assignments` records each distinct assignment
-    it observed after a poll, in order."""
+    it held, in order: those its rebalance callbacks made during a poll, then the one it reports
+    after the poll."""
 
     def __init__(self, open_consumer: Callable[[], object]) -> None:
         self._open = open_consumer
@@ -277,7 +346,7 @@ class Member:
         consumer = self._open()
         while True:
             consumer.poll()
-            self._observe(consumer.assignment())
+            self._observe_poll(consumer)
             while not self._calls.empty():
                 method, args, last, future = self._calls.get()
                 try:
@@ -291,7 +360,7 @@ class Member:
         consumer = await self._open()
         while True:
             await consumer.poll()
-            self._observe(consumer.assignment())
+            self._observe_poll(consumer)
             while not self._calls.empty():
                 method, args, last, future = self._calls.get()
                 try:
@@ -301,23 +370,31 @@ class Member:
                 if last:
                     return
 
+    def _observe_poll(self, consumer) -> None:
+        for held in consumer.held.take_changes():
+            self._observe(held)
+        self._observe(consumer.assignment())
+
     def _observe(self, assignment: frozenset[int]) -> None:
         if not self.assignments or self.assignments[-1] != assignment:
             self.assignments.append(assignment)
 
 
-def open_member(client: str, bootstrap: str, group: str, topic: str, assignor: str) -> Member:
-    """Start one consumer of `client` subscribed to `topic` in `group`, polling already."""
+def open_member(
+    client: str, bootstrap: str, group: str, topic: str, assignor: str, **options
+) -> Member:
+    """Start one consumer of `client` subscribed to `topic` in `group`, polling already;
+    `options` go to its adapter (confluent-kafka's: `poll_timeout_ms`)."""
     adapter = CLIENTS[client]
     if hasattr(adapter, "start"):
 
         async def open_async():
-            consumer = adapter(bootstrap, group, topic, assignor)
+            consumer = adapter(bootstrap, group, topic, assignor, **options)
             await consumer.start()
             return consumer
 
         return Member(open_async)
-    return Member(lambda: adapter(bootstrap, group, topic, assignor))
+    return Member(lambda: adapter(bootstrap, group, topic, assignor, **options))
 
 
 def wait_until(
