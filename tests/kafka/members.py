@@ -174,7 +174,9 @@ def listener(base: type, held: Held):
     return Listener()
 
 
-def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str, held: Held) -> None:
+def subscribe_knowing_topic(
+    consumer: kafka.KafkaConsumer, topic: str, held: Held | None = None
+) -> None:
     """Subscribe a kafka-python consumer once its metadata names ``topic``, as a consumer of an
     existing topic would have it. Subscribed without it, kafka-python 3.0.12 joins, and two
     things can follow, both inside the client: as leader it assigns nothing (no metadata for
@@ -182,13 +184,17 @@ def subscribe_knowing_topic(consumer: kafka.KafkaConsumer, topic: str, held: Hel
     never rejoins and keeps no partitions (seen under CPU load, where the join outran the
     metadata request); or it rejoins once the metadata names the topic, and in about 1 of 30
     such double joins its poll thread waited forever on its own IO thread (idle in select()
-    with the poll's task never run) after the SyncGroup was answered: a lost wakeup."""
+    with the poll's task never run) after the SyncGroup was answered: a lost wakeup. With
+    ``held``, a listener keeps it as the consumer's rebalances change its partitions."""
     deadline = time.monotonic() + CALL_TIMEOUT_S
     while not consumer.partitions_for_topic(topic):
         if time.monotonic() > deadline:
             raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
         time.sleep(POLL_TIMEOUT_MS / 1000)
-    consumer.subscribe([topic], listener=listener(kafka.ConsumerRebalanceListener, held))
+    if held is None:
+        consumer.subscribe([topic])
+    else:
+        consumer.subscribe([topic], listener=listener(kafka.ConsumerRebalanceListener, held))
 
 
 class KafkaPythonMember:
