@@ -36,6 +36,7 @@ from kio.serial.readers import (
 )
 
 from . import apis
+from .frame_check import check_body
 
 MIB = 1024 * 1024
 # The core's largest request-sized limits are 8 MiB (a group's metadata record, one OffsetCommit),
@@ -253,7 +254,9 @@ class Connection:
                 # Kafka does not parse the body of an ApiVersions request it cannot read.
                 body = apis.request_class(api_key, 0)()
             else:
-                body, _ = apis.reader(apis.request_class(api_key, api_version))(frame, at)
+                cls = apis.request_class(api_key, api_version)
+                check_body(cls, frame, at)  # before kio's reader, which trusts lengths
+                body, _ = apis.reader(cls)(frame, at)
         except Exception as exc:  # kio raises KeyError, ValueError, its own
             # DecodeError family...; bytes from a peer must never raise out of here.
             return self._fail(f"undecodable api key {api_key} v{api_version}: {exc!r}")

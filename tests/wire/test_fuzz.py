@@ -5,6 +5,8 @@ connection is closed); never an exception; never more buffered than the limit, a
 bounded by the frame limit, not by what a size prefix claims."""
 
 import struct
+import subprocess
+import sys
 import tracemalloc
 
 from hypothesis import HealthCheck, given, settings
@@ -134,6 +136,44 @@ def test_memory_is_bounded_by_the_frame_limit_not_by_claimed_sizes():
     finally:
         tracemalloc.stop()
     assert peak < 1024 * 1024
+
+
+# Bodies whose array lengths no frame could hold, behind valid headers; kio 0.6.5's native
+# reader reserved room for them and aborted the process when that failed (found by fuzzing with
+# uniform random bytes: OffsetFetch v8's groups, a nested partitions array, a legacy array).
+HUGE_ARRAY_PAYLOADS = [
+    struct.pack(">hhih", 9, 8, 1, -1) + b"\x00" + bytes.fromhex("9aeae09027705aed"),
+    struct.pack(">hhih", 9, 8, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x07\x00\x00",
+    # OffsetCommit v8: group "g", generation 1, member "m", no instance, one topic "t" whose
+    # partitions array claims 2^31 - 2 elements.
+    struct.pack(">hhih", 8, 8, 1, -1)
+    + b"\x00\x02g\x00\x00\x00\x01\x02m\x00\x02\x02t"
+    + b"\xff\xff\xff\xff\x07\x00\x00",
+    # OffsetCommit v2 (legacy): the same claim as a 4-byte array length.
+    struct.pack(">hhih", 8, 2, 1, -1)
+    + b"\x00\x01g\x00\x00\x00\x01\x00\x01m"
+    + struct.pack(">q", -1)
+    + b"\x00\x00\x00\x01\x00\x01t\x7f\xff\xff\xff",
+]
+_REFUSE_IN_CHILD = """
+import struct, sys
+from groupcoord.wire import Connection, ProtocolError
+for payload in map(bytes.fromhex, sys.argv[1:]):
+    out = Connection().receive_data(struct.pack(">i", len(payload)) + payload)
+    print(type(out[-1]).__name__, "undecodable" in str(out[-1]))
+"""
+
+
+def test_an_array_no_frame_can_hold_is_refused_and_the_process_lives():
+    # In a child process: before the check, the first of these aborted the interpreter.
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSE_IN_CHILD, *(p.hex() for p in HUGE_ARRAY_PAYLOADS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:-1] == ["ProtocolError True"] * len(HUGE_ARRAY_PAYLOADS)
 
 
 def test_decoded_memory_is_a_bounded_multiple_of_the_frame():
