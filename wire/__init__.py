@@ -15,7 +15,10 @@ APIs above (KIP-896's removals excepted). Decoding is native code (a Heartbeat ~
 ~10 µs, an OffsetCommit of 50 partitions ~40 µs), encoding is Python (a Heartbeat answer ~20 µs,
 an OffsetCommit answer for 50 partitions ~0.4-0.7 ms), measured on a loaded 2-core machine.
 Its limits, each ending in a clean close here: a tagged field its schemas do not define raises
-(Kafka would skip it), durations beyond ``datetime.timedelta`` do not decode. Its writers import
+(Kafka would skip it), durations beyond ``datetime.timedelta`` do not decode, and its reader
+trusts array lengths (it reserves room for as many elements as a prefix claims, and a failed
+reservation aborts the process), so ``frame_check`` holds every length in a request body to the
+bytes after it before kio reads the body. Its writers import
 asyncio for a type annotation, and it imports hypothesis when installed; nothing here uses
 either. The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
 hand-written structs rather than generated from Kafka's schemas.

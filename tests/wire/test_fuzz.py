@@ -118,7 +118,8 @@ def test_negative_and_oversized_sizes_close_at_once(size, tail):
 
 def test_memory_is_bounded_by_the_frame_limit_not_by_claimed_sizes():
     # A frame claiming 2**31 elements in its arrays, and one claiming a 4 KiB string with no
-    # bytes behind it: kio checks lengths against the bytes there, so nothing big is allocated.
+    # bytes behind it: lengths are checked against the bytes there (wire/frame_check.py, and
+    # kio for some), so nothing big is allocated.
     claims = [
         struct.pack(">hhih", 9, 1, 1, -1) + b"\x00\x01g" + b"\x7f\xff\xff\xff",  # OffsetFetch v1
         struct.pack(">hhih", 11, 9, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x0f",  # JoinGroup v9
