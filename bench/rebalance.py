@@ -37,13 +37,11 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -62,6 +60,7 @@ from bench.rebalance_members import (  # noqa: E402 — needs ROOT on the path
     leave,
     make_member,
 )
+from bench.run_info import stamp  # noqa: E402
 from tests.kafka.javakafka import benchmark_broker  # noqa: E402 — the tests' broker harness
 
 RESULTS = os.path.join(ROOT, "bench", "results", "rebalance.json")
@@ -364,10 +363,7 @@ def run(args: argparse.Namespace) -> dict:
         stop(deployment)
         broker.stop()
     add_ratios(rows)
-    return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-        f"Python {platform.python_version()}",
+    return stamp() | {
         "load_average_at_end": os.getloadavg()[0],
         "heartbeat_interval_ms": interval_ms,
         "assignment_interval_ms": args.assignment_interval_ms,

@@ -16,19 +16,17 @@ Run: ``.venv/bin/python bench/security.py [--quick]``; writes bench/results/secu
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from bench.run_info import write_results  # noqa: E402
 from groupcoord.actors.security import ListenerSecurity, UsersFile  # noqa: E402
 from groupcoord.wire import AclFile, AclRule  # noqa: E402
 from tests.actors.kafka_inproc import WirePartition  # noqa: E402 — the tests' harness
@@ -129,20 +127,7 @@ def main() -> None:
             f"{r['target']:<30} {r['logins_per_s']:>9.1f} {r['logins_vs_plaintext']:>8.2f} "
             f"{r['commits_per_s']:>10.1f} {r['commits_vs_plaintext']:>8.2f}"
         )
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(
-            {
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-                f"Python {platform.python_version()}",
-                "quick": args.quick,
-                "seconds_per_figure": seconds,
-                "rows": rows,
-            },
-            f,
-            indent=2,
-        )
+    write_results(RESULTS, {"quick": args.quick, "seconds_per_figure": seconds, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -55,15 +55,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Coroutine
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,7 +73,8 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, HeartbeatRequest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.wire_members import Members  # noqa: E402 — needs ROOT on the path
+from bench.run_info import write_results  # noqa: E402 — needs ROOT on the path
+from bench.wire_members import Members  # noqa: E402
 from bench.wire_raw import heartbeat_rate, rebalance_times  # noqa: E402
 from tests.kafka.javakafka import benchmark_broker  # noqa: E402 — the tests' broker harness
 
@@ -459,24 +457,18 @@ def main() -> None:
     results = RESULTS
     if args.pin or args.one_session:
         results = RESULTS.replace(".json", "-pinned.json" if args.pin else "-one-session.json")
-    os.makedirs(os.path.dirname(results), exist_ok=True)
-    with open(results, "w") as f:
-        json.dump(
-            {
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-                f"Python {platform.python_version()}",
-                "load_average_at_end": os.getloadavg()[0],
-                "quick": args.quick,
-                "pinned": args.pin,
-                "clients_in_own_session": CLIENT_SESSION,
-                "seconds_per_row": seconds,
-                "kafka_jvm": " ".join(broker.jvm),
-                "rows": rows,
-            },
-            f,
-            indent=2,
-        )
+    write_results(
+        results,
+        {
+            "load_average_at_end": os.getloadavg()[0],
+            "quick": args.quick,
+            "pinned": args.pin,
+            "clients_in_own_session": CLIENT_SESSION,
+            "seconds_per_row": seconds,
+            "kafka_jvm": " ".join(broker.jvm),
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

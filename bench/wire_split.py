@@ -25,20 +25,18 @@ and writes bench/results/wire_split.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import socket
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 
 import msgspec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.core import stable_shard  # noqa: E402 — needs ROOT on the path
+from bench.run_info import write_results  # noqa: E402
 from groupcoord.coordinator import (  # noqa: E402
     Errors,
     OffsetCommitRequest,
@@ -148,21 +146,7 @@ def main() -> None:
             f"{row['what']:32} {row['us_per_commit']:10.2f} {row['commits_per_s']:12,.0f} "
             f"{row['x_baseline']:10.2f}x"
         )
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(
-            {
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-                f"Python {platform.python_version()}",
-                "members": args.members,
-                "batches": args.batches,
-                "rows": rows,
-            },
-            f,
-            indent=2,
-        )
-    print(f"wrote {RESULTS}")
+    write_results(RESULTS, {"members": args.members, "batches": args.batches, "rows": rows})
 
 
 if __name__ == "__main__":
