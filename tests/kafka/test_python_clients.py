@@ -95,7 +95,9 @@ def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assi
         split_in_halves,
         REBALANCE_TIMEOUT_S,
         "two disjoint halves",
-        lambda: (first.assignments, second.assignments),
+        # The coordinator's view too: a kafka-python member has been seen holding every
+        # partition for the whole wait, both members reporting ALL (a client hang or not).
+        lambda: (first.assignments, second.assignments, describe_group(bootstrap, group)),
     )
     wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 2)
     if assignor == "cooperative-sticky":
