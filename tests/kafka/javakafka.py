@@ -286,7 +286,6 @@ class KafkaBroker:
         self.node_id = node_id
         self.overrides = dict(overrides or {})
         self.shipped = shipped
-        self.jvm = SHIPPED_BROKER_JVM if shipped else TEST_BROKER_JVM
         self.broker_port, self.controller_port = free_ports(2)
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.log_path = work_dir / "broker.log"
@@ -321,6 +320,11 @@ class KafkaBroker:
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def jvm(self) -> tuple[str, ...]:
+        """The JVM's options: Kafka's own (``shipped``) or the tests'."""
+        return SHIPPED_BROKER_JVM if self.shipped else TEST_BROKER_JVM
 
     def properties(self) -> dict[str, str]:
         """The broker's server.properties."""
