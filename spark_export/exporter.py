@@ -22,9 +22,10 @@ recorded with their watermarks. A different id means the log was wiped or replac
 export refuses (``LogReplacedError``) before it reads or writes anything, rather than skip the
 new log's records below the old watermark and mix the rest into the old log's history.
 
-Finally the lowest watermark of the three tables is written beside each partition's log
-(``export-watermark.json``, atomically), so a log configured with ``retain_until_exported``
-keeps every segment some table still needs.
+Finally the lowest watermark of the three tables is written beside each partition's log, in
+this lake's own file (``storage.watermark``: keyed by the lake's id, ``lake.lake_id``, and the
+cluster), so a log configured with ``retain_until_exported`` keeps every segment some table of
+some lake still needs.
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ import msgspec
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from groupcoord.storage import log_start_offset, read_log_id, write_export_watermark
+from groupcoord.storage import (
+    lake_key,
+    log_start_offset,
+    read_log_id,
+    write_export_watermark,
+)
 
 from . import lake, source
 from .schema import GROUP_GENERATIONS, OFFSET_COMMITS, OFFSETS_LATEST, TABLES
@@ -263,15 +269,19 @@ def _group_generations(rows, starts):
 
 
 def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> dict[int, int]:
-    """Write each partition's lowest table watermark beside its log. Always the value read
-    from the tables: a slower concurrent export may write a lower one, which only makes
-    retention keep more; never a value above what every table holds."""
+    """Write each partition's lowest table watermark beside its log, in this lake's file.
+    Always the value read from the tables: a slower concurrent export may write a lower one,
+    which only makes retention keep more; never a value above what every table holds."""
     tables = [lake.table_or_path(lake_dir, name) for name in TABLES]
     published = {}
     for p, pdir in dirs.items():
         marks = [lake.watermarks(t, cluster, [p])[p] for t in tables]
         if any(m is None for m in marks):
             continue
-        write_export_watermark(pdir, min(marks), cluster=cluster)
+        lake_id = lake.lake_id(tables[0])  # every table exists: each holds a watermark
+        key = lake_key(lake_id, cluster)
+        write_export_watermark(
+            pdir, key, min(marks), cluster=cluster, lake=lake_dir, lake_id=lake_id
+        )
         published[p] = min(marks)
     return published

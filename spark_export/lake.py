@@ -112,6 +112,14 @@ def _versions(table: DeltaTable | str, app, cluster: str, log_partitions) -> dic
     return {p: table.transaction_version(app(cluster, p)) for p in log_partitions}
 
 
+def lake_id(table: DeltaTable | str) -> str:
+    """The id that names this lake however it is reached (a path, a mount, a URI): the
+    Delta table id of ``table``, one of its tables."""
+    if isinstance(table, str):
+        raise ValueError(f"no Delta table at {table}: a lake's id is its first table's")
+    return table.metadata().id
+
+
 def watermarks(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
     """Next offset to export per log partition (None: never exported to this table)."""
     return _versions(table, app_id, cluster, log_partitions)

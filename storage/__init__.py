@@ -10,7 +10,7 @@ On disk, ``<log_dir>/partition-<n>/`` holds:
   ``log-id.json`` (which log this is, kept for good: ``read_log_id``),
   ``durable-end`` (how far lock-free readers may read: ``durable_end_offset``), optionally
   ``skipped-offsets.json`` (offsets the writer durably skipped after a crash: ``skips``) and
-  ``export-watermark.json`` written by the exporter (``watermark``).
+  ``export-watermark.<key>.json`` written by the exporter, one per lake (``watermark``).
 
 Writers use ``open_partition_log(dir, LogConfig(...))`` -> ``PartitionLog`` (``load_into``,
 ``append``, ``maybe_snapshot``, ``close``); ``load(dir, shard)`` loads without writing.
@@ -44,7 +44,13 @@ from .segments import (
     read_log,
 )
 from .skips import SKIPS_FILE, read_skipped_ranges
-from .watermark import WATERMARK_FILE, read_export_watermark, write_export_watermark
+from .watermark import (
+    WATERMARK_PREFIX,
+    lake_key,
+    read_export_watermarks,
+    watermark_file,
+    write_export_watermark,
+)
 
 
 def partition_dir(log_dir: str, partition: int) -> str:
@@ -65,7 +71,7 @@ __all__ = [
     "HEADER_BYTES",
     "LOG_ID_FILE",
     "SKIPS_FILE",
-    "WATERMARK_FILE",
+    "WATERMARK_PREFIX",
     "BatchHeader",
     "CorruptLogError",
     "LoadProgress",
@@ -85,14 +91,16 @@ __all__ = [
     "durable_end_offset",
     "encode_record",
     "list_segments",
+    "lake_key",
     "load",
     "log_start_offset",
     "open_partition_log",
     "partition_dir",
     "read_durable_end",
-    "read_export_watermark",
+    "read_export_watermarks",
     "read_log",
     "read_log_id",
     "read_skipped_ranges",
+    "watermark_file",
     "write_export_watermark",
 ]

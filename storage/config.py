@@ -63,8 +63,8 @@ class LogConfig(msgspec.Struct, frozen=True):
     bytes were appended since the last one (0 disables that trigger).
     keep_snapshots: snapshots kept; segments are deleted only below the OLDEST kept snapshot, so a
     damaged newest snapshot can fall back to the previous one plus the log.
-    retain_until_exported: never delete a segment holding offsets the exporter has not yet
-    exported (``export-watermark.json``; no file means keep everything).
+    retain_until_exported: never delete a segment holding offsets a lake has not yet exported
+    (the lowest ``export-watermark.<key>.json``, one per lake; no file means keep everything).
     freeze_loaded_state: after ``load_into``, move everything allocated so far into the garbage
     collector's permanent generation (``gc.freeze``; see ``loader``): the loaded state is
     long-lived, and skipping it in collections saves ~0.3 s per million offsets at load and

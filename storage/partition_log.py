@@ -87,7 +87,7 @@ from .snapshot import (
     fsync_dir,
     write_snapshot,
 )
-from .watermark import WATERMARK_FILE, read_export_watermark
+from .watermark import WATERMARK_PREFIX, read_export_watermarks
 from .writer_files import (
     EPOCH_FILE,
     epoch_bytes,
@@ -120,7 +120,7 @@ def open_partition_log(partition_dir: str, config: LogConfig | None = None) -> P
         for name in os.listdir(partition_dir):
             # A write_atomically of ours that never reached its rename; the exporter's
             # watermark writes run without the lock and may be in flight right now.
-            if name.endswith(".tmp") and not name.startswith(WATERMARK_FILE):
+            if name.endswith(".tmp") and not name.startswith(WATERMARK_PREFIX):
                 os.remove(os.path.join(partition_dir, name))
         return PartitionLog(partition_dir, config, lock_fd, epoch)
     except BaseException:
@@ -329,8 +329,8 @@ class PartitionLog:
         # a machine crash: records the (fsynced) snapshot holds, with fsync policy
         # "interval"/"never"; or records the lake exporter read between a write and its fsync
         # (it reads without the lock). Reusing those offsets would give new records positions
-        # the snapshot or the exporter's watermark has already passed, and they would be lost.
-        watermark = read_export_watermark(self.partition_dir) or 0
+        # the snapshot or an exporter's watermark has already passed, and they would be lost.
+        watermark = max(read_export_watermarks(self.partition_dir).values(), default=0)
         seen = max(summary.snapshot_offset, watermark)
         if seen > self._next_offset or summary.damaged_snapshot_paths:
             self._check_owner()

@@ -11,7 +11,7 @@ from itertools import pairwise
 from .config import LogConfig
 from .segments import list_segments
 from .snapshot import fsync_dir, list_snapshots
-from .watermark import read_export_watermark
+from .watermark import read_export_watermarks
 
 log = logging.getLogger("groupcoord.storage")
 
@@ -25,7 +25,9 @@ def apply_retention(partition_dir: str, config: LogConfig) -> None:
         os.remove(path)
     cutoff = snapshots[-keep:][0][0]
     if config.retain_until_exported:
-        cutoff = min(cutoff, read_export_watermark(partition_dir) or 0)
+        # Every lake that has exported is waited for; with none, nothing is exported yet.
+        marks = read_export_watermarks(partition_dir).values()
+        cutoff = min(cutoff, *marks) if marks else 0
     segments = list_segments(partition_dir)
     removed = 0
     for current, following in pairwise(segments):

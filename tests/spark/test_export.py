@@ -23,7 +23,7 @@ from groupcoord.spark_export.schema import (
     OFFSETS_LATEST,
     TABLES,
 )
-from groupcoord.storage import list_segments, read_export_watermark, read_log
+from groupcoord.storage import list_segments, read_export_watermarks, read_log
 from tests.core.harness import GROUP, GROUP2, GROUP3
 from tests.spark.conftest import CoordinatorRun
 
@@ -124,7 +124,9 @@ def test_round_trip_from_coordinator_log(spark, coordinator_run, tmp_path):
 
     # The watermark beside the log is where every table stands: the log's end.
     assert (
-        read_export_watermark(run.dir) == _log_entries(run)[-1].offset + 1 == result.watermarks[0]
+        list(read_export_watermarks(run.dir).values())
+        == [_log_entries(run)[-1].offset + 1]
+        == [result.watermarks[0]]
     )
 
     # The same tables read back in Spark, DuckDB and Polars.
@@ -238,7 +240,7 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
     run.play(rounds=4)
     before = _lake_state(lake_dir)
 
-    mark = read_export_watermark(run.dir)
+    marks = read_export_watermarks(run.dir)
 
     def crash(*args, **kwargs):
         raise RuntimeError("injected crash between compute and commit")
@@ -247,7 +249,7 @@ def test_crash_before_commit_changes_nothing(spark, coordinator_run, tmp_path, m
     with pytest.raises(RuntimeError, match="injected"):
         export(spark, logs, lake_dir)
     assert _lake_state(lake_dir) == before
-    assert read_export_watermark(run.dir) == mark
+    assert read_export_watermarks(run.dir) == marks
 
     # A crash after the first table committed leaves only the later tables behind.
     monkeypatch.undo()

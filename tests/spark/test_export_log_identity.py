@@ -15,8 +15,7 @@ from groupcoord.spark_export.exporter import ExportConfig, LogReplacedError, exp
 from groupcoord.spark_export.schema import OFFSET_COMMITS, TABLES
 from groupcoord.storage import (
     LOG_ID_FILE,
-    WATERMARK_FILE,
-    read_export_watermark,
+    read_export_watermarks,
     read_log,
     read_log_id,
 )
@@ -55,7 +54,7 @@ def test_a_wiped_log_is_refused_and_changes_nothing(spark, tmp_path, rounds_afte
     assert second.dir in message and f"{new_id:x}" in message and f"{old_id:x}" in message
     assert _lake_state(lake_dir) == before
     # Nothing is written beside the new log: its writer would skip to the old watermark.
-    assert not os.path.exists(os.path.join(second.dir, WATERMARK_FILE))
+    assert read_export_watermarks(second.dir) == {}
 
     # The way out the message names: another cluster name exports the new log from its start.
     other = export(spark, logs, lake_dir, ExportConfig(cluster="replaced"))
@@ -65,7 +64,7 @@ def test_a_wiped_log_is_refused_and_changes_nothing(spark, tmp_path, rounds_afte
         if r["cluster"] == "replaced"
     ]
     assert sorted(rows) == _commit_offsets(second)
-    assert other.watermarks[0] == read_export_watermark(second.dir)
+    assert [other.watermarks[0]] == list(read_export_watermarks(second.dir).values())
 
 
 def test_the_cli_says_so_in_one_line_before_starting_spark(spark, tmp_path, capsys, monkeypatch):

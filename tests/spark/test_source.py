@@ -74,7 +74,7 @@ def test_the_source_reads_across_a_recorded_skip(tmp_path):
     path = str(tmp_path / "partition-0")
     with open_partition_log(path, LogConfig(**SMALL)) as log:
         log.append(records_between(0, 30))
-    write_export_watermark(path, 35)
+    write_export_watermark(path, "lake1", 35)
     with open_partition_log(path, LogConfig(**SMALL)) as log:
         log.load_into(Shard(0, 1))
         log.append(records_between(35, 50))

@@ -16,6 +16,7 @@ from groupcoord.storage import (
     open_partition_log,
     read_durable_end,
     read_log,
+    watermark_file,
     write_export_watermark,
 )
 from groupcoord.storage.snapshot import list_snapshots
@@ -104,11 +105,11 @@ def test_every_created_or_renamed_name_is_made_durable(tmp_path, monkeypatch):
         assert any(name.endswith(".damaged") for name in names.names())
         assert names.unsynced() == []
     names.events.clear()
-    write_export_watermark(path, 310)  # and a skip past it
+    write_export_watermark(path, "lake1", 310)  # and a skip past it
     with open_partition_log(path, config) as log:
         loaded_state(log)
         assert log.end_offset == 310
-    assert {"export-watermark.json", "skipped-offsets.json", f"{310:020d}.log"} <= names.names()
+    assert {watermark_file("lake1"), "skipped-offsets.json", f"{310:020d}.log"} <= names.names()
     assert names.unsynced() == []
 
 

@@ -157,7 +157,7 @@ def test_a_lost_epoch_file_is_recovered_from_older_segments_when_the_last_is_emp
     for start in (0, 10):
         with open_partition_log(path) as log:
             log.append(records_between(start, start + 10))
-    write_export_watermark(path, 25)  # the next open rolls to an empty segment
+    write_export_watermark(path, "lake1", 25)  # the next open rolls to an empty segment
     with open_partition_log(path) as log:
         loaded_state(log)
         assert log.end_offset == 25

@@ -23,8 +23,9 @@ from groupcoord.storage import (
     load,
     log_start_offset,
     open_partition_log,
-    read_export_watermark,
+    read_export_watermarks,
     read_log,
+    watermark_file,
     write_export_watermark,
 )
 from groupcoord.storage.snapshot import SnapValue, list_snapshots, offsets_of, read_snapshot
@@ -175,20 +176,68 @@ def test_retain_until_exported_keeps_what_the_exporter_has_not_read(tmp_path):
     path = str(tmp_path)
     _fill(path, config, 2000)
     assert log_start_offset(path) == 0  # no watermark file: keep everything
-    write_export_watermark(path, 700, exported_at="test")
+    write_export_watermark(path, "lake1", 700, exported_at="test")
     _fill(path, config, 2600)
     start = log_start_offset(path)
     assert 0 < start <= 700  # deleted up to the watermark, not past it
     assert [e.offset for e in read_log(path, from_offset=700)][:1] == [700]
-    with open(os.path.join(path, "export-watermark.json"), "w") as f:
+    with open(os.path.join(path, watermark_file("lake1")), "w") as f:
         f.write("garbage")
     _fill(path, config, 3200)
     assert log_start_offset(path) == start  # an unreadable watermark deletes nothing
-    write_export_watermark(path, 3200)  # everything written so far is exported
+    write_export_watermark(path, "lake1", 3200)  # everything written so far is exported
     _fill(path, config, 3800)
     assert log_start_offset(path) > 2600  # deleted up to the new watermark
     with pytest.raises(ValueError, match="next_offset"):
-        write_export_watermark(path, -1)
+        write_export_watermark(path, "lake1", -1)
+
+
+def test_retention_waits_for_the_lake_furthest_behind(tmp_path):
+    # Two lakes export the same log: each has its own watermark, and the lower one holds.
+    config = LogConfig(
+        snapshot_every_records=300, keep_snapshots=1, retain_until_exported=True, **TINY
+    )
+    path = str(tmp_path)
+    _fill(path, config, 1000)
+    write_export_watermark(path, "behind", 300)
+    write_export_watermark(path, "ahead", 1000)
+    _fill(path, config, 2000)
+    assert 0 < log_start_offset(path) <= 300
+    assert sorted(read_export_watermarks(path).values()) == [300, 1000]
+    write_export_watermark(path, "behind", 2000)  # now the other one is furthest behind
+    _fill(path, config, 2600)
+    assert 300 < log_start_offset(path) <= 1000
+
+
+def test_the_single_watermark_file_of_earlier_versions_counts_until_a_lake_replaces_it(
+    tmp_path,
+):
+    config = LogConfig(
+        snapshot_every_records=300, keep_snapshots=1, retain_until_exported=True, **TINY
+    )
+    path = str(tmp_path)
+    _fill(path, config, 1000)
+    with open(os.path.join(path, "export-watermark.json"), "w") as f:
+        f.write('{"next_offset": 300}')
+    _fill(path, config, 2000)
+    assert 0 < log_start_offset(path) <= 300
+    write_export_watermark(path, "lake1", 2000)
+    assert read_export_watermarks(path) == {watermark_file("lake1"): 2000}
+    _fill(path, config, 2600)
+    assert log_start_offset(path) > 1000
+    with pytest.raises(ValueError, match="letters and digits"):
+        write_export_watermark(path, "../x", 1)
+
+
+def test_no_offset_any_lake_has_passed_is_reused(tmp_path):
+    path = str(tmp_path)
+    config = LogConfig(snapshot_every_records=0, **TINY)
+    _fill(path, config, 100)
+    write_export_watermark(path, "ahead", 105)  # it saw 5 records the crash took
+    write_export_watermark(path, "behind", 90)
+    with open_partition_log(path, config) as log:
+        loaded_state(log)
+        assert log.end_offset == 105
 
 
 def test_a_log_that_lost_records_below_a_snapshot_continues_after_it(tmp_path):
@@ -242,10 +291,10 @@ def test_a_writer_opening_mid_watermark_write_does_not_break_the_exporter(tmp_pa
             open_partition_log(path).close()  # recovery runs its tmp cleanup here
 
     monkeypatch.setattr(os, "fsync", fsync_then_a_writer_opens)
-    write_export_watermark(path, 123)
+    write_export_watermark(path, "lake1", 123)
     monkeypatch.undo()
     assert reopened
-    assert read_export_watermark(path) == 123
+    assert read_export_watermarks(path) == {watermark_file("lake1"): 123}
     assert not any(name.endswith(".tmp") for name in os.listdir(path))
 
 
@@ -278,7 +327,7 @@ def test_offsets_the_exporter_has_passed_are_never_reused(tmp_path):
     path = str(tmp_path)
     config = LogConfig(snapshot_every_records=0, **TINY)
     _fill(path, config, 100)
-    write_export_watermark(path, 105)  # it saw 5 records the crash took
+    write_export_watermark(path, "lake1", 105)  # it saw 5 records the crash took
     with open_partition_log(path, config) as log:
         loaded_state(log)
         assert log.end_offset == 105
@@ -298,7 +347,7 @@ def test_a_log_continued_past_the_watermark_loads_again_and_again(tmp_path):
         log.append(records_between(0, 60))
         log.snapshot()  # @60: below the coming hole
         log.append(records_between(60, 100))
-    write_export_watermark(path, 105)  # it saw 5 records the crash took
+    write_export_watermark(path, "lake1", 105)  # it saw 5 records the crash took
     acked = records_between(0, 100)
     kept = list(range(100))
     with open_partition_log(path, config) as log:  # reopen after the crash
