@@ -55,6 +55,20 @@ def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
     return futures[group].result(timeout=ADMIN_TIMEOUT_S)
 
 
+def group_summary(bootstrap: str, group: str) -> str:
+    """The group as its coordinator describes it, in one line: state, protocol, and each
+    member's id with the partitions it was assigned."""
+    described = describe_group(bootstrap, group)
+    members = ", ".join(
+        f"{m.member_id} {sorted(tp.partition for tp in m.assignment.topic_partitions)}"
+        for m in described.members
+    )
+    return (
+        f"group {group} {described.state.name} protocol {described.partition_assignor!r} "
+        f"members [{members}]"
+    )
+
+
 def listed_group_types(bootstrap: str, types: set[ConsumerGroupType]) -> dict[str, str]:
     """ListGroups (v5, KIP-848) filtered on group types: {group id: its type's name}."""
     admin = admin_client(bootstrap)

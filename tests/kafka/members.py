@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import queue
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -401,6 +404,23 @@ def open_member(
 
         return Member(open_async)
     return Member(lambda: adapter(bootstrap, group, topic, assignor, **options))
+
+
+# Where the Kafka client libraries written in Python live.
+_CLIENT_PACKAGES = tuple(os.path.dirname(m.__file__) for m in (kafka, aiokafka))
+
+
+def client_threads(frames_per_thread: int = 10) -> str:
+    """The newest frames of each thread of this process that is running a Kafka client's
+    code: for a failure that may be a client hung inside itself."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    stacks = []
+    for ident, frame in sys._current_frames().items():
+        stack = traceback.extract_stack(frame)
+        if any(f.filename.startswith(_CLIENT_PACKAGES) for f in stack):
+            text = "".join(traceback.format_list(stack[-frames_per_thread:]))
+            stacks.append(f"thread {names.get(ident, ident)}:\n{text}")
+    return "\n".join(stacks)
 
 
 def wait_until(

@@ -18,6 +18,7 @@ from tests.kafka.admin import (
     committed_offsets,
     create_topic,
     describe_group,
+    group_summary,
     listed_group_types,
     unique_name,
 )
@@ -84,6 +85,6 @@ def test_three_members_share_commit_and_one_leaves(bootstrap, members):
         lambda: describe_group(bootstrap, group).state == ConsumerGroupState.EMPTY,
         REBALANCE_TIMEOUT_S,
         "group Empty",
-        lambda: describe_group(bootstrap, group),
+        lambda: group_summary(bootstrap, group),
     )
     assert committed_offsets(bootstrap, group, topic) == expected

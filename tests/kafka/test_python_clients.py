@@ -16,8 +16,14 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import ConsumerGroupState
 
-from tests.kafka.admin import committed_offsets, create_topic, describe_group, unique_name
-from tests.kafka.members import wait_until
+from tests.kafka.admin import (
+    committed_offsets,
+    create_topic,
+    describe_group,
+    group_summary,
+    unique_name,
+)
+from tests.kafka.members import client_threads, wait_until
 
 PARTITIONS = 4
 ALL = frozenset(range(PARTITIONS))
@@ -67,7 +73,7 @@ def wait_for_group(
         reached,
         REBALANCE_TIMEOUT_S,
         f"group {group} {state.name} with {members}" + (f" by {assignor}" if assignor else ""),
-        lambda: describe_group(bootstrap, group),
+        lambda: group_summary(bootstrap, group),
     )
 
 
@@ -95,9 +101,14 @@ def test_two_members_rebalance_commit_and_leave(bootstrap, members, client, assi
         split_in_halves,
         REBALANCE_TIMEOUT_S,
         "two disjoint halves",
-        # The coordinator's view too: a kafka-python member has been seen holding every
-        # partition for the whole wait, both members reporting ALL (a client hang or not).
-        lambda: (first.assignments, second.assignments, describe_group(bootstrap, group)),
+        # The coordinator's view and the clients' threads too: a kafka-python member has been
+        # seen holding every partition for the whole wait, both members reporting ALL.
+        lambda: (
+            first.assignments,
+            second.assignments,
+            group_summary(bootstrap, group),
+            client_threads(),
+        ),
     )
     wait_for_group(bootstrap, group, ConsumerGroupState.STABLE, 2)
     if assignor == "cooperative-sticky":
