@@ -21,8 +21,9 @@ answer. Measured over exactly those requests:
   poll) on the loop thread: counts that, unlike CPU time, barely move with the machine's load.
 
 Rows: Heartbeat from one member on 8 connections; OffsetCommit of 4 partitions from one member
-on 1 and on 16 connections. Each CPU figure is the least of ``--trials`` runs (other load on
-the machine only adds to it), each rate the median.
+on 1 and on 16 connections, and of 64 partitions on 16 (what bench/wire.py's 1-member row
+sends). Each CPU figure is the least of ``--trials`` runs (other load on the machine only adds
+to it), each rate the median.
 
 Run: ``.venv/bin/python bench/wire_cpu.py [--quick] [--profile]``; writes
 bench/results/wire_cpu.json. ``--profile`` also prints each row's cProfile top functions.
@@ -36,7 +37,6 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import resource
 import statistics
@@ -46,11 +46,11 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.wire_raw import VERSIONS, RawConnection, join_alone  # noqa: E402 — ROOT on the path
+from bench.run_info import write_results  # noqa: E402 — ROOT on the path
+from bench.wire_raw import VERSIONS, RawConnection, join_alone  # noqa: E402
 from groupcoord.wire import apis  # noqa: E402
 from groupcoord.wire.apis import ApiKey  # noqa: E402
 from tests.actors.kafka_inproc import WirePartition  # noqa: E402 — the tests' in-process partition
@@ -63,17 +63,22 @@ COMMIT_VERSION = VERSIONS[ApiKey.OFFSET_COMMIT]
 CLIENT_TIMEOUT_S = 300
 _I32 = struct.Struct(">i")
 # (label, api, connections)
+# (label, api, connections, partitions per OffsetCommit)
 ROWS = (
-    ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8),
-    ("commits, 1 connection", ApiKey.OFFSET_COMMIT, 1),
-    ("commits, 16 connections", ApiKey.OFFSET_COMMIT, 16),
+    ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8, 0),
+    ("commits, 1 connection", ApiKey.OFFSET_COMMIT, 1, COMMIT_PARTITIONS),
+    ("commits, 16 connections", ApiKey.OFFSET_COMMIT, 16, COMMIT_PARTITIONS),
+    # bench/wire.py's 1-member row commits every partition of its topic in each request.
+    ("commits of 64, 16 connections", ApiKey.OFFSET_COMMIT, 16, 64),
 )
 
 
 # -- the client process ------------------------------------------------------------------------
 
 
-def _request_values(api: ApiKey, group: str, member_id: str, generation: int, offset: int):
+def _request_values(
+    api: ApiKey, group: str, member_id: str, generation: int, offset: int, partitions: int
+):
     if api == ApiKey.HEARTBEAT:
         return dict(
             group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
@@ -88,7 +93,7 @@ def _request_values(api: ApiKey, group: str, member_id: str, generation: int, of
             committed_leader_epoch=-1,
             committed_metadata="",
         )
-        for p in range(COMMIT_PARTITIONS)
+        for p in range(partitions)
     )
     return dict(
         group_id=group,
@@ -117,7 +122,9 @@ async def _client(args) -> None:
     async def drive(conn: RawConnection, index: int) -> None:
         for n in range(per_connection):
             offset = index * per_connection + n
-            values = _request_values(api, args.group, args.member_id, args.generation, offset)
+            values = _request_values(
+                api, args.group, args.member_id, args.generation, offset, args.partitions
+            )
             answer = await conn.call(api, **values)
             bad = [e for e in _errors(api, answer) if e != 0]
             if bad:
@@ -133,20 +140,20 @@ async def _client(args) -> None:
 # -- the floor: a trivial server on a loop of its own thread ------------------------------------
 
 
-def _canned_body(api: ApiKey) -> bytes:
+def _canned_body(api: ApiKey, partitions: int) -> bytes:
     """Heartbeat v3's answer (throttle 0, error NONE) or an OffsetCommit v7 answer of
-    ``COMMIT_PARTITIONS`` partitions, all NONE: what groupcoord's answers hold, byte for byte in
+    ``partitions`` partitions, all NONE: what groupcoord's answers hold, byte for byte in
     size."""
     if api == ApiKey.HEARTBEAT:
         return struct.pack(">ih", 0, 0)
     name = TOPIC.encode()
-    partitions = b"".join(struct.pack(">ih", p, 0) for p in range(COMMIT_PARTITIONS))
+    results = b"".join(struct.pack(">ih", p, 0) for p in range(partitions))
     return (
         struct.pack(">ii", 0, 1)
         + struct.pack(">h", len(name))
         + name
-        + _I32.pack(COMMIT_PARTITIONS)
-        + partitions
+        + _I32.pack(partitions)
+        + results
     )
 
 
@@ -187,8 +194,9 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn):
     return asyncio.run_coroutine_threadsafe(call(), loop).result(30)
 
 
-def _measure(loop, address: str, api: ApiKey, connections: int, requests: int, member, profile):
+def _measure(loop, address: str, row: tuple, requests: int, member, profile):
     """(loop thread CPU s, process CPU s, requests) over one client run against ``address``."""
+    _, api, connections, partitions = row
     group, member_id, generation = member
     client = subprocess.Popen(
         [
@@ -208,6 +216,8 @@ def _measure(loop, address: str, api: ApiKey, connections: int, requests: int, m
             member_id,
             "--generation",
             str(generation),
+            "--partitions",
+            str(partitions),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -250,22 +260,22 @@ def run(trials: int, heartbeats: int, commits: int, profile: bool) -> list[dict]
             group = f"cpu-{time.monotonic_ns()}"
             coordinator, member_id, generation = asyncio.run(join_alone(bootstrap, group))
             address = f"{coordinator[0]}:{coordinator[1]}"
-            bodies = {int(api): _canned_body(api) for _, api, _ in ROWS}
+            bodies: dict[int, bytes] = {}  # the floor's answer per api, set for each row
             floor_server = asyncio.run_coroutine_threadsafe(
                 floor_loop.create_server(lambda: FloorProtocol(bodies), "127.0.0.1", 0), floor_loop
             ).result(30)
             floor = f"127.0.0.1:{floor_server.sockets[0].getsockname()[1]}"
-            for label, api, connections in ROWS:
+            for row in ROWS:
+                label, api, _, partitions = row
+                bodies[int(api)] = _canned_body(api, partitions)
                 requests = heartbeats if api == ApiKey.HEARTBEAT else commits
                 member = (group, member_id, generation)
                 gc, fl = [], []
                 for _ in range(trials):
-                    gc.append(
-                        _measure(partition.loop, address, api, connections, requests, member, None)
-                    )
-                    fl.append(_measure(floor_loop, floor, api, connections, requests, member, None))
+                    gc.append(_measure(partition.loop, address, row, requests, member, None))
+                    fl.append(_measure(floor_loop, floor, row, requests, member, None))
                 profiler = cProfile.Profile()  # one more run, for counts only
-                _measure(partition.loop, address, api, connections, requests, member, profiler)
+                _measure(partition.loop, address, row, requests, member, profiler)
                 stats = pstats.Stats(profiler, stream=io.StringIO())
                 rows.append(_row(label, gc, fl, _counts(stats, requests)))
                 print(_format(rows[-1]), flush=True)
@@ -329,7 +339,7 @@ def _row(label: str, gc: list, floor: list, counts: dict) -> dict:
 
 def _format(row: dict) -> str:
     return (
-        f"{row['row']:<27} {row['loop_us']:>9.1f} {row['process_us']:>11.1f} "
+        f"{row['row']:<30} {row['loop_us']:>9.1f} {row['process_us']:>11.1f} "
         f"{row['floor_us']:>9.1f} {row['loop_over_floor']:>12.2f}× "
         f"{row['calls_per_request']:>9.1f} {row['loop_turns_per_request']:>10.2f} "
         f"{row['socket_calls_per_request']:>12.2f}"
@@ -349,6 +359,7 @@ def main() -> None:
     parser.add_argument("--group", help=argparse.SUPPRESS)
     parser.add_argument("--member-id", help=argparse.SUPPRESS)
     parser.add_argument("--generation", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         asyncio.run(_client(args))
@@ -361,22 +372,15 @@ def main() -> None:
     header = ("row", "loop µs/req", "process µs/req", "floor µs", "loop ÷ floor")
     counts = ("calls/req", "turns/req", "socket/req")
     print(
-        f"{header[0]:<27} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
+        f"{header[0]:<30} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
         f"{counts[0]:>9} {counts[1]:>10} {counts[2]:>12}"
     )
     rows = run(trials, heartbeats, commits, args.profile)
-    result = {
-        "bench": "wire_cpu",
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "load_average_1m": round(load, 2),
-        "trials": trials,
-        "rows": rows,
-    }
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"load average {load:.1f}; wrote {RESULTS}")
+    print(f"load average {load:.1f}")
+    write_results(
+        RESULTS,
+        {"bench": "wire_cpu", "load_average_1m": round(load, 2), "trials": trials, "rows": rows},
+    )
 
 
 if __name__ == "__main__":
