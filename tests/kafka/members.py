@@ -180,15 +180,20 @@ def listener(base: type, held: Held):
 def subscribe_knowing_topic(
     consumer: kafka.KafkaConsumer, topic: str, held: Held | None = None
 ) -> None:
-    """Subscribe a kafka-python consumer once its metadata names ``topic``, as a consumer of an
-    existing topic would have it. Subscribed without it, kafka-python 3.0.12 joins, and two
-    things can follow, both inside the client: as leader it assigns nothing (no metadata for
-    the topic), then records the metadata that arrives next as what it assigned from, so it
-    never rejoins and keeps no partitions (seen under CPU load, where the join outran the
-    metadata request); or it rejoins once the metadata names the topic, and in about 1 of 30
-    such double joins its poll thread waited forever on its own IO thread (idle in select()
-    with the poll's task never run) after the SyncGroup was answered: a lost wakeup. With
-    ``held``, a listener keeps it as the consumer's rebalances change its partitions."""
+    """Subscribe a kafka-python consumer once its metadata names ``topic``, and return once its
+    group coordinator has taken that metadata in, as a consumer of an existing topic would
+    have it. kafka-python 3.0.12's coordinator keeps its own metadata snapshot, refreshed only
+    by metadata responses that arrive after the subscription. A leader that assigns before one
+    arrives records an empty snapshot as what it assigned from, and rejoins when the response
+    arrives: a second join at once. Two faults of the client follow such double joins, both
+    inside it. Without the topic in its metadata at all, the leader assigns nothing and keeps
+    nothing (seen under CPU load). And in a few of them the member never finishes its second
+    join: in its own debug log groupcoord answers the SyncGroup (error 0) within milliseconds,
+    and then it never enables its heartbeats again or calls its rebalance listener, its poll
+    thread waiting forever in ``NetworkSelector.run`` on a task of its IO thread, which sits
+    idle in select(); the coordinator, hearing nothing, expires it after the session timeout
+    while it still believes it owns its partitions (a lost wakeup). With ``held``, a listener
+    keeps it as the consumer's rebalances change its partitions."""
     deadline = time.monotonic() + CALL_TIMEOUT_S
     while not consumer.partitions_for_topic(topic):
         if time.monotonic() > deadline:
@@ -198,6 +203,14 @@ def subscribe_knowing_topic(
         consumer.subscribe([topic])
     else:
         consumer.subscribe([topic], listener=listener(kafka.ConsumerRebalanceListener, held))
+    # The subscription's metadata request is sent and answered by the client's IO thread, no
+    # poll needed; its answer reaches the coordinator's snapshot (a private attribute: the
+    # client has no public way to say so).
+    coordinator = consumer._coordinator
+    while not coordinator._metadata_snapshot.get(topic):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"kafka-python's coordinator never took in topic {topic}")
+        time.sleep(POLL_TIMEOUT_MS / 1000)
 
 
 class KafkaPythonMember:
