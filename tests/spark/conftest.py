@@ -8,6 +8,7 @@ source gets several splits). It returns what the coordinator acknowledged.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 
@@ -21,6 +22,9 @@ from groupcoord.coordinator import (
     Shard,
     TopicPartition,
 )
+from groupcoord.spark_export import lake
+from groupcoord.spark_export.exporter import export
+from groupcoord.spark_export.schema import OFFSET_COMMITS
 from groupcoord.storage import LogConfig, open_partition_log
 from tests.core.harness import GROUP, GROUP2, GROUP3, Harness
 
@@ -114,6 +118,32 @@ class CoordinatorRun:
 
     def close(self) -> None:
         self.log.close()
+
+
+def retained_run(log_dir: str) -> CoordinatorRun:
+    """A run whose log snapshots (and so compacts) every 50 records, keeping one snapshot, but
+    never past what the exporter has exported (``retain_until_exported``)."""
+    return CoordinatorRun(
+        log_dir, snapshot_every_records=50, keep_snapshots=1, retain_until_exported=True
+    )
+
+
+def export_holds_every_commit(spark, run: CoordinatorRun, lake_dir: str) -> None:
+    """Export ``run``'s logs into ``lake_dir``: no gap, and every commit ``run`` acknowledged is
+    a row of offset_commits."""
+    result = export(spark, os.path.dirname(run.dir), lake_dir)
+    assert not result.gaps
+    rows = lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
+    assert live_commits(rows) == collections.Counter(run.acked)
+
+
+def live_commits(rows) -> collections.Counter:
+    """The (group, topic, partition, offset) of every offset_commits row that is no tombstone."""
+    return collections.Counter(
+        (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
+        for r in rows
+        if not r["is_tombstone"]
+    )
 
 
 def played(log_dir: str, rounds: int) -> CoordinatorRun:

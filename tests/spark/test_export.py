@@ -25,7 +25,7 @@ from groupcoord.spark_export.schema import (
 )
 from groupcoord.storage import list_segments, read_export_watermarks, read_log
 from tests.core.harness import GROUP, GROUP2, GROUP3
-from tests.spark.conftest import CoordinatorRun
+from tests.spark.conftest import export_holds_every_commit, live_commits, retained_run
 
 
 def _lake_state(lake_dir):
@@ -65,12 +65,7 @@ def _assert_exactly_once(run, lake_dir):
                 row["commit_date"].toordinal()
                 == record.value.commit_timestamp_ms // 86_400_000 + 719_163
             )
-    live = collections.Counter(
-        (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
-        for r in commits
-        if not r["is_tombstone"]
-    )
-    assert live == collections.Counter(run.acked)
+    assert live_commits(commits) == collections.Counter(run.acked)
 
     latest = {
         (r["group_id"], r["topic"], r["partition"]): r["committed_offset"]
@@ -283,12 +278,7 @@ def test_history_compacted_before_export_is_reported_as_a_gap(spark, coordinator
 
 def test_retained_log_exports_every_acknowledged_commit(spark, tmp_path):
     """With retain_until_exported, snapshots may compact the log but never past the export."""
-    run = CoordinatorRun(
-        str(tmp_path / "logs"),
-        snapshot_every_records=50,
-        keep_snapshots=1,
-        retain_until_exported=True,
-    )
+    run = retained_run(str(tmp_path / "logs"))
     lake_dir, logs = str(tmp_path / "lake"), os.path.dirname(run.dir)
     try:
         run.play(rounds=10)
@@ -296,15 +286,7 @@ def test_retained_log_exports_every_acknowledged_commit(spark, tmp_path):
         export(spark, logs, lake_dir)
         run.play(rounds=30)
         assert list_segments(run.dir)[0].base_offset > 0  # compacted up to the export
-        result = export(spark, logs, lake_dir)
-        assert not result.gaps
-        rows = lake.read_arrow(lake_dir, OFFSET_COMMITS).to_pylist()
-        live = collections.Counter(
-            (r["group_id"], r["topic"], r["partition"], r["committed_offset"])
-            for r in rows
-            if not r["is_tombstone"]
-        )
-        assert live == collections.Counter(run.acked)
+        export_holds_every_commit(spark, run, lake_dir)
     finally:
         run.close()
 
