@@ -26,8 +26,14 @@ def apply_retention(partition_dir: str, config: LogConfig) -> None:
     cutoff = snapshots[-keep:][0][0]
     if config.retain_until_exported:
         # Every lake that has exported is waited for; with none, nothing is exported yet.
-        marks = read_export_watermarks(partition_dir).values()
-        cutoff = min(cutoff, *marks) if marks else 0
+        marks = read_export_watermarks(partition_dir)
+        slowest = min(marks, key=marks.__getitem__, default=None)
+        if slowest is None:
+            cutoff = 0
+        elif marks[slowest] < cutoff:
+            cutoff = marks[slowest]
+            # Which lake holds the log's history (and disk) back, for the operator.
+            log.info("%s: retention waits at offset %d for %s", partition_dir, cutoff, slowest)
     segments = list_segments(partition_dir)
     removed = 0
     for current, following in pairwise(segments):

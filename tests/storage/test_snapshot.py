@@ -1,6 +1,7 @@
 """Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export
 retention."""
 
+import logging
 import os
 import random
 import sys
@@ -192,8 +193,9 @@ def test_retain_until_exported_keeps_what_the_exporter_has_not_read(tmp_path):
         write_export_watermark(path, "lake1", -1)
 
 
-def test_retention_waits_for_the_lake_furthest_behind(tmp_path):
+def test_retention_waits_for_the_lake_furthest_behind(tmp_path, caplog):
     # Two lakes export the same log: each has its own watermark, and the lower one holds.
+    caplog.set_level(logging.INFO, logger="groupcoord.storage")
     config = LogConfig(
         snapshot_every_records=300, keep_snapshots=1, retain_until_exported=True, **TINY
     )
@@ -204,6 +206,8 @@ def test_retention_waits_for_the_lake_furthest_behind(tmp_path):
     _fill(path, config, 2000)
     assert 0 < log_start_offset(path) <= 300
     assert sorted(read_export_watermarks(path).values()) == [300, 1000]
+    # The operator learns which lake holds the history back.
+    assert f"retention waits at offset 300 for {watermark_file('behind')}" in caplog.text
     write_export_watermark(path, "behind", 2000)  # now the other one is furthest behind
     _fill(path, config, 2600)
     assert 300 < log_start_offset(path) <= 1000
