@@ -11,7 +11,7 @@ strings, bytes, nullable structs, and the known tagged fields inside their tag's
 compared with what remains. It reads no values; kio does, once the lengths are known to fit.
 
 A plan per class is built once (``_plan``) and cached: a tuple of steps, each a fixed size in
-bytes or a (kind, detail) pair. The walk costs about twice kio's own read of the same body.
+bytes or a (kind, detail) pair. The walk costs 1.5 to 2 times kio's own read of the same body.
 """
 
 from __future__ import annotations
@@ -151,10 +151,10 @@ def _walk(plan: tuple, frame: bytes, at: int, end: int) -> int:
             if nullable:
                 if at >= end:
                     raise FrameCheckError(f"struct marker past the end ({end}) of the body")
-                if frame[at] >= 0x80:  # a negative int8: null
-                    at += 1
-                    continue
+                null = frame[at] >= 0x80  # a negative int8
                 at += 1
+                if null:
+                    continue
             at = _walk(inner, frame, at, end)
     return at
 
