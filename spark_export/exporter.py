@@ -30,6 +30,7 @@ some lake still needs.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -281,7 +282,7 @@ def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> di
         lake_id = lake.lake_id(tables[0])  # every table exists: each holds a watermark
         key = lake_key(lake_id, cluster)
         write_export_watermark(
-            pdir, key, min(marks), cluster=cluster, lake=lake_dir, lake_id=lake_id
+            pdir, key, min(marks), cluster=cluster, lake=os.path.abspath(lake_dir), lake_id=lake_id
         )
         published[p] = min(marks)
     return published
