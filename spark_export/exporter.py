@@ -275,14 +275,16 @@ def _publish_watermarks(dirs: dict[int, str], lake_dir: str, cluster: str) -> di
     which only makes retention keep more; never a value above what every table holds."""
     tables = [lake.table_or_path(lake_dir, name) for name in TABLES]
     published = {}
+    named = None  # this lake's file key and what its body says of the lake: found once
     for p, pdir in dirs.items():
         marks = [lake.watermarks(t, cluster, [p])[p] for t in tables]
         if any(m is None for m in marks):
             continue
-        lake_id = lake.lake_id(tables[0])  # every table exists: each holds a watermark
-        key = lake_key(lake_id, cluster)
-        write_export_watermark(
-            pdir, key, min(marks), cluster=cluster, lake=os.path.abspath(lake_dir), lake_id=lake_id
-        )
+        if named is None:  # every table exists: each holds a watermark
+            lake_id = lake.lake_id(tables[0])
+            where = {"cluster": cluster, "lake": os.path.abspath(lake_dir), "lake_id": lake_id}
+            named = (lake_key(lake_id, cluster), where)
+        key, where = named
         published[p] = min(marks)
+        write_export_watermark(pdir, key, published[p], **where)
     return published
