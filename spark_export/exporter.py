@@ -20,7 +20,12 @@ Before the first round, each log's id (``storage.log_id``) is compared with the 
 recorded with their watermarks. A different id means the log was wiped or replaced, or
 ``log_dir`` is another deployment's: its offsets are not the ones the watermarks count, so the
 export refuses (``LogReplacedError``) before it reads or writes anything, rather than skip the
-new log's records below the old watermark and mix the rest into the old log's history.
+new log's records below the old watermark and mix the rest into the old log's history. A copy
+of a log keeps its id: put back from a backup older than the lake, it gives offsets the lake
+has already passed to new commits. So each table also recorded the log's tail at its watermark
+(``lake.tail_fingerprint``: the CRC of the batch before the watermark), and a log whose batch
+there differs, or that no longer reaches it, is refused the same way. Once retention has
+removed that batch there is nothing left to compare, and the log is taken as it is.
 
 Finally the lowest watermark of the three tables is written beside each partition's log, in
 this lake's own file (``storage.watermark``: keyed by the lake's id, ``lake.lake_id``, and the
@@ -39,6 +44,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from groupcoord.storage import (
+    batch_crc_holding,
     lake_key,
     log_start_offset,
     read_log_id,
@@ -144,7 +150,27 @@ def check_log_ids(dirs: dict[int, str], lake_dir: str, cluster: str) -> dict[int
                 f"replaced, or these logs are another deployment's; nothing was exported. "
                 f"Export them under another --cluster, or point --logs at the exported logs"
             )
+        for p, recorded in lake.tails(table, cluster, dirs).items():
+            if marks[p] is not None and recorded is not None:
+                _check_tail(p, dirs[p], marks[p], recorded, name, cluster)
     return ids
+
+
+def _check_tail(p: int, pdir: str, watermark: int, recorded: int, name: str, cluster: str) -> None:
+    """``LogReplacedError`` unless the log holds, before ``watermark``, the batch that table
+    ``name`` recorded (``lake.tail_fingerprint``), or that batch is below the log's start."""
+    crc = batch_crc_holding(pdir, watermark - 1)
+    if crc is None and watermark - 1 < log_start_offset(pdir):
+        return  # removed by retention (maybe while it was looked for): nothing to compare
+    if lake.tail_fingerprint(watermark, crc) == recorded:
+        return
+    held = "no longer holds offset" if crc is None else "holds another batch at offset"
+    raise LogReplacedError(
+        f"log partition {p} ({pdir}) {held} {watermark - 1}, the last that table {name!r} "
+        f"exported from it as cluster {cluster!r}: the log was restored from an older copy, "
+        f"or these logs are a copy that went its own way; nothing was exported. Export them "
+        f"under another --cluster, or point --logs at the exported logs"
+    )
 
 
 def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
@@ -194,6 +220,7 @@ def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
     for p in dirs:
         floor = min(s[p] for s in starts.values())
         new[p] = max(floor, ends.get(p, -1) + 1, stops[p] or 0)
+    tails = {p: lake.tail_fingerprint(w, batch_crc_holding(dirs[p], w - 1)) for p, w in new.items()}
     builders = {
         OFFSET_COMMITS: _offset_commits,
         OFFSETS_LATEST: _offsets_latest,
@@ -215,6 +242,7 @@ def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
                 moving,
                 note=_gap_note(gaps, marks[name], moving),
                 ids=ids,
+                tails=tails,
             )
         except lake.Raced as exc:
             raced = True

@@ -12,8 +12,10 @@ watermark or commits nothing (``Raced``); a crash before the commit leaves the t
 A watermark means something only for the log it was taken from, so each commit also records,
 under a second app id per (cluster, log partition), that log's id (``storage.log_id``) as the
 transaction's version: the one value per app id a Delta snapshot keeps current, committed
-atomically with the rows and watermarks. The exporter compares it with the log's before it
-reads anything (``exporter``).
+atomically with the rows and watermarks. A copy of a log keeps its id, so under a third app id
+the commit records the log's tail at the new watermark: a fingerprint of the watermark and the
+CRC of the batch holding the offset before it (``tail_fingerprint``). The exporter compares both
+with the log's before it reads anything (``exporter``).
 
 The export never creates an empty table: a table that does not exist yet is named by its path
 (``table_or_path``), has no watermarks, and is created by its first commit, together with its
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import datetime as dt_
 import os
+import struct
+import zlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +51,7 @@ from .schema import (
 
 APP_PREFIX = "groupcoord-export"
 LOG_APP_PREFIX = "groupcoord-export-log"
+TAIL_APP_PREFIX = "groupcoord-export-tail"
 MAX_COMMIT_RETRIES = 5  # delta-rs retries a commit this often when unrelated commits race
 
 
@@ -64,6 +69,18 @@ def app_id(cluster: str, log_partition: int) -> str:
 
 def log_app_id(cluster: str, log_partition: int) -> str:
     return f"{LOG_APP_PREFIX}:{cluster}:{log_partition}"
+
+
+def tail_app_id(cluster: str, log_partition: int) -> str:
+    return f"{TAIL_APP_PREFIX}:{cluster}:{log_partition}"
+
+
+def tail_fingerprint(watermark: int, batch_crc: int | None) -> int:
+    """What a table records of its log's tail: the watermark and the CRC of the batch holding
+    offset ``watermark - 1`` (``storage.batch_crc_holding``; None: no batch holds it), hashed
+    into a non-negative 32-bit transaction version."""
+    crc = -1 if batch_crc is None else batch_crc
+    return zlib.crc32(struct.pack(">qq", watermark, crc))
 
 
 def open_table(lake_dir: str, name: str, create: bool = True) -> DeltaTable:
@@ -131,6 +148,12 @@ def log_ids(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, 
     return _versions(table, log_app_id, cluster, log_partitions)
 
 
+def tails(table: DeltaTable | str, cluster: str, log_partitions) -> dict[int, int | None]:
+    """The ``tail_fingerprint`` recorded with each partition's watermark (None: not recorded,
+    as in a table exported before tails were)."""
+    return _versions(table, tail_app_id, cluster, log_partitions)
+
+
 def _created(path: str) -> bool:
     # Opening, not looking for _delta_log: a creator that crashed before committing version 0
     # can leave the folder behind, and that is no table.
@@ -152,6 +175,7 @@ def _check_and_props(
     new: dict[int, int],
     note: dict | None,
     ids: dict[int, int | None] | None,
+    tails: dict[int, int] | None,
 ) -> CommitProperties:
     if isinstance(table, str):
         if _created(table):
@@ -167,6 +191,11 @@ def _check_and_props(
         Transaction(log_app_id(cluster, p), log_id)
         for p, log_id in sorted((ids or {}).items())
         if p in new and log_id is not None
+    ]
+    transactions += [
+        Transaction(tail_app_id(cluster, p), tail)
+        for p, tail in sorted((tails or {}).items())
+        if p in new
     ]
     return CommitProperties(
         app_transactions=transactions,
@@ -189,11 +218,12 @@ def commit_append(
     new: dict[int, int],
     note: dict | None = None,
     ids: dict[int, int | None] | None = None,
+    tails: dict[int, int] | None = None,
 ) -> None:
     """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit
     (``table`` a path: create the table with them), recording the ``ids`` of the logs they
     were read from."""
-    props = _check_and_props(table, cluster, expected, new, note, ids)
+    props = _check_and_props(table, cluster, expected, new, note, ids, tails)
     name = _name(table)
     schema = TABLE_SCHEMAS[name]
     rows = rows.select(schema.names).cast(schema)
@@ -238,6 +268,7 @@ def commit_latest(
     new: dict[int, int],
     note: dict | None = None,
     ids: dict[int, int | None] | None = None,
+    tails: dict[int, int] | None = None,
 ) -> None:
     """MERGE the newest row per key (``rows`` has one per key plus ``is_tombstone``); into a
     table not yet created (a path), that is inserting the rows that are not tombstones."""
@@ -249,7 +280,7 @@ def commit_latest(
         empty = OFFSETS_LATEST_SCHEMA.empty_table()
         commit_append(table, empty, cluster, expected, new, note, ids)
         return
-    props = _check_and_props(table, cluster, expected, new, note, ids)
+    props = _check_and_props(table, cluster, expected, new, note, ids, tails)
     columns = {name: f"s.{name}" for name in OFFSETS_LATEST_SCHEMA.names}
     try:
         (

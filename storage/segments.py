@@ -117,6 +117,31 @@ def log_start_offset(partition_dir: str) -> int:
     return segments[0].base_offset if segments else 0
 
 
+def batch_crc_holding(partition_dir: str, offset: int) -> int | None:
+    """The CRC of the valid batch that holds ``offset`` (a fingerprint of what the log holds
+    there), or None when no batch does: below the log's start, in a range the writer skipped,
+    past the end or in a torn tail. Reads the one segment that would hold it."""
+    segments = list_segments(partition_dir)
+    holder = None
+    for i, info in enumerate(segments):
+        if info.base_offset > offset:
+            break
+        holder = i
+    if holder is None:
+        return None
+    info = segments[holder]
+    try:
+        with open(info.path, "rb") as f:
+            buf = f.read()
+    except FileNotFoundError:  # retention deleted it meanwhile: the offset is below the start
+        return None
+    scan = scan_segment(buf, info.path, info.base_offset, holder == len(segments) - 1, offset)
+    for _, header in scan.batches:
+        if header.base_offset <= offset < header.end_offset:
+            return header.crc
+    return None
+
+
 def read_segment_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as f:

@@ -19,7 +19,7 @@ from groupcoord.storage import (
     read_log,
     read_log_id,
 )
-from tests.spark.conftest import played
+from tests.spark.conftest import CoordinatorRun, played
 from tests.spark.test_export import _lake_state
 
 
@@ -110,3 +110,32 @@ def test_a_lake_exported_before_logs_had_ids_records_the_id_with_its_next_commit
     export(spark, logs, lake_dir)
     tables = [lake.open_table(lake_dir, name) for name in TABLES]
     assert all(lake.log_ids(t, "default", [0]) == {0: identity} for t in tables)
+
+
+@pytest.mark.parametrize("rounds_after", [2, 30], ids=["shorter", "longer"])
+def test_a_log_restored_from_an_older_copy_is_refused_and_changes_nothing(
+    spark, tmp_path, rounds_after
+):
+    # A copy keeps the log's id, so the id cannot tell it from the log the lake exported. Put
+    # back after the lake exported past the copy's end, the writer gives the offsets from the
+    # copy's end on to new commits. Shorter: the log ends below the lake's watermark, and
+    # commits below it would never be exported. Longer: the log has passed it, and the rows
+    # above it would follow a history the lake holds but the log does not.
+    logs, lake_dir = str(tmp_path / "logs"), str(tmp_path / "lake")
+    first = played(logs, rounds=5)
+    backup = str(tmp_path / "backup")
+    shutil.copytree(first.dir, backup)
+    played(logs, rounds=10)
+    export(spark, logs, lake_dir)
+    shutil.rmtree(first.dir)
+    shutil.copytree(backup, first.dir)
+    restored = CoordinatorRun(logs)
+    restored.play(rounds=rounds_after, step_ms=60_000)  # a history of its own from its end on
+    restored.close()
+    assert read_log_id(restored.dir) == read_log_id(backup)
+    before = _lake_state(lake_dir)
+    with pytest.raises(LogReplacedError) as refused:
+        export(spark, logs, lake_dir)
+    message = str(refused.value)
+    assert restored.dir in message and "--cluster" in message
+    assert _lake_state(lake_dir) == before

@@ -1,6 +1,8 @@
-"""A log's id: made once when a writer first opens the directory, kept for good after that."""
+"""A log's id: made once when a writer first opens the directory, kept for good after that; and
+the CRC of the batch that holds an offset, which tells a copy that went its own way from it."""
 
 import os
+import shutil
 
 import pytest
 
@@ -8,6 +10,7 @@ from groupcoord.storage import (
     LOG_ID_FILE,
     CorruptLogError,
     LogConfig,
+    batch_crc_holding,
     list_segments,
     open_partition_log,
     read_log_id,
@@ -66,3 +69,30 @@ def test_an_unreadable_id_is_damage_not_a_new_log(tmp_path, content):
         open_partition_log(path)
     with open(os.path.join(path, LOG_ID_FILE), "rb") as f:
         assert f.read() == content
+
+
+def test_a_batch_crc_tells_a_copy_that_went_its_own_way_from_the_log(tmp_path):
+    # A copy keeps the log's id; what the exporter compares besides (spark_export.lake's
+    # tail_fingerprint) is the CRC of the batch that holds an offset.
+    path, copy = str(tmp_path / "partition-0"), str(tmp_path / "copy")
+    with open_partition_log(path, LogConfig(segment_bytes=4096)) as log:
+        for start in range(0, 60, 6):  # several appends, and segments that roll
+            log.append(records_between(start, start + 6))
+    assert len(list_segments(path)) > 1
+    crcs = [batch_crc_holding(path, offset) for offset in range(60)]
+    assert all(crc is not None for crc in crcs)
+    assert [len(set(crcs[s : s + 6])) for s in range(0, 60, 6)] == [1] * 10  # one batch each
+    assert len(set(crcs)) == 10
+    assert batch_crc_holding(path, 60) is None and batch_crc_holding(path, -1) is None
+
+    shutil.copytree(path, copy)
+    with open_partition_log(path) as log:
+        log.append(records_between(60, 66))
+    with open_partition_log(copy) as log:
+        log.append(records_between(100, 106))  # other records at the same offsets
+    assert [batch_crc_holding(copy, o) for o in range(60)] == crcs
+    assert batch_crc_holding(copy, 60) not in (None, batch_crc_holding(path, 60))
+
+    first = list_segments(path)[0]
+    os.remove(first.path)  # as retention removes a segment
+    assert batch_crc_holding(path, first.base_offset) is None
