@@ -62,7 +62,6 @@ COMMIT_PARTITIONS = 4  # partitions per OffsetCommit
 COMMIT_VERSION = VERSIONS[ApiKey.OFFSET_COMMIT]
 CLIENT_TIMEOUT_S = 300
 _I32 = struct.Struct(">i")
-# (label, api, connections)
 # (label, api, connections, partitions per OffsetCommit)
 ROWS = (
     ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8, 0),
