@@ -43,12 +43,15 @@ from groupcoord.coordinator.record_size import encode_record as encode_core_reco
 from groupcoord.coordinator.record_size import envelope
 from groupcoord.coordinator.records import RECORD_TYPE_OF, RECORD_TYPES, Record
 
+from .config import RecordTooLargeError
+
 log = logging.getLogger("groupcoord.storage")
 
 MAGIC = b"GCB\x01"
 HEADER = struct.Struct("<4sIIQIQIH")
 HEADER_BYTES = HEADER.size  # 38
 FLAG_LAST_IN_APPEND = 1
+_ARRAY_HEADER_MAX_BYTES = 5  # a msgpack array header (``array_header``) at its longest
 # A header claiming a bigger payload than this is damage, whatever the writer's config was.
 MAX_PAYLOAD_BYTES = 128 << 20
 
@@ -217,6 +220,42 @@ def frame_batch(
     return b"".join(
         frame_parts(payload, len(envelopes), base_offset, append_offset, epoch, last_in_append)
     )
+
+
+def encode_each(records: Sequence[Record], max_record_bytes: int) -> list[bytes]:
+    """Each record's envelope, encoded as the core encodes it (so "too large" here means what
+    the Shard's limits mean), for records ``envelopes_of`` has checked; ``RecordTooLargeError``
+    naming the first one over ``max_record_bytes``."""
+    encoded = [encode_core_record(record) for record in records]
+    for index, data in enumerate(encoded):
+        if len(data) > max_record_bytes:
+            key = records[index].key
+            raise RecordTooLargeError(
+                f"record {index} of the append ({type(key).__name__} of "
+                f"group {key.group!r}) encodes to {len(data)} bytes > "
+                f"max_record_bytes={max_record_bytes}; nothing was written"
+            )
+    return encoded
+
+
+def frame_batches(
+    envelopes: Sequence[bytes], max_batch_bytes: int, base_offset: int, epoch: int
+) -> list[bytes]:
+    """One append of encoded ``envelopes`` from ``base_offset`` on, framed as batches of at
+    most ``max_batch_bytes`` each (a batch holds at least one envelope); the last is flagged
+    as the append's last."""
+    budget = max_batch_bytes - HEADER_BYTES - _ARRAY_HEADER_MAX_BYTES
+    frames, batch, batch_bytes = [], [], 0
+    base = base_offset
+    for encoded in envelopes:
+        if batch and batch_bytes + len(encoded) > budget:
+            frames.append(frame_batch(batch, base, base_offset, epoch, False))
+            base += len(batch)
+            batch, batch_bytes = [], 0
+        batch.append(encoded)
+        batch_bytes += len(encoded)
+    frames.append(frame_batch(batch, base, base_offset, epoch, True))
+    return frames
 
 
 def frame_parts(

@@ -56,17 +56,15 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
-from groupcoord.coordinator.record_size import encode_record
 from groupcoord.coordinator.records import Record
 from groupcoord.coordinator.shard import Shard
 
-from .codec import HEADER_BYTES, encode_payload, envelopes_of, frame_batch, frame_parts
+from .codec import encode_each, encode_payload, envelopes_of, frame_batches, frame_parts
 from .config import (
     CorruptLogError,
     LogClosedError,
     LogConfig,
     LogFencedError,
-    RecordTooLargeError,
     StorageError,
 )
 from .durable_end import DURABLE_END_FILE, encode_durable_end
@@ -100,7 +98,6 @@ from .writer_files import (
 from .writer_files import LOCK_FILE as LOCK_FILE  # actors.identity reads it from here
 
 log = logging.getLogger("groupcoord.storage")
-_ARRAY_HEADER_MAX_BYTES = 5
 # Appended records wait at most this long (in records) to be folded into the compact state, in
 # case the owner never calls maybe_snapshot (it holds references to them until then).
 _MAX_UNFOLDED_RECORDS = 100_000
@@ -385,7 +382,7 @@ class PartitionLog:
         # Usual case: the whole append is smaller than one record may be, so no record is too
         # large and it fits one batch (max_batch_bytes > max_record_bytes): one encode call.
         single = len(payload) <= self.config.max_record_bytes
-        encoded = None if single else self._encode_each(records)
+        encoded = None if single else encode_each(records, self.config.max_record_bytes)
         with self._io_lock:
             self._check_usable()
             self._check_owner()
@@ -395,7 +392,9 @@ class PartitionLog:
                     payload, len(records), self._next_offset, self._next_offset, self.epoch, True
                 )
             else:
-                parts = self._frames(encoded)
+                parts = frame_batches(
+                    encoded, self.config.max_batch_bytes, self._next_offset, self.epoch
+                )
             size = sum(map(len, parts))
             try:
                 if self._size and self._size + size > self.config.segment_bytes:
@@ -450,34 +449,6 @@ class PartitionLog:
         for records in pending:
             self._state.apply_all(records)
         return end
-
-    def _encode_each(self, records: list[Record]) -> list[bytes]:
-        # The core's encoding, so "too large" here means what the Shard's limits mean.
-        limit = self.config.max_record_bytes
-        encoded = [encode_record(record) for record in records]
-        for index, data in enumerate(encoded):
-            if len(data) > limit:
-                key = records[index].key
-                raise RecordTooLargeError(
-                    f"record {index} of the append ({type(key).__name__} of "
-                    f"group {key.group!r}) encodes to {len(data)} bytes > "
-                    f"max_record_bytes={limit}; nothing was written"
-                )
-        return encoded
-
-    def _frames(self, envelopes: list[bytes]) -> list[bytes]:
-        budget = self.config.max_batch_bytes - HEADER_BYTES - _ARRAY_HEADER_MAX_BYTES
-        frames, batch, batch_bytes = [], [], 0
-        append_offset = base = self._next_offset
-        for envelope in envelopes:
-            if batch and batch_bytes + len(envelope) > budget:
-                frames.append(frame_batch(batch, base, append_offset, self.epoch, False))
-                base += len(batch)
-                batch, batch_bytes = [], 0
-            batch.append(envelope)
-            batch_bytes += len(envelope)
-        frames.append(frame_batch(batch, base, append_offset, self.epoch, True))
-        return frames
 
     def _roll(self, new_base: int) -> None:
         """Seal the active segment (fsync, whatever the policy) and start one at ``new_base``."""
