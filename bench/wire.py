@@ -31,8 +31,10 @@ Each commit row also records ``cpu_cores`` while it commits: the CPU of this pro
 every process it started (the partition's Ray worker, raylet, GCS, the Kafka JVM), per process
 and for each one's busiest threads (bench/proc_cpu.py; from the kernel's tick accounting, so
 within a few hundredths of a core), and the time those threads waited for a CPU. The table
-shows the server's share: ``srv cpu``, the server process's cores, and ``srv wait``, the cores
-its busiest threads spent runnable but not running.
+shows the server's share: ``srv cpu``, the server process's cores, ``srv wait``, the cores
+its busiest threads spent runnable but not running, and ``us/commit``, the server's CPU per
+commit (``cpu_us_per_commit``, with its ratio to Kafka's: below 1 favours groupcoord), which
+moves less than the rates with how the cores happen to be shared.
 
 The members run in a few processes of their own (bench/wire_members.py), in a session of their
 own, as another application's would be. On this machine's two cores they compete with the
@@ -154,6 +156,7 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
             rate, row["cpu_cores"] = members.commit_rate(seconds)
             row["commits_per_s"] = round(rate, 1)
             row.update(server_cpu(row["cpu_cores"], "java" if label == "kafka" else SERVER))
+            row["cpu_us_per_commit"] = cpu_per_commit_us(row["server_cores"], rate)
     finally:
         members.close()
     return row
@@ -186,6 +189,12 @@ def server_cpu(cpu_cores: dict, server: str) -> dict:
         "server_cores": cpu_cores["processes"].get(server, 0.0),
         "server_waiting_cores": round(sum(waiting), 3),
     }
+
+
+def cpu_per_commit_us(server_cores: float, commits_per_s: float) -> float | None:
+    """The server's CPU per commit in µs (None without commits): on cores the clients share,
+    the server that spends less per commit gets more commits out of its share of them."""
+    return round(server_cores / commits_per_s * 1e6, 1) if commits_per_s > 0 else None
 
 
 async def _ray_group(router, count: int) -> tuple[list[GroupMember], float]:
@@ -277,6 +286,7 @@ RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 f
     "rejoin_s": "rejoin_vs_kafka",
     "heartbeats_per_s": "heartbeats_vs_kafka",
     "idle_client_cpu_cores": "idle_cpu_vs_kafka",
+    "cpu_us_per_commit": "cpu_per_commit_vs_kafka",  # below 1 favours groupcoord
 }
 
 
@@ -300,7 +310,7 @@ def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'kind':<10} {'target':<10} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
         f"{'time s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
-        f"{'srv wait':>8}"
+        f"{'srv wait':>8} {'us/commit':>9} {'x kafka':>8}"
     )
     for r in rows:
         rate = r.get("commits_per_s", r.get("heartbeats_per_s"))
@@ -316,6 +326,10 @@ def print_table(rows: list[dict]) -> None:
             f"{r['wire_vs_ray']:>8.2f}" if "wire_vs_ray" in r else f"{'':>8}",
             f"{r['server_cores']:>8.2f}" if "server_cores" in r else f"{'':>8}",
             f"{r['server_waiting_cores']:>8.2f}" if "server_waiting_cores" in r else f"{'':>8}",
+            f"{r['cpu_us_per_commit']:>9.1f}" if r.get("cpu_us_per_commit") else f"{'':>9}",
+            f"{r['cpu_per_commit_vs_kafka']:>8.2f}"
+            if "cpu_per_commit_vs_kafka" in r
+            else f"{'':>8}",
         ]
         print(f"{r['kind']:<10} {r['target']:<10} {r['members']:>7} " + " ".join(cells))
 

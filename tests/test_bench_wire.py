@@ -16,7 +16,7 @@ import time
 
 from bench.core import stable_shard
 from bench.proc_cpu import CpuSample
-from bench.wire import server_cpu, summary_run
+from bench.wire import add_ratios, cpu_per_commit_us, server_cpu, summary_run
 from bench.wire_raw import rebalance_times
 from bench.wire_split import commit_batches, split_turns
 from groupcoord.coordinator import DescribeGroupsRequest, Errors, OffsetFetchRequest, Shard
@@ -160,3 +160,16 @@ def test_the_split_partition_answers_and_logs_every_commit_of_its_batches(tmp_pa
     assert sorted((p.partition, p.committed_offset) for p in fetched.partitions) == [
         (i, 0) for i in range(8)
     ]
+
+
+def test_cpu_per_commit_is_the_servers_cores_over_its_rate_and_is_compared_with_kafkas():
+    assert cpu_per_commit_us(0.6, 12_000.0) == 50.0
+    assert cpu_per_commit_us(0.6, 0.0) is None  # no commits: no figure, not a division error
+    rows = [
+        {"kind": "commits", "target": "kafka", "members": 64, "cpu_us_per_commit": 50.0},
+        {"kind": "commits", "target": "gc-never", "members": 64, "cpu_us_per_commit": 60.0},
+        {"kind": "commits", "target": "gc-never", "members": 16, "cpu_us_per_commit": 90.0},
+    ]
+    add_ratios(rows)
+    assert rows[1]["cpu_per_commit_vs_kafka"] == 1.2
+    assert "cpu_per_commit_vs_kafka" not in rows[2]  # no Kafka row of that size to compare with
