@@ -118,28 +118,32 @@ def log_start_offset(partition_dir: str) -> int:
 
 
 def batch_crc_holding(partition_dir: str, offset: int) -> int | None:
-    """The CRC of the valid batch that holds ``offset`` (a fingerprint of what the log holds
-    there), or None when no batch does: below the log's start, in a range the writer skipped,
-    past the end or in a torn tail. Reads the one segment that would hold it."""
+    """The CRC of the batch that holds ``offset`` (a fingerprint of what the log holds there),
+    or None when no intact batch does: below the log's start, in a range the writer skipped,
+    past the end, or behind damage. Reads the one segment that would hold it, and walks its
+    headers only as far as that batch (whose CRC it checks)."""
     segments = list_segments(partition_dir)
     holder = None
-    for i, info in enumerate(segments):
+    for info in segments:
         if info.base_offset > offset:
             break
-        holder = i
+        holder = info
     if holder is None:
         return None
-    info = segments[holder]
     try:
-        with open(info.path, "rb") as f:
+        with open(holder.path, "rb") as f:
             buf = f.read()
     except FileNotFoundError:  # retention deleted it meanwhile: the offset is below the start
         return None
-    scan = scan_segment(buf, info.path, info.base_offset, holder == len(segments) - 1, offset)
-    for _, header in scan.batches:
-        if header.base_offset <= offset < header.end_offset:
-            return header.crc
-    return None
+    pos, expected = 0, holder.base_offset
+    while True:
+        header, problem = batch_problem(buf, pos, expected, verify_crc=False)
+        if problem is not None:
+            return None  # the end, a torn tail or damage, before any batch held it
+        if header.end_offset > offset:
+            return header.crc if batch_problem(buf, pos, expected)[1] is None else None
+        pos += HEADER_BYTES + header.length
+        expected = header.end_offset
 
 
 def read_segment_bytes(path: str) -> bytes:
