@@ -222,7 +222,7 @@ def commit_append(
 ) -> None:
     """Append ``rows`` and move the watermarks from ``expected`` to ``new`` in one commit
     (``table`` a path: create the table with them), recording the ``ids`` of the logs they
-    were read from."""
+    were read from and their ``tails`` (``tail_fingerprint``) at the new watermarks."""
     props = _check_and_props(table, cluster, expected, new, note, ids, tails)
     name = _name(table)
     schema = TABLE_SCHEMAS[name]
@@ -274,11 +274,11 @@ def commit_latest(
     table not yet created (a path), that is inserting the rows that are not tombstones."""
     if isinstance(table, str):
         live = rows.filter(pc.invert(rows["is_tombstone"])) if rows.num_rows else rows
-        commit_append(table, live, cluster, expected, new, note, ids)
+        commit_append(table, live, cluster, expected, new, note, ids, tails)
         return
     if rows.num_rows == 0:  # an empty MERGE commits nothing; the watermarks must still move
         empty = OFFSETS_LATEST_SCHEMA.empty_table()
-        commit_append(table, empty, cluster, expected, new, note, ids)
+        commit_append(table, empty, cluster, expected, new, note, ids, tails)
         return
     props = _check_and_props(table, cluster, expected, new, note, ids, tails)
     columns = {name: f"s.{name}" for name in OFFSETS_LATEST_SCHEMA.names}

@@ -15,6 +15,7 @@ from groupcoord.spark_export.exporter import ExportConfig, LogReplacedError, exp
 from groupcoord.spark_export.schema import OFFSET_COMMITS, TABLES
 from groupcoord.storage import (
     LOG_ID_FILE,
+    batch_crc_holding,
     read_export_watermarks,
     read_log,
     read_log_id,
@@ -86,8 +87,14 @@ def test_the_cli_says_so_in_one_line_before_starting_spark(spark, tmp_path, caps
 def test_the_same_log_reopened_keeps_its_identity_and_exports_on(spark, tmp_path):
     logs, lake_dir = str(tmp_path / "logs"), str(tmp_path / "lake")
     run = played(logs, rounds=5)
-    export(spark, logs, lake_dir)
+    first = export(spark, logs, lake_dir)
     identity = read_log_id(run.dir)
+    # Every table, those its first commit creates too, records the log's tail at its watermark.
+    end = first.watermarks[0]
+    tail = lake.tail_fingerprint(end, batch_crc_holding(run.dir, end - 1))
+    assert [lake.tails(lake.open_table(lake_dir, t), "default", [0]) for t in TABLES] == [
+        {0: tail}
+    ] * len(TABLES)
     again = played(logs, rounds=5)  # the writer restarted on the same storage
     assert read_log_id(again.dir) == identity
     more = export(spark, logs, lake_dir)
