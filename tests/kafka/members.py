@@ -195,10 +195,11 @@ def subscribe_knowing_topic(
     while it still believes it owns its partitions (a lost wakeup). With ``held``, a listener
     keeps it as the consumer's rebalances change its partitions."""
     deadline = time.monotonic() + CALL_TIMEOUT_S
-    while not consumer.partitions_for_topic(topic):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"kafka-python never saw topic {topic} in its metadata")
-        time.sleep(POLL_TIMEOUT_MS / 1000)
+    _wait_until(
+        lambda: consumer.partitions_for_topic(topic),
+        deadline,
+        f"kafka-python never saw topic {topic} in its metadata",
+    )
     if held is None:
         consumer.subscribe([topic])
     else:
@@ -206,10 +207,19 @@ def subscribe_knowing_topic(
     # The subscription's metadata request is sent and answered by the client's IO thread, no
     # poll needed; its answer reaches the coordinator's snapshot (a private attribute: the
     # client has no public way to say so).
-    coordinator = consumer._coordinator
-    while not coordinator._metadata_snapshot.get(topic):
+    _wait_until(
+        lambda: consumer._coordinator._metadata_snapshot.get(topic),
+        deadline,
+        f"kafka-python's coordinator never took in topic {topic}",
+    )
+
+
+def _wait_until(condition: Callable[[], object], deadline: float, failure: str) -> None:
+    """Poll ``condition`` without polling the client (its IO thread does the work) until it is
+    true; ``TimeoutError(failure)`` past ``deadline`` (``time.monotonic``)."""
+    while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"kafka-python's coordinator never took in topic {topic}")
+            raise TimeoutError(failure)
         time.sleep(POLL_TIMEOUT_MS / 1000)
 
 
