@@ -227,12 +227,15 @@ def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
     for p in dirs:
         floor = min(s[p] for s in starts.values())
         new[p] = max(floor, ends.get(p, -1) + 1, stops[p] or 0)
+    movings = {
+        name: {p: v for p, v in new.items() if marks[name][p] is None or v > marks[name][p]}
+        for name in TABLES
+    }
     # The log's tail at each new watermark, for the partitions some table moves to it (reading
     # a segment's headers: not for the partitions that stay).
     tails = {
-        p: lake.tail_fingerprint(w, batch_crc_holding(dirs[p], w - 1))
-        for p, w in new.items()
-        if any(marks[name][p] is None or w > marks[name][p] for name in TABLES)
+        p: lake.tail_fingerprint(new[p], batch_crc_holding(dirs[p], new[p] - 1))
+        for p in set().union(*movings.values())
     }
     builders = {
         OFFSET_COMMITS: _offset_commits,
@@ -241,7 +244,7 @@ def _round(spark, dirs, ids, lake_dir, config, result, gaps, say) -> bool:
     }
     raced = False
     for name in TABLES:
-        moving = {p: v for p, v in new.items() if marks[name][p] is None or v > marks[name][p]}
+        moving = movings[name]
         if not moving:
             continue
         batch = builders[name](rows, {p: starts[name][p] for p in moving}).toArrow()
