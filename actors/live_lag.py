@@ -13,6 +13,12 @@ Memory is bounded: at most ``max_windows`` windows (the one whose last commit is
 first) of ``window`` slots each, and end offsets only for topic partitions some window uses.
 The tracker is soft state, like Burrow's in-memory storage: a restarted partition starts
 empty and fills again as members commit. Deleted groups are forgotten at once.
+
+Only the HTTP service reads it. A tracker made with ``keeping=False`` (a partition deployed
+without one) keeps nothing until it is first read (``snapshot``, ``topic_partitions``,
+``observe_end_offsets``), and from then on fills as a restarted one does: until an HTTP
+service asks, the partition spends nothing on live lag (measured: 5–6 % of a busy partition's
+thread, and 23 µs of an OffsetCommit of 64 partitions).
 """
 
 from __future__ import annotations
@@ -66,14 +72,17 @@ class WindowSnapshot(msgspec.Struct, frozen=True):
 
 
 class LagTracker:
-    def __init__(self, config: LagWindowConfig | None = None) -> None:
+    def __init__(self, config: LagWindowConfig | None = None, *, keeping: bool = True) -> None:
         self.config = config or LagWindowConfig()
+        self.keeping = keeping  # False until first read (module docstring)
         self._windows: OrderedDict[tuple[str, str, int], CommitWindow] = OrderedDict()
         self._ends: dict[tuple[str, int], deque[int]] = {}
         self.evicted = 0  # windows dropped to stay within max_windows
 
     def committed(self, request: OffsetCommitRequest, response: object, timestamp_ms: int) -> None:
         """Record the partitions of an answered OffsetCommit that were committed."""
+        if not self.keeping:
+            return
         offsets, group_id = request.offsets, request.group_id
         windows, ends_of = self._windows, self._ends
         asked_count = len(offsets)
@@ -117,10 +126,12 @@ class LagTracker:
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         """The topic partitions some window is about (whose end offsets matter)."""
+        self.keeping = True
         return sorted({(t, p) for _, t, p in self._windows})
 
     def observe_end_offsets(self, end_offsets: Mapping[tuple[str, int], int]) -> int:
         """Keep the end offsets of topic partitions some window uses; returns how many."""
+        self.keeping = True
         used = {(t, p) for _, t, p in self._windows}
         kept = 0
         for tp, end in end_offsets.items():
@@ -138,6 +149,7 @@ class LagTracker:
             del self._ends[tp]
 
     def snapshot(self) -> list[WindowSnapshot]:
+        self.keeping = True
         out = []
         for (group, topic, partition), window in self._windows.items():
             ends = self._ends.get((topic, partition))

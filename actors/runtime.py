@@ -172,7 +172,9 @@ class PartitionRuntime(LoadMixin):
         self._snapshot_queued = False  # a maybe_snapshot call is queued or running
         self._snapshot_check_at = 0.0  # loop time before which no new check starts
         self._snapshot_timer: asyncio.TimerHandle | None = None  # a deferred check
-        self.lag = LagTracker(lag_windows)  # recent commits for live lag (live_lag.py)
+        # Recent commits for live lag (live_lag.py): kept from the start when the deployment has
+        # an HTTP service (``lag_windows``), else from its first read.
+        self.lag = LagTracker(lag_windows, keeping=lag_windows is not None)
         # The newest topic catalog handed in (version, {topic: partitions}); replayed into
         # the shard once it is loaded (``update_topics``).
         self.catalog_version = -1

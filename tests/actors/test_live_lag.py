@@ -102,6 +102,24 @@ def test_tracker_pairs_answers_with_requests_by_partition_whatever_their_order()
     assert {(s.partition, s.points[-1].offset) for s in tracker.snapshot()} == {(0, 5), (1, 6)}
 
 
+@pytest.mark.parametrize("first_read", ["snapshot", "topic_partitions", "observe_end_offsets"])
+def test_a_tracker_not_keeping_keeps_nothing_until_first_read_then_fills(first_read):
+    # A partition deployed without the HTTP service: nothing reads live lag, so nothing is kept;
+    # an HTTP service attached later gets the windows fill from its first read on.
+    tracker = LagTracker(LagWindowConfig(min_distance_ms=0), keeping=False)
+    tracker.committed(*commit("g", {("t", 0): 5}), 1_000)
+    reads = {
+        "snapshot": tracker.snapshot,
+        "topic_partitions": tracker.topic_partitions,
+        "observe_end_offsets": lambda: tracker.observe_end_offsets({("t", 0): 9}),
+    }
+    assert reads[first_read]() in ([], 0)
+    assert tracker.keeping
+    tracker.committed(*commit("g", {("t", 0): 7}), 2_000)
+    [snap] = tracker.snapshot()
+    assert [p.offset for p in snap.points] == [7]
+
+
 def _view() -> LiveView:
     points = [CommitPoint(10 + i, 1_000 * i, 7 - i, 1_000 * i) for i in range(3)]
     stalled = [CommitPoint(10, 1_000 * i, 5 + i, 1_000 * i) for i in range(3)]

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from groupcoord.actors import runtime as runtime_module
+from groupcoord.actors.live_lag import LagWindowConfig
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.coordinator import (
     CoordinatorConfig,
@@ -46,7 +47,9 @@ def join(group: str, member_id: str = "", session_ms: int = 10_000) -> JoinGroup
     )
 
 
-def make(store=None, *, config=CONFIG, opens=None, fatal=None) -> tuple[PartitionRuntime, list]:
+def make(
+    store=None, *, config=CONFIG, opens=None, fatal=None, lag_windows=None
+) -> tuple[PartitionRuntime, list]:
     store = [] if store is None else store
     logs: list[MemoryLog] = []
 
@@ -59,7 +62,12 @@ def make(store=None, *, config=CONFIG, opens=None, fatal=None) -> tuple[Partitio
         return logs[-1]
 
     runtime = PartitionRuntime(
-        0, 1, config, open_log, on_fatal=(fatal.append if fatal is not None else None)
+        0,
+        1,
+        config,
+        open_log,
+        on_fatal=(fatal.append if fatal is not None else None),
+        lag_windows=lag_windows,
     )
     return runtime, logs
 
@@ -161,6 +169,22 @@ def test_an_append_on_the_loop_is_shared_by_the_requests_of_one_turn(monkeypatch
         answers = await asyncio.gather(*(commit_and_look(i) for i in range(20)))
         assert all(r.partitions[0].error == Errors.NONE and seen for r, seen in answers)
         assert log.appends[appends_before:] == [20]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("with_http", [True, False], ids=["http service", "none"])
+def test_live_lag_is_kept_from_the_start_only_for_a_deployment_with_an_http_service(with_http):
+    # Without one (no lag_windows) nothing reads live lag until an HTTP service attached later
+    # asks, so the partition keeps nothing until then.
+    async def scenario():
+        runtime, _ = make(lag_windows=LagWindowConfig() if with_http else None)
+        await serving(runtime)
+        assert (await runtime.handle(commit("early", 1))).partitions[0].error == Errors.NONE
+        assert [w.group_id for w in runtime.lag.snapshot()] == (["early"] if with_http else [])
+        assert (await runtime.handle(commit("later", 2))).partitions[0].error == Errors.NONE
+        assert [w.group_id for w in runtime.lag.snapshot()][-1] == "later"
         await runtime.close()
 
     asyncio.run(scenario())

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from groupcoord.actors.live_lag import LagWindowConfig
 from groupcoord.coordinator import Errors, HeartbeatRequest
 
 from .test_runtime import commit, make, serving
@@ -72,7 +73,7 @@ def test_a_reply_that_depends_on_nothing_unwritten_comes_before_submit_returns()
 
 def test_a_callback_that_raises_is_logged_and_the_others_still_get_theirs(caplog):
     async def scenario():
-        runtime, _ = make()
+        runtime, _ = make(lag_windows=LagWindowConfig())  # live lag kept from the start
         await serving(runtime)
         replies = Replies()
         for name in ("first", "broken", "last"):
