@@ -186,16 +186,12 @@ def _check_and_props(
         now = watermarks(table, cluster, expected)
     if now != expected:
         raise Raced(f"{_name(table)}: watermarks moved from {expected} to {now}")
-    transactions = [Transaction(app_id(cluster, p), v) for p, v in sorted(new.items())]
-    transactions += [
-        Transaction(log_app_id(cluster, p), log_id)
-        for p, log_id in sorted((ids or {}).items())
-        if p in new and log_id is not None
-    ]
-    transactions += [
-        Transaction(tail_app_id(cluster, p), tail)
-        for p, tail in sorted((tails or {}).items())
-        if p in new
+    # Per moving partition: its watermark, and what is known of its log (id, tail).
+    transactions = [
+        Transaction(app(cluster, p), version)
+        for app, versions in ((app_id, new), (log_app_id, ids), (tail_app_id, tails))
+        for p, version in sorted((versions or {}).items())
+        if p in new and version is not None
     ]
     return CommitProperties(
         app_transactions=transactions,
