@@ -3,6 +3,7 @@
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
                       [--router-node head|any|NODE_ID]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
+                       [--kafka-network-processes N]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
                       [--http-port P [--http-host H]] [--end-offsets SOURCE]
@@ -238,6 +239,13 @@ def parser() -> OneLineParser:
         type=int,
         default=0,
         help="partition n listens on BASE + n (default 0: any free port)",
+    )
+    serve.add_argument(
+        "--kafka-network-processes",
+        type=int,
+        default=None,
+        help="serve each partition's Kafka connections from N processes of its own, as "
+        "Kafka's num.network.threads (default 0: on the partition's own thread)",
     )
     serve.add_argument(
         "--http-port",

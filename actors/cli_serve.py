@@ -107,7 +107,8 @@ def _wire_config(args) -> WireConfig | None:
     """The Kafka listeners serve asked for; ValueError (before Ray starts) for a bad one,
     including security files that cannot be read (users, TLS, ACLs)."""
     if args.kafka_port is None:
-        given = [f for f in _SECURITY_FLAGS if getattr(args, f) is not None]
+        flags = (*_SECURITY_FLAGS, "kafka_network_processes")
+        given = [f for f in flags if getattr(args, f) is not None]
         if given:
             raise ValueError(f"--{given[0].replace('_', '-')} needs --kafka-port")
         return None
@@ -132,6 +133,7 @@ def _wire_config(args) -> WireConfig | None:
         bootstrap_port=args.kafka_port,
         partition_ports=args.kafka_partition_ports,
         security=security,
+        network_processes=args.kafka_network_processes or 0,
     )
     security.check()
     return wire

@@ -52,6 +52,7 @@ import asyncio
 import ipaddress
 import logging
 import secrets
+import socket
 import types
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
@@ -156,15 +157,20 @@ class KafkaListener:
     def connections(self) -> int:
         return len(self._clients)
 
-    async def start(self) -> int:
-        """Bind and listen. The users file and TLS files are read here: ValueError, OSError or
-        ssl.SSLError when they cannot be."""
+    async def start(self, sock: socket.socket | None = None) -> int:
+        """Bind and listen, or accept on ``sock``, a socket already listening (a network
+        process's: see ``network_pool``). The users file and TLS files are read here:
+        ValueError, OSError or ssl.SSLError when they cannot be."""
         if self.security.sasl:
             self._users = UserStore(self.security.users_file)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Client(self), self.host, self.port, ssl=self.security.ssl_context()
-        )
+        ssl = self.security.ssl_context()
+        if sock is not None:
+            self._server = await loop.create_server(lambda: _Client(self), sock=sock, ssl=ssl)
+        else:
+            self._server = await loop.create_server(
+                lambda: _Client(self), self.host, self.port, ssl=ssl
+            )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

@@ -323,7 +323,8 @@ class PartitionActor:
             return {**base, "state": "broken", "epoch": -1}
         node = self._wire.node if self._wire is not None else None
         kafka = None if node is None else f"{node.host}:{node.port}"
-        return {**self._runtime.info(), **base, "kafka": kafka}
+        network = self._wire.network_info() if self._wire is not None else None
+        return {**self._runtime.info(), **base, "kafka": kafka, "network_processes": network}
 
     async def close(self) -> None:
         if self._wire is not None:

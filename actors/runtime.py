@@ -258,15 +258,18 @@ class PartitionRuntime(LoadMixin):
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def submit(self, request: Any, reply: Reply) -> None:
+    def submit(self, request: Any, reply: Reply, *, typed: bool = False) -> None:
         """Take ``request``; ``reply(response)`` is called exactly once, when every record the
         response depends on is durable, maybe before ``submit`` returns (a heartbeat that
         follows no unwritten record). If the partition fails or closes first it is called with
         NOT_COORDINATOR. ``ValueError`` (nothing called, nothing changed) for a request that is
         not a well-typed groupcoord request. ``reply`` is called from the loop's callbacks, so
         it must not block; an exception it raises is logged and the other replies still go.
-        The listeners' path: no future and no coroutine per request."""
-        request = validate(request)  # ValueError for anything ill-typed
+        The listeners' path: no future and no coroutine per request. ``typed``: the caller
+        has just decoded ``request`` with msgspec as its own type (a network process's frame),
+        which checks what ``validate`` checks, so it is not checked twice."""
+        if not typed:
+            request = validate(request)  # ValueError for anything ill-typed
         if self.state in ("closed", "failed"):
             reply(error_response(request, Errors.NOT_COORDINATOR))
             return

@@ -49,6 +49,8 @@ from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES, Node
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_host
 from .kv import listen_at_remembered_port
+from .network_frames import NetworkView
+from .network_pool import MAX_NETWORK_PROCESSES, NetworkPool
 from .responses import error_response
 from .security import ListenerSecurity
 
@@ -61,7 +63,10 @@ class WireConfig(msgspec.Struct, frozen=True):
     """Where the Kafka listeners listen. ``bootstrap_port`` 0: any free port. ``partition_ports``
     0: each partition listener takes any free port; else partition n listens on
     ``partition_ports + n`` (stable addresses across restarts on the same node). ``host`` must be
-    loopback unless ``security`` authenticates clients (SASL, or client certificates)."""
+    loopback unless ``security`` authenticates clients (SASL, or client certificates).
+    ``network_processes``: 0, each partition serves its connections on its own thread; N, in
+    N processes of its own (``network_pool``: Kafka's ``num.network.threads``), which share
+    ``max_connections`` evenly. The bootstrap listener is always the router's own."""
 
     host: str = "127.0.0.1"
     bootstrap_port: int = 9092
@@ -70,9 +75,15 @@ class WireConfig(msgspec.Struct, frozen=True):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     security: ListenerSecurity = ListenerSecurity()
+    network_processes: int = 0
 
     def __post_init__(self) -> None:
         check_host(self.host, self.security)
+        count = self.network_processes
+        if type(count) is not int or not 0 <= count <= MAX_NETWORK_PROCESSES:
+            raise ValueError(
+                f"WireConfig.network_processes must be an int in [0, {MAX_NETWORK_PROCESSES}]"
+            )
         for name in ("bootstrap_port", "partition_ports"):
             value = getattr(self, name)
             if type(value) is not int or not 0 <= value <= 65535:
@@ -144,9 +155,12 @@ class PartitionListener:
         self.directory = WireDirectory({}, {}, -1)
         self.node: Node | None = None
         self._listener: KafkaListener | None = None
+        self._pool: NetworkPool | None = None
         self._task: asyncio.Task | None = None
 
     async def start(self) -> Node:
+        if self.config.network_processes:
+            return await self._start_pool()
         gateway = KafkaGateway(
             node=Node(self.partition, self.config.host, 0),
             route=self._route,
@@ -168,11 +182,47 @@ class PartitionListener:
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
         return self.node
 
+    async def _start_pool(self) -> Node:
+        """The listener's port, served by network processes (``network_pool``)."""
+        pool = NetworkPool(
+            self.config, self.partition, self.num_partitions, self._runtime, self._change_topics
+        )
+        key = f"listener-port:{self._log_key}".encode()  # as ``listen``'s
+        port = await listen_at_remembered_port(
+            key, self.config.partition_port(self.partition), pool.bind
+        )
+        self._pool = pool
+        self.node = Node(self.partition, self.config.advertised_host(), port)
+        pool.publish(self._view())
+        pool.start()
+        self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
+        return self.node
+
+    def network_info(self) -> dict | None:
+        """The network processes' ids and how many times one was started again (None
+        without network processes)."""
+        if self._pool is None:
+            return None
+        return {"pids": self._pool.pids, "restarts": self._pool.restarts}
+
+    def _view(self) -> NetworkView:
+        assert self.node is not None  # set before the first view
+        directory = self.directory
+        return NetworkView(
+            self.node,
+            dict(directory.nodes),
+            list(self._brokers()),
+            dict(directory.topics),
+            dict(directory.topic_ids),
+        )
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
         if self._listener is not None:
             await self._listener.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     def _route(self, group_id: str, request: Any) -> Awaitable[Any]:
         # Not async itself: it hands back the runtime's coroutine, one coroutine less for every
@@ -208,6 +258,8 @@ class PartitionListener:
                 directory.nodes, held.topics, held.catalog_version, held.topic_ids
             )
         self.directory = directory
+        if self._pool is not None and self.node is not None:
+            self._pool.publish(self._view())
         try:  # the shard's copy (consumer groups); a version it holds is ignored
             self._runtime.update_topics(directory.catalog_version, dict(directory.topics))
         except ValueError as exc:  # the router validates topics: this is a bug, not input

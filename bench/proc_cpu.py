@@ -49,7 +49,14 @@ def _label(pid: int) -> str:
     name = os.path.basename(first)
     if name.startswith("python"):
         joined = b" ".join(argv).decode(errors="replace")
-        for hint in ("wire_members", "dashboard", "log_monitor", "monitor", "default_worker"):
+        for hint in (
+            "wire_members",
+            "network_process",
+            "dashboard",
+            "log_monitor",
+            "monitor",
+            "default_worker",
+        ):
             if hint in joined:
                 return f"python:{hint}"
     return name or "?"

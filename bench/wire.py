@@ -6,6 +6,9 @@ The same client library (librdkafka, through confluent-kafka) does the same work
   whose group coordinator acknowledges a commit once it is in its log, before any fsync;
 * ``gc-never``: groupcoord's wire path at the same durability (fsync policy ``never``);
 * ``gc-always``: groupcoord's wire path with its default, an fsync before every answer;
+* ``gc-net``: ``gc-never`` with the partition's connections served by ``--network-processes``
+  processes of its own (``WireConfig.network_processes``; default 3, Kafka's
+  ``num.network.threads``), leaving the partition's thread the group and the log;
 * ``gc-ray``: groupcoord's Ray-handle path (``GroupMember`` over actor handles), fsync ``never``.
 
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
@@ -50,7 +53,7 @@ of their own.
 Run: ``.venv/bin/python bench/wire.py [--quick] [--pin | --one-session]``; writes
 bench/results/wire.json (wire-pinned.json with ``--pin``, wire-one-session.json with
 ``--one-session``). ``--kinds``, ``--targets`` and ``--members`` run only some rows (e.g.
-``--kinds commits --members 16``) and write nothing.
+``--kinds commits --members 16``) and write nothing unless given ``--out``.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ PARTITIONS = 64
 STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
-WIRE_TARGETS = ("kafka", "gc-never", "gc-always")
+WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net")
+NETWORK_PROCESSES = 3  # gc-net's, as Kafka's num.network.threads default
 TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
 REJOINS_PER_GROUP = 10
 # The unreported first group's size and commit time. Kafka's rate climbs while its JIT compiles
@@ -100,7 +104,9 @@ SUMMARY_OF = {  # kind -> (the figure a row summarises, where its trials are kep
     "rejoin": ("rejoin_s", "rejoin_trials_s"),
 }
 KINDS = ("commits", "join", "rejoin", "heartbeats")
-SERVER = "ray::PartitionActor"  # groupcoord's server process, as bench/proc_cpu.py labels it
+# groupcoord's server processes, as bench/proc_cpu.py labels them: the partition's, and its
+# network processes' (gc-net)
+SERVER = ("ray::PartitionActor", "python:network_process")
 
 
 def _create_topic(bootstrap: str, name: str) -> None:
@@ -155,7 +161,7 @@ def wire_row(bootstrap: str, label: str, kind: str, count: int, seconds: float) 
             row["idle_client_cpu_cores"] = round(members.idle_cpu_cores(IDLE_CPU_S), 3)
             rate, row["cpu_cores"] = members.commit_rate(seconds)
             row["commits_per_s"] = round(rate, 1)
-            row.update(server_cpu(row["cpu_cores"], "java" if label == "kafka" else SERVER))
+            row.update(server_cpu(row["cpu_cores"], ("java",) if label == "kafka" else SERVER))
             row["cpu_us_per_commit"] = cpu_per_commit_us(row["server_cores"], rate)
     finally:
         members.close()
@@ -175,18 +181,20 @@ def rejoin_row(bootstrap: str, label: str, count: int) -> dict:
     }
 
 
-def server_cpu(cpu_cores: dict, server: str) -> dict:
-    """The server's CPU while its row committed, in cores: ``server_cores`` for the process
-    (``server``: its label in bench/proc_cpu.py), ``server_waiting_cores`` for the time its
-    busiest threads were runnable but had no CPU (on shared cores, lost to the clients)."""
+def server_cpu(cpu_cores: dict, server: tuple[str, ...]) -> dict:
+    """The server's CPU while its row committed, in cores: ``server_cores`` for its processes
+    (``server``: their labels in bench/proc_cpu.py), ``server_waiting_cores`` for the time
+    their busiest threads were runnable but had no CPU (on shared cores, lost to the
+    clients)."""
     waiting = [
         cores
         for process, threads in cpu_cores["waiting"].items()
-        if process.rsplit("/", 1)[0] == server
+        if process.rsplit("/", 1)[0] in server
         for cores in threads.values()
     ]
+    processes = cpu_cores["processes"]
     return {
-        "server_cores": cpu_cores["processes"].get(server, 0.0),
+        "server_cores": round(sum(processes.get(label, 0.0) for label in server), 3),
         "server_waiting_cores": round(sum(waiting), 3),
     }
 
@@ -348,7 +356,8 @@ def main() -> None:
     parser.add_argument(
         "--targets",
         default=",".join((*WIRE_TARGETS, "gc-ray")),
-        help="comma-separated targets (kafka, gc-never, gc-always, gc-ray); not all: nothing "
+        help="comma-separated targets (kafka, gc-never, gc-always, gc-net, gc-ray); not all: "
+        "nothing "
         "written",
     )
     parser.add_argument(
@@ -361,6 +370,15 @@ def main() -> None:
         action="store_true",
         help="the member processes in this process's session, with the servers (writes "
         "wire-one-session.json)",
+    )
+    parser.add_argument(
+        "--network-processes",
+        type=int,
+        default=NETWORK_PROCESSES,
+        help=f"gc-net's network processes (default {NETWORK_PROCESSES})",
+    )
+    parser.add_argument(
+        "--out", help="write the results here (a run of only some rows writes only with it)"
     )
     parser.add_argument(
         "--members", help="comma-separated group sizes of the commit rows (then nothing written)"
@@ -412,9 +430,20 @@ def main() -> None:
         config=CONFIG,
         wire=WireConfig(bootstrap_port=0),
     )
-    for d in (never, always):
+    net = start(
+        1,
+        str(work / "net"),
+        namespace="bench-net",
+        config=CONFIG,
+        log_config=unsynced,
+        wire=WireConfig(bootstrap_port=0, network_processes=args.network_processes),
+    )
+    deployments = (never, always, net)
+    for d in deployments:
         d.wait_ready(60)
-    bootstraps = dict(zip(WIRE_TARGETS, (broker.bootstrap, never.kafka, always.kafka), strict=True))
+    bootstraps = dict(
+        zip(WIRE_TARGETS, (broker.bootstrap, *(d.kafka for d in deployments)), strict=True)
+    )
     plan = [("commits", n) for n in commit_sizes if "commits" in kinds]
     plan += [("join", n) for n in join_sizes if "join" in kinds]
     plan += [("rejoin", n) for n in join_sizes if "rejoin" in kinds]
@@ -458,7 +487,7 @@ def main() -> None:
             rows.append(as_client(_ray_row(never.router, "heartbeats", 1, seconds)))
             print(rows[-1], flush=True)
     finally:
-        for d in (never, always):
+        for d in deployments:
             stop(d)
         broker.stop()
     for r in rows:
@@ -466,11 +495,12 @@ def main() -> None:
             r["heartbeats_per_s"] = round(r["heartbeats_per_s"], 1)
     add_ratios(rows)
     print_table(rows)
-    if partial:
+    if partial and not args.out:
         return
     results = RESULTS
     if args.pin or args.one_session:
         results = RESULTS.replace(".json", "-pinned.json" if args.pin else "-one-session.json")
+    results = args.out or results
     write_results(
         results,
         {
@@ -479,6 +509,7 @@ def main() -> None:
             "pinned": args.pin,
             "clients_in_own_session": CLIENT_SESSION,
             "seconds_per_row": seconds,
+            "network_processes": args.network_processes,
             "kafka_jvm": " ".join(broker.jvm),
             "rows": rows,
         },

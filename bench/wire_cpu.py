@@ -247,10 +247,14 @@ def _measure(loop, address: str, row: tuple, requests: int, member, profile):
     return loop_cpu, process_cpu, result["requests"], result["seconds"]
 
 
-def run(trials: int, heartbeats: int, commits: int, profile: bool) -> list[dict]:
+def run(
+    trials: int, heartbeats: int, commits: int, profile: bool, network_processes: int = 0
+) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        partition = WirePartition(os.path.join(tmp, "p0"), {TOPIC: PARTITIONS})
+        partition = WirePartition(
+            os.path.join(tmp, "p0"), {TOPIC: PARTITIONS}, network_processes=network_processes
+        )
         bootstrap = partition.start()
         floor_loop = asyncio.new_event_loop()
         floor_thread = _start_loop(floor_loop)
@@ -350,6 +354,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer requests and one trial")
     parser.add_argument("--trials", type=int, default=5, help="runs per row (default 5)")
     parser.add_argument("--profile", action="store_true", help="print each row's cProfile top 30")
+    parser.add_argument(
+        "--network-processes",
+        type=int,
+        default=0,
+        help="serve the partition's port from N network processes: the loop and process "
+        "figures are then the partition's share alone (writes wire_cpu-net.json)",
+    )
     # The client process's options (internal).
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--api", type=int, help=argparse.SUPPRESS)
@@ -374,11 +385,17 @@ def main() -> None:
         f"{header[0]:<30} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
         f"{counts[0]:>9} {counts[1]:>10} {counts[2]:>12}"
     )
-    rows = run(trials, heartbeats, commits, args.profile)
+    rows = run(trials, heartbeats, commits, args.profile, args.network_processes)
     print(f"load average {load:.1f}")
     write_results(
-        RESULTS,
-        {"bench": "wire_cpu", "load_average_1m": round(load, 2), "trials": trials, "rows": rows},
+        RESULTS.replace(".json", "-net.json") if args.network_processes else RESULTS,
+        {
+            "bench": "wire_cpu",
+            "load_average_1m": round(load, 2),
+            "trials": trials,
+            "network_processes": args.network_processes,
+            "rows": rows,
+        },
     )
 
 

@@ -57,23 +57,34 @@ def test_threads_sharing_one_cpu_are_seen_waiting_for_it():
     assert all(w > 0.3 for w in waiting.values()), waiting
 
 
-def test_the_server_figures_are_its_process_and_its_threads_waits():
+def test_the_server_figures_are_its_processes_and_their_threads_waits():
     sample = {
-        "processes": {"ray::PartitionActor": 0.65, "python:wire_members": 1.0},
+        "processes": {
+            "ray::PartitionActor": 0.65,
+            "python:network_process": 0.3,
+            "python:wire_members": 1.0,
+        },
         "threads": {
             "ray::PartitionActor/7": {"ray::IDLE/8": 0.6},
+            "python:network_process/11": {"python/11": 0.3},
             "python:wire_members/9": {"python/9": 0.5},
         },
         "waiting": {
             "ray::PartitionActor/7": {"ray::IDLE/8": 0.4},
+            "python:network_process/11": {"python/11": 0.05},
             "python:wire_members/9": {"python/9": 0.2},
         },
     }
-    assert server_cpu(sample, "ray::PartitionActor") == {
+    assert server_cpu(sample, ("ray::PartitionActor",)) == {
         "server_cores": 0.65,
         "server_waiting_cores": 0.4,
     }
-    assert server_cpu(sample, "java") == {"server_cores": 0.0, "server_waiting_cores": 0.0}
+    # gc-net: the partition and its network processes together, never the clients.
+    assert server_cpu(sample, ("ray::PartitionActor", "python:network_process")) == {
+        "server_cores": 0.95,
+        "server_waiting_cores": 0.45,
+    }
+    assert server_cpu(sample, ("java",)) == {"server_cores": 0.0, "server_waiting_cores": 0.0}
 
 
 def test_a_commit_row_is_its_median_trial_and_a_join_row_the_mean_with_every_trial_beside_it():

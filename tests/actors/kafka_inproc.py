@@ -6,7 +6,9 @@ Kafka clients (librdkafka, kafka-python) can run in the test's thread. With one 
 partition's listener is also the bootstrap listener. ``security`` configures the listener and
 its gateway as ``WireConfig.security`` does in the actors. ``loop`` picks the event loop:
 asyncio's own, or ``uvloop``, which Ray's async actors run on when it is installed (it is a
-dependency).
+dependency). ``network_processes`` > 0 serves the port from that many network processes
+(``network_pool``, as ``WireConfig.network_processes`` does in the actors) instead of the
+listener on the partition's loop.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import uvloop
 from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.kafka_gateway import KafkaGateway
 from groupcoord.actors.kafka_listener import KafkaListener
+from groupcoord.actors.network_frames import NetworkView
+from groupcoord.actors.network_pool import NetworkPool
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.security import ListenerSecurity
+from groupcoord.actors.wire_service import WireConfig
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.storage import LogConfig, open_partition_log
 from groupcoord.wire import Node
@@ -37,6 +42,7 @@ class WirePartition:
         config: CoordinatorConfig | None = None,
         security: ListenerSecurity | None = None,
         loop: str = "asyncio",
+        network_processes: int = 0,
     ) -> None:
         self.topics = topics
         self.security = security or ListenerSecurity()
@@ -51,6 +57,8 @@ class WirePartition:
                 self.catalog.create(name, count)
         self.runtime: PartitionRuntime | None = None
         self.listener: KafkaListener | None = None
+        self.network_processes = network_processes
+        self.pool: NetworkPool | None = None
 
     def start(self) -> str:
         self._thread.start()
@@ -86,7 +94,20 @@ class WirePartition:
         async def change_topics(changes):
             results = self.catalog.apply(changes)
             self.topics = self.catalog.topics()
+            if self.pool is not None:
+                self.pool.publish(self._view(self.pool_node))
             return results
+
+        if self.network_processes:
+            config = WireConfig(
+                bootstrap_port=0, network_processes=self.network_processes, security=self.security
+            )
+            self.pool = NetworkPool(config, 0, 1, runtime, change_topics)
+            port = await self.pool.bind(0)
+            self.pool_node = Node(0, "127.0.0.1", port)
+            self.pool.publish(self._view(self.pool_node))
+            self.pool.start()
+            return port
 
         gateway = KafkaGateway(
             node=node,
@@ -108,9 +129,15 @@ class WirePartition:
         gateway.node = Node(0, "127.0.0.1", port)
         return port
 
+    def _view(self, node: Node) -> NetworkView:
+        return NetworkView(node, {0: node}, [node], dict(self.topics), self.catalog.topic_ids())
+
     def stop(self) -> None:
         async def _stop():
-            await self.listener.close()
+            if self.listener is not None:
+                await self.listener.close()
+            if self.pool is not None:
+                await self.pool.close()
             await self.runtime.close()
 
         asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(START_TIMEOUT_S)

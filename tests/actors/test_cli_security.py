@@ -107,6 +107,9 @@ def test_bad_security_settings_are_refused_before_anything_starts(capsys, tmp_pa
         ([*sasl, "--sasl-mechanisms", "GSSAPI"], "GSSAPI"),
         ([*kafka, "--sasl-mechanisms", "PLAIN"], "needs a SASL security protocol"),
         ([*kafka, "--kafka-security-protocol", "SSL", "--ssl-certfile", str(bad_acls)], "TLS"),
+        (["--kafka-network-processes", "2"], "--kafka-network-processes needs --kafka-port"),
+        ([*kafka, "--kafka-network-processes", "65"], "network_processes must be an int in"),
+        ([*kafka, "--kafka-network-processes", "-1"], "network_processes must be an int in"),
     ]
     for flags, complaint in cases:
         assert complaint in _refused(capsys, tmp_path, *flags), flags
@@ -142,9 +145,14 @@ def secured(ray_session, tmp_path_factory):
         key,
         "--acl-file",
         str(acl_file),
+        # The partition listeners in processes of their own, each reading the TLS, users and
+        # ACL files itself (WireConfig.network_processes).
+        "--kafka-network-processes",
+        "2",
     ]
     assert main(argv) == 0
     deployment = connect(NS)
+    assert all(len(i["network_processes"]["pids"]) == 2 for i in deployment.infos())
     yield deployment, cert
     stop(deployment)
 

@@ -38,10 +38,18 @@ def _free_clients():
 
 
 # Every test on both event loops: Ray's actors run on uvloop, whose transports are not
-# asyncio's classes (the listener once asserted they were and refused every connection).
-@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+# asyncio's classes (the listener once asserted they were and refused every connection). And
+# served by network processes (WireConfig.network_processes), where every group request
+# crosses the channel to the partition and topic changes go through it to the catalog.
+@pytest.fixture(scope="module", params=["asyncio", "uvloop", "network-processes"])
 def bootstrap(tmp_path_factory, request):
-    served = WirePartition(str(tmp_path_factory.mktemp("wire-log")), TOPICS, loop=request.param)
+    network = request.param == "network-processes"
+    served = WirePartition(
+        str(tmp_path_factory.mktemp("wire-log")),
+        TOPICS,
+        loop="uvloop" if network else request.param,
+        network_processes=2 if network else 0,
+    )
     address = served.start()
     yield address
     served.stop()

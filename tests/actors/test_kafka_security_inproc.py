@@ -78,8 +78,10 @@ def files(tmp_path_factory):
     return root, users.path, str(acl_path), str(cert), str(key)
 
 
-@pytest.fixture(scope="module")
-def sasl_plaintext(files):
+# Also served by network processes (WireConfig.network_processes): the same listener code in
+# other processes, with the users file, the ACLs and the TLS files read there.
+@pytest.fixture(scope="module", params=[0, 2], ids=["own-loop", "network-processes"])
+def sasl_plaintext(files, request):
     root, users, acl_file, _, _ = files
     security = ListenerSecurity(
         "SASL_PLAINTEXT",
@@ -87,13 +89,19 @@ def sasl_plaintext(files):
         users_file=users,
         acls=read_acl_file(acl_file),
     )
-    served = WirePartition(str(root / "plain-log"), TOPICS, security=security)
+    served = WirePartition(
+        str(root / f"plain-log-{request.param}"),
+        TOPICS,
+        security=security,
+        network_processes=request.param,
+    )
     address = served.start()
     yield served, address
     served.stop()
 
 
-@pytest.fixture(scope="module", params=["asyncio", "uvloop"])  # TLS transports differ
+# TLS transports differ between loops; network processes run uvloop.
+@pytest.fixture(scope="module", params=["asyncio", "uvloop", "network-processes"])
 def sasl_ssl(files, request):
     root, users, _, cert, key = files
     security = ListenerSecurity(
@@ -104,7 +112,11 @@ def sasl_ssl(files, request):
         ssl_keyfile=key,
     )
     served = WirePartition(
-        str(root / f"ssl-log-{request.param}"), TOPICS, security=security, loop=request.param
+        str(root / f"ssl-log-{request.param}"),
+        TOPICS,
+        security=security,
+        loop="asyncio" if request.param == "network-processes" else request.param,
+        network_processes=2 if request.param == "network-processes" else 0,
     )
     address = served.start()
     yield served, address, cert
@@ -217,13 +229,16 @@ def test_kafka_python_authenticates_with_scram(sasl_plaintext):
 
 def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     served, address = sasl_plaintext
-    failures = served.listener.authentication_failures
+    # The listener's own count, where it is in this process (not in network processes').
+    listener = served.listener
+    failures = listener.authentication_failures if listener is not None else 0
     errors = []
     config = _config(address, "alice", "SCRAM-SHA-512", "not-her-password")
     _errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), errors)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert "Invalid user credentials" in errors[0].str()
-    assert served.listener.authentication_failures > failures
+    if listener is not None:
+        assert listener.authentication_failures > failures
     assert "app-x" not in _listed(address, "admin")
 
 
