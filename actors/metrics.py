@@ -7,7 +7,10 @@ below (``committed``, ``appended``, ``event``, ``loaded``, ``load_failed``, ``gr
 pass their own object or none.
 Label values are kept low-cardinality: a rebalance's free-text reason is reduced to a cause.
 The commit and append counters reach Ray in sums, at most ``COUNTER_PUSH_INTERVAL_S`` apart
-while requests come and at every ``groups`` call (every few seconds) otherwise.
+while requests come and at every ``groups`` call (every few seconds) otherwise. The commit
+latency histogram observes every commit up to about ``LATENCY_SAMPLES_PER_S`` commits a second,
+and every k-th one beyond (k from the last interval's rate): its quantiles stay those of every
+commit, its count does not (``groupcoord_commits`` counts them all).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ _REBALANCE_CAUSES = (
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 STATUS_CODES = {s.name: int(s) for s in Status}
 COUNTER_PUSH_INTERVAL_S = 1.0
+# Commit latencies observed per second at most, roughly (RayMetrics.committed).
+LATENCY_SAMPLES_PER_S = 1_000
 _LATENCY_BOUNDARIES_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0]
 
 
@@ -82,6 +87,8 @@ class RayMetrics:
         self._summed = (self.commits, self.committed_offsets, self.appends, self.records)
         self._counts: dict[int, list[int]] = {}  # partition -> _pending's counts
         self._pushed_at = time.monotonic()
+        self.sample_every = 1  # observe every k-th commit's latency (push_counters sets k)
+        self._until_sample = 1
 
     @classmethod
     def create(cls) -> RayMetrics | None:
@@ -94,12 +101,17 @@ class RayMetrics:
     # Counters are summed here and handed to Ray at most every COUNTER_PUSH_INTERVAL_S (and at
     # every ``groups`` call, every few seconds): each Ray metric call costs ~6 µs of the
     # partition's thread, three per commit were ~10 % of a commit's CPU, and Ray exports every
-    # few seconds anyway. Histograms still observe every sample.
+    # few seconds anyway. The commit histogram is sampled above LATENCY_SAMPLES_PER_S (module
+    # docstring): its one call per commit was still ~4.5 µs of a commit's ~28 µs in a
+    # partition with network processes (bench/wire-findings.md).
     def committed(self, partition: int, offsets: int, seconds: float) -> None:
         pending = self._pending(partition)
         pending[0] += 1
         pending[1] += offsets
-        self.commit_seconds.observe(seconds, {"partition": str(partition)})
+        self._until_sample -= 1
+        if self._until_sample <= 0:
+            self._until_sample = self.sample_every
+            self.commit_seconds.observe(seconds, {"partition": str(partition)})
         self._maybe_push()
 
     def appended(self, partition: int, records: int, seconds: float) -> None:
@@ -121,8 +133,13 @@ class RayMetrics:
             self.push_counters()
 
     def push_counters(self) -> None:
-        """Hand the summed counters to Ray."""
-        self._pushed_at = time.monotonic()
+        """Hand the summed counters to Ray, and set the commit histogram's sampling from the
+        commit rate since the last push."""
+        now = time.monotonic()
+        commits = sum(pending[0] for pending in self._counts.values())
+        rate = commits / max(now - self._pushed_at, COUNTER_PUSH_INTERVAL_S)
+        self.sample_every = max(1, int(rate / LATENCY_SAMPLES_PER_S))
+        self._pushed_at = now
         for partition, pending in self._counts.items():
             tags = {"partition": str(partition)}
             for counter, value in zip(self._summed, pending, strict=True):

@@ -131,6 +131,13 @@ class NetworkPool:
         for slot in self._slots:
             slot.spawn()
 
+    def attach(self, sock: socket.socket) -> None:
+        """Serve a channel whose other end is not a network process this pool started (a
+        bench's: bench/wire_split.py); ``close`` closes it."""
+        slot = _Slot(self, len(self._slots), None)
+        self._slots.append(slot)
+        slot.attach(sock)
+
     @property
     def pids(self) -> list[int]:
         """The running processes' ids (for tests and operators)."""
@@ -163,7 +170,9 @@ def _family(host: str) -> socket.AddressFamily:
 class _Slot:
     """One network process and its channel; replaced when it ends (module docstring)."""
 
-    def __init__(self, pool: NetworkPool, index: int, sock: socket.socket) -> None:
+    def __init__(self, pool: NetworkPool, index: int, sock: socket.socket | None) -> None:
+        # sock: the listening socket its processes accept on (None: an attached channel,
+        # which has no process to start again)
         self.pool, self.index, self.sock = pool, index, sock
         self.process: subprocess.Popen | None = None
         self.channel: _Channel | None = None
@@ -173,6 +182,7 @@ class _Slot:
 
     def spawn(self) -> None:
         pool = self.pool
+        assert self.sock is not None  # a slot with a process of its own
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
@@ -187,11 +197,15 @@ class _Slot:
         finally:
             theirs.close()
         self.started_at = time.monotonic()
+        self.attach(mine)
+
+    def attach(self, sock: socket.socket) -> None:
+        """Serve the channel at ``sock``: requests read from it go to the runtime."""
         loop = asyncio.get_running_loop()
-        self.channel = _Channel(self, pool.config.max_frame_bytes)
-        loop.create_task(loop.connect_accepted_socket(lambda: self.channel, mine))  # type: ignore[arg-type, return-value]
-        if pool._view is not None:
-            self.channel.send(VIEW, 0, pool._view)
+        self.channel = channel = _Channel(self, self.pool.config.max_frame_bytes)
+        loop.create_task(loop.connect_accepted_socket(lambda: channel, sock))  # type: ignore[arg-type, return-value]
+        if self.pool._view is not None:
+            channel.send(VIEW, 0, self.pool._view)
 
     def send_view(self, view: NetworkView) -> None:
         if self.channel is not None:
@@ -203,7 +217,7 @@ class _Slot:
         process = self.process
         if process is not None and process.poll() is None:
             asyncio.get_running_loop().create_task(_reap(process))
-        if self.pool._closing:
+        if self.pool._closing or self.sock is None:
             return
         if time.monotonic() - self.started_at >= STABLE_S:
             self.delay_s = RESTART_DELAY_S

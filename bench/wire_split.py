@@ -1,152 +1,257 @@
-"""What a partition's thread would spend per commit if other processes did its wire work.
+"""What a partition's thread spends per commit when network processes do its wire work.
 
-On 16 cores (bench/results/wire-16cpu.json) the partition's one thread was a whole core busy at
-57 µs a commit while Kafka spread the same group over 3 to 4 cores. Kafka's broker splits the
-work: network threads read, frame and write the clients' requests, and the coordinator gets
-them decoded. This bench times the partition's share of that split, were its listener's
-per-connection work (sockets, framing, Kafka's encoding, TLS and SASL) moved to processes of
-their own: per batch, the partition's thread reads a batch of core requests from a socket pair
-(msgspec's msgpack, length-prefixed), decodes it, runs each request through the shard, appends
-the batch's records to the log (fsync ``never``), encodes the replies and writes them back.
-Only that thread's work is timed; the other end of the socket pair stands for the network
-processes and is not. Not in it either: the partition's metrics, live lag and the runtime's
-accounting (together 15 % of its thread's time in today's path, by a profile in
-bench/wire-findings.md).
+With ``WireConfig.network_processes`` (actors/network_pool.py) the partition's thread keeps the
+core's share of a commit: reading its channels' frames, ``PartitionRuntime.submit`` (the
+Shard, the log's append, metrics) and writing the reply frames. On 16 cores that thread is
+what limits one group's commit rate (bench/wire-findings.md, "Network processes"). This bench
+times it alone, saturated: a real ``PartitionRuntime`` (fsync policy ``never``, no Ray) on a
+uvloop thread (``tests.actors.kafka_inproc.WirePartition``), a member joined over raw Kafka wire,
+then one network-pool channel over a socket pair whose other end is a blaster process standing
+for the network processes: it keeps ``--window`` commits in flight (as many members committing
+back to back), each of ``--offsets`` partitions, and checks every reply.
 
-The workload: one group of ``--members`` Stable members; a batch holds one single-partition
-commit from each, as when every member commits back to back. The baseline, in the same run:
-the same commits through ``Shard.handle`` alone (the core's own cost, as bench/core.py's
-``shard commits`` row).
+Measured over exactly the blasted commits: ``loop_us``, the loop thread's CPU per commit
+(``time.thread_time`` on that thread, system time included), and ``process_us``, the serving
+process's (the loop plus the log's and snapshot's threads). Baseline, same run: the same
+commits through ``Shard.handle`` alone (bench/core.py's stable shard), the core's own cost.
+Each figure is the least of ``--trials`` runs (other load only adds to it).
 
-Run: ``.venv/bin/python bench/wire_split.py [--members 64] [--batches 3000]``; prints a table
-and writes bench/results/wire_split.json.
+Run: ``.venv/bin/python bench/wire_split.py [--quick]``; prints a table and writes
+bench/results/wire_split.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
+import resource
 import socket
+import subprocess
 import sys
 import tempfile
 import time
-
-import msgspec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.core import stable_shard  # noqa: E402 — needs ROOT on the path
 from bench.run_info import write_results  # noqa: E402
+from bench.wire_raw import join_alone  # noqa: E402
+from groupcoord.actors.network_frames import REPLY, REQUEST, FrameReader, frame  # noqa: E402
+from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
+from groupcoord.actors.wire_service import WireConfig  # noqa: E402
 from groupcoord.coordinator import (  # noqa: E402
     Errors,
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
-    OffsetCommitResponse,
-    Shard,
 )
-from groupcoord.storage import LogConfig, PartitionLog, open_partition_log  # noqa: E402
+from tests.actors.kafka_inproc import WirePartition  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results", "wire_split.json")
-DISTINCT_BATCHES = 50  # batches encoded up front and cycled (offsets differ between them)
-_ENCODER = msgspec.msgpack.Encoder()
-_BATCH = msgspec.msgpack.Decoder(list[OffsetCommitRequest])
-_REPLIES = msgspec.msgpack.Decoder(list[OffsetCommitResponse])
+TOPIC, PARTITIONS = "split", 64
+# (commits in flight, partitions per commit, channels): bench/wire.py's 64- and 16-member
+# commit rows and a commit of 64 partitions, over one channel, and the 64-member row over 4
+# (gc-net's network processes on 16 cores), the window split between them.
+ROWS = ((64, 1, 1), (64, 1, 4), (16, 4, 1), (16, 64, 1))
+BLAST_TIMEOUT_S = 120
 
 
-def commit_batches(members: list[tuple[str, str, int]], count: int) -> list[bytes]:
-    """``count`` encoded batches, each one commit (of partition i, offset k) from member i."""
-    return [
-        _ENCODER.encode(
-            [
-                OffsetCommitRequest(
-                    group, generation, member, [OffsetCommitRequestPartition("t", i, k)]
-                )
-                for i, (group, member, generation) in enumerate(members)
-            ]
-        )
-        for k in range(count)
+def commit(group: str, member: str, generation: int, n: int, offsets: int) -> OffsetCommitRequest:
+    """The ``n``-th commit: ``offsets`` consecutive partitions from ``n``, offset ``n``."""
+    return OffsetCommitRequest(
+        group,
+        generation,
+        member,
+        [OffsetCommitRequestPartition(TOPIC, (n + k) % PARTITIONS, n) for k in range(offsets)],
+    )
+
+
+def blast(args) -> None:
+    """The blaster process: ``args.commits`` commits over the channel, ``args.window`` in
+    flight; prints ``{"commits": n}`` (the parent times the blasters together)."""
+    sock = socket.socket(fileno=args.blast)
+    group, member, generation = args.group, args.member, args.generation
+    frames = [
+        frame(REQUEST, n, commit(group, member, generation, n, args.offsets))
+        for n in range(args.commits)
     ]
+    reader = FrameReader(1 << 26)
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
+    sock.sendall(b"".join(frames[: args.window]))
+    sent, answered = args.window, 0
+    while answered < args.commits:
+        data = sock.recv(1 << 20)
+        if not data:
+            raise SystemExit("the partition closed the channel")
+        replies = reader.feed(data)
+        for kind, _, response in replies:
+            bad = [p.error for p in response.partitions if p.error is not Errors.NONE]
+            if kind != REPLY or bad:
+                raise SystemExit(f"commit failed: {kind} {bad[:1]}")
+        answered += len(replies)
+        more = frames[sent : sent + len(replies)]
+        sent += len(more)
+        if more:
+            sock.sendall(b"".join(more))
+    print(json.dumps({"commits": answered}))
 
 
-def _send(sock: socket.socket, payload: bytes) -> None:
-    sock.sendall(len(payload).to_bytes(4, "big") + payload)
+def _on_loop(loop, fn):
+    async def call():
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), loop).result(30)
 
 
-def _receive(sock: socket.socket) -> bytes:
-    size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
-    return sock.recv(size, socket.MSG_WAITALL)
+async def _attach(pool: NetworkPool, sock: socket.socket) -> None:
+    pool.attach(sock)
 
 
-def split_turns(
-    shard: Shard, log: PartitionLog, batches: list[bytes], rounds: int, now_ms: int
-) -> tuple[float, list[OffsetCommitResponse]]:
-    """Play ``rounds`` batches (cycling ``batches``) through the partition's side of the split;
-    returns the seconds its thread spent and the last batch's replies, as the network side
-    decodes them."""
-    network, partition = socket.socketpair()
-    spent_s = 0.0
-    replies_out = b""
+def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
+    """(loop thread CPU s, process CPU s, commits, seconds) of one blast: ``row``'s window
+    and commits split between its channels, each with a blaster of its own."""
+    window, offsets, channels = row
+    config = WireConfig(network_processes=channels)
+    pool = NetworkPool(config, 0, 1, partition.runtime, change_topics=None)
+    loop = partition.loop
+    blasters = []
+    lines = []
     try:
-        for n in range(rounds):
-            _send(network, batches[n % len(batches)])
-            started = time.perf_counter()
-            records, replies = [], []
-            for request_id, request in enumerate(_BATCH.decode(_receive(partition))):
-                step = shard.handle(now_ms, request_id, request)
-                records.extend(step.records)
-                replies.extend(response for _, response in step.replies)
-            log.append(records)
-            _send(partition, _ENCODER.encode(replies))
-            spent_s += time.perf_counter() - started
-            replies_out = _receive(network)
+        for _ in range(channels):
+            blasters.append(
+                _blaster(pool, loop, member, window // channels, offsets, commits // channels)
+            )
+        if any(blaster.stdout.readline().strip() != "ready" for blaster in blasters):
+            raise RuntimeError("a blaster did not start")
+        loop_cpu = _on_loop(loop, time.thread_time)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        for blaster in blasters:
+            blaster.stdin.write("go\n")
+            blaster.stdin.flush()
+        lines = [blaster.stdout.readline() for blaster in blasters]
+        seconds = time.perf_counter() - started
+        loop_cpu = _on_loop(loop, time.thread_time) - loop_cpu
+        after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
-        network.close()
-        partition.close()
-    return spent_s, _REPLIES.decode(replies_out)
+        for blaster in blasters:
+            blaster.wait(BLAST_TIMEOUT_S)
+        asyncio.run_coroutine_threadsafe(pool.close(), loop).result(30)
+    if any(b.returncode != 0 for b in blasters) or not all(lines):
+        raise RuntimeError(f"a blaster failed (exit status {[b.returncode for b in blasters]})")
+    results = [json.loads(line) for line in lines]
+    process_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    done = sum(r["commits"] for r in results)
+    return loop_cpu, process_cpu, done, seconds
 
 
-def shard_alone(shard: Shard, batches: list[bytes], rounds: int, now_ms: int) -> float:
-    """Seconds ``Shard.handle`` alone takes for the same commits."""
-    decoded = [_BATCH.decode(b) for b in batches]
+def _blaster(pool, loop, member: tuple, window: int, offsets: int, commits: int):
+    """A blaster process at the other end of a new channel of ``pool``, waiting for a go."""
+    mine, theirs = socket.socketpair()
+    group, member_id, generation = member
+    blaster = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            f"--blast={theirs.fileno()}",
+            f"--group={group}",
+            f"--member={member_id}",
+            f"--generation={generation}",
+            f"--window={window}",
+            f"--offsets={offsets}",
+            f"--commits={commits}",
+        ],
+        pass_fds=(theirs.fileno(),),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    theirs.close()
+    asyncio.run_coroutine_threadsafe(_attach(pool, mine), loop).result(30)
+    return blaster
+
+
+def shard_alone_us(window: int, offsets: int, commits: int) -> float:
+    """µs per commit through ``Shard.handle`` alone: ``window`` members of a stable group,
+    each committing ``offsets`` partitions in turn."""
+    shard, members, now_ms = stable_shard(1, window)
+    requests = [
+        commit(group, member, generation, n, offsets)
+        for n, (group, member, generation) in zip(
+            range(commits), members * (commits // window + 1), strict=False
+        )
+    ]
     handle = shard.handle
     started = time.perf_counter()
-    for n in range(rounds):
-        for request_id, request in enumerate(decoded[n % len(decoded)]):
-            handle(now_ms, request_id, request)
-    return time.perf_counter() - started
+    for n, request in enumerate(requests):
+        handle(now_ms, n, request)
+    return 1e6 * (time.perf_counter() - started) / commits
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--members", type=int, default=64, help="members, commits per batch")
-    parser.add_argument("--batches", type=int, default=3000, help="batches timed")
+    parser.add_argument("--quick", action="store_true", help="fewer commits and one trial")
+    parser.add_argument("--trials", type=int, default=3, help="runs per row (default 3)")
+    for name in ("blast", "generation", "window", "offsets", "commits"):  # the blaster's
+        parser.add_argument(f"--{name}", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--member", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not 1 <= args.members <= 1000 or not 1 <= args.batches <= 1_000_000:
-        parser.error("--members must be in [1, 1000] and --batches in [1, 1000000]")
-    shard, members, now_ms = stable_shard(1, args.members)
-    batches = commit_batches(members, DISTINCT_BATCHES)
-    commits = args.members * args.batches
-    with (
-        tempfile.TemporaryDirectory() as work,
-        open_partition_log(work, LogConfig(fsync_policy="never")) as log,
-    ):
-        split_s, replies = split_turns(shard, log, batches, args.batches, now_ms)
-    if any(p.error is not Errors.NONE for r in replies for p in r.partitions):
-        raise SystemExit(f"benchmark commits failed: {replies[:3]}")
-    alone_s = shard_alone(shard, batches, args.batches, now_ms)
-    rows = [
-        {"what": "Shard.handle alone (baseline)", "us_per_commit": 1e6 * alone_s / commits},
-        {"what": "partition's side of the split", "us_per_commit": 1e6 * split_s / commits},
-    ]
-    print(f"{'what':32} {'us/commit':>10} {'commits/s':>12} {'x baseline':>11}")
-    for row in rows:
-        row["commits_per_s"] = 1e6 / row["us_per_commit"]
-        row["x_baseline"] = row["us_per_commit"] / rows[0]["us_per_commit"]
-        print(
-            f"{row['what']:32} {row['us_per_commit']:10.2f} {row['commits_per_s']:12,.0f} "
-            f"{row['x_baseline']:10.2f}x"
-        )
-    write_results(RESULTS, {"members": args.members, "batches": args.batches, "rows": rows})
+    if args.blast is not None:
+        blast(args)
+        return
+    trials = 1 if args.quick else args.trials
+    if trials < 1:
+        parser.error("--trials must be >= 1")
+    commits = 5_000 if args.quick else 30_000
+    rows = []
+    print(
+        f"{'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} {'process µs':>10} "
+        f"{'commits/s':>10} {'shard µs':>8} {'x shard':>8}"
+    )
+    with tempfile.TemporaryDirectory() as work:
+        partition = WirePartition(os.path.join(work, "p0"), {TOPIC: PARTITIONS}, loop="uvloop")
+        bootstrap = partition.start()
+        try:
+            group = f"split-{time.monotonic_ns()}"
+            _, member_id, generation = asyncio.run(join_alone(bootstrap, group))
+            member = (group, member_id, generation)
+            for window, offsets, channels in ROWS:
+                runs = [
+                    measure(partition, member, (window, offsets, channels), commits)
+                    for _ in range(trials)
+                ]
+                shard_us = min(shard_alone_us(window, offsets, commits) for _ in range(trials))
+                row = {
+                    "in_flight": window,
+                    "partitions_per_commit": offsets,
+                    "channels": channels,
+                    "loop_us": round(min(1e6 * r[0] / r[2] for r in runs), 2),
+                    "process_us": round(min(1e6 * r[1] / r[2] for r in runs), 2),
+                    "commits_per_s": round(sorted(r[2] / r[3] for r in runs)[len(runs) // 2]),
+                    "shard_us": round(shard_us, 2),
+                }
+                row["loop_vs_shard"] = round(row["loop_us"] / shard_us, 2)
+                rows.append(row)
+                print(
+                    f"{window:>9} {offsets:>10} {channels:>8} {row['loop_us']:>8.1f} "
+                    f"{row['process_us']:>10.1f} {row['commits_per_s']:>10,} {shard_us:>8.1f} "
+                    f"{row['loop_vs_shard']:>7.2f}x",
+                    flush=True,
+                )
+        finally:
+            partition.stop()
+    write_results(
+        RESULTS,
+        {
+            "commits_per_row": commits,
+            "trials": trials,
+            "load_average_1m": os.getloadavg()[0],
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

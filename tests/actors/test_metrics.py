@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from groupcoord.actors import stop
-from groupcoord.actors.metrics import rebalance_cause
+from groupcoord.actors.metrics import LATENCY_SAMPLES_PER_S, RayMetrics, rebalance_cause
 from tests.core import simulation
 
 from .helpers import member, settled, start_deployment, wait_until
@@ -35,6 +35,41 @@ def test_every_rebalance_reason_of_the_shard_has_a_cause():
     causes = {rebalance_cause(r) for r in reasons}
     assert "other" not in causes, [r for r in reasons if rebalance_cause(r) == "other"]
     assert {"member_joined", "member_left", "session_timeout"} <= causes
+
+
+class _Observed:
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def observe(self, value: float, tags: dict) -> None:
+        self.values.append(value)
+
+
+def test_commit_latency_is_observed_for_every_commit_until_the_rate_passes_the_sample_rate(
+    ray_session, monkeypatch
+):
+    metrics = RayMetrics()
+    metrics.commit_seconds = observed = _Observed()
+    for n in range(50):  # slow: every commit is observed
+        metrics.committed(0, 1, n / 1000)
+    assert observed.values == [n / 1000 for n in range(50)]
+    # A push after 100 times the sample rate's commits in one second: every 100th from then.
+    clock = [time.monotonic()]
+    monkeypatch.setattr("groupcoord.actors.metrics.time.monotonic", lambda: clock[0])
+    metrics.push_counters()
+    for _ in range(100 * LATENCY_SAMPLES_PER_S):
+        metrics.committed(0, 1, 0.002)
+    clock[0] += 1.0
+    metrics.push_counters()
+    assert metrics.sample_every == 100
+    observed.values.clear()
+    for n in range(1_000):
+        metrics.committed(0, 1, n)
+    assert observed.values == list(range(0, 1_000, 100))  # evenly spread, not the first ten
+    # The rate falls: every commit again after the next push.
+    clock[0] += 1.0
+    metrics.push_counters()
+    assert metrics.sample_every == 1
 
 
 def _scrape(ray) -> str:
