@@ -42,6 +42,7 @@ PARTITION_COLUMNS = (
     "loaded_at",
     "nice",
     "kafka",
+    "net",
     "attempts",
     "error",
 )
@@ -57,6 +58,15 @@ def _iso_utc(ms: int | None) -> str:
     )
 
 
+def _network(network: dict | None) -> str:
+    """The partition's network processes running, and how many times one was started again
+    ("" without network processes)."""
+    if not network:
+        return ""
+    running, restarts = len(network["pids"]), network["restarts"]
+    return f"{running} ({restarts} restarts)" if restarts else str(running)
+
+
 def partitions_rows(infos: list[dict]) -> list[dict]:
     return [
         {k: info.get(k) for k in ("partition", "state", "epoch", "groups", "pid")}
@@ -66,6 +76,7 @@ def partitions_rows(infos: list[dict]) -> list[dict]:
             "loaded_at": _iso_utc(info.get("loaded_at_ms")),
             "nice": info.get("niceness"),
             "kafka": info.get("kafka") or "",
+            "net": _network(info.get("network_processes")),
             "attempts": info.get("load_attempts"),
             "error": (
                 info.get("load_error") or info.get("init_error") or info.get("fatal_error") or ""

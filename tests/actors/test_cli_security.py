@@ -195,6 +195,15 @@ def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
     again.close()
 
 
+def test_status_names_each_partitions_network_processes(secured, capsys):
+    capsys.readouterr()
+    assert main(["status", "--namespace", NS, "--json"]) == 0
+    partitions = json.loads(capsys.readouterr().out)["partitions"]
+    assert [p["net"] for p in partitions] == ["2", "2"]
+    assert main(["status", "--namespace", NS]) == 0
+    assert " net " in capsys.readouterr().out  # the table's column
+
+
 def test_a_wildcard_listener_advertises_this_nodes_address():
     sasl = ListenerSecurity("SASL_SSL", users_file="users.json", ssl_certfile="cert.pem")
     wildcard = WireConfig(host="0.0.0.0", security=sasl)
