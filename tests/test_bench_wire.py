@@ -3,8 +3,8 @@ was runnable but had no CPU (real processes made to share one CPU); bench/wire.p
 server's figures out of a sample and reports each commit row as its median trial, each join row
 as the mean of its trials, each rejoin row as the median of every rejoin; bench/wire_raw.py's
 members settle into one generation and rejoin together (against a real listener); the
-benchmarks compare against Kafka's broker JVM as Kafka ships it; bench/wire_split.py's partition
-side answers and logs every commit of its batches."""
+benchmarks compare against Kafka's broker JVM as Kafka ships it; bench/wire_split.py's blasted
+commits all reach a real partition through its channel."""
 
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ import subprocess
 import sys
 import time
 
-from bench.core import stable_shard
 from bench.proc_cpu import CpuSample
 from bench.wire import add_ratios, cpu_per_commit_us, server_cpu, summary_run
-from bench.wire_raw import rebalance_times
-from bench.wire_split import commit_batches, split_turns
-from groupcoord.coordinator import DescribeGroupsRequest, Errors, OffsetFetchRequest, Shard
-from groupcoord.storage import LogConfig, open_partition_log
+from bench.wire_raw import join_alone, rebalance_times
+from bench.wire_split import measure
+from groupcoord.coordinator import DescribeGroupsRequest, OffsetFetchRequest
 from tests.actors.kafka_inproc import WirePartition
 from tests.kafka.javakafka import (
     SHIPPED_BROKER_JVM,
@@ -151,25 +149,27 @@ def test_the_benchmarks_broker_runs_kafkas_jvm_and_threads_as_shipped_not_the_te
     assert KafkaBroker(tmp_path).properties()["num.io.threads"] == "2"
 
 
-def test_the_split_partition_answers_and_logs_every_commit_of_its_batches(tmp_path):
-    shard, members, now_ms = stable_shard(1, 8)
-    batches = commit_batches(members, 2)  # offsets 0, then 1, then 0 again (cycled)
-    never = LogConfig(fsync_policy="never")
-    with open_partition_log(str(tmp_path), never) as log:
-        spent_s, replies = split_turns(shard, log, batches, 3, now_ms)
-        assert log.end_offset == 3 * 8  # a record per commit
-    assert spent_s > 0
-    assert [[(p.partition, p.error) for p in r.partitions] for r in replies] == [
-        [(i, Errors.NONE)] for i in range(8)
-    ]
-    reloaded = Shard(0, 1)
-    with open_partition_log(str(tmp_path), never) as log:
-        log.load_into(reloaded)
-    reloaded.on_loaded(now_ms)
-    group = members[0][0]
-    [(_, fetched)] = reloaded.handle(now_ms, 0, OffsetFetchRequest(group, None)).replies
+def test_the_split_bench_commits_every_blasted_commit_through_a_real_partition(tmp_path):
+    partition = WirePartition(str(tmp_path / "p0"), {"split": 64}, loop="uvloop")
+    bootstrap = partition.start()
+    try:
+        _, member_id, generation = asyncio.run(join_alone(bootstrap, "g-split"))
+        member = ("g-split", member_id, generation)
+        # 40 commits of 2 partitions (n and n + 1, offset n), 8 in flight on one channel.
+        loop_s, process_s, commits, seconds = measure(partition, member, (8, 2, 1), 40)
+        assert commits == 40 and loop_s > 0 and process_s >= loop_s and seconds > 0
+
+        async def fetch():
+            return await partition.runtime.handle(OffsetFetchRequest("g-split", None))
+
+        fetched = asyncio.run_coroutine_threadsafe(fetch(), partition.loop).result(30)
+    finally:
+        partition.stop()
+    # One channel's frames are taken in order: each partition holds the last commit naming it.
     assert sorted((p.partition, p.committed_offset) for p in fetched.partitions) == [
-        (i, 0) for i in range(8)
+        (0, 0),
+        *((p, p) for p in range(1, 40)),
+        (40, 39),
     ]
 
 

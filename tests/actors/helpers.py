@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from confluent_kafka import Consumer
 from ray.exceptions import RayError
 
 from groupcoord.actors import (
@@ -122,3 +123,43 @@ def wait_restarted(info: Callable[[], dict], pid_before: int, timeout_s: float =
             pass
         time.sleep(0.1)
     raise AssertionError(f"not restarted in {timeout_s:.0f} s")
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.05):
+    """``predicate()``'s first truthy value, polled every ``interval_s``; AssertionError naming
+    ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def wire_consumer(bootstrap: str, group: str) -> Consumer:
+    """A librdkafka consumer that notices a restarted coordinator quickly (short metadata
+    refresh and reconnect backoffs), committing by hand."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "topic.metadata.refresh.interval.ms": 500,
+            "reconnect.backoff.max.ms": 500,
+            "retry.backoff.max.ms": 500,
+        }
+    )
+
+
+def wait_assigned(consumer: Consumer, count: int, polls: int = 300) -> set[int]:
+    """Poll (0.1 s at a time, ``polls`` times at most) until ``consumer`` holds ``count``
+    partitions; their numbers."""
+    for _ in range(polls):
+        consumer.poll(0.1)
+        if len(consumer.assignment()) == count:
+            return {tp.partition for tp in consumer.assignment()}
+    raise AssertionError(f"no assignment of {count} partitions")

@@ -9,20 +9,19 @@ import time
 
 import pytest
 import ray
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from ray.exceptions import RayError
 
 from groupcoord.actors import WireConfig, start, stop
 from groupcoord.coordinator import partition_for
 
-from .helpers import TEST_CONFIG, wait_restarted
+from .helpers import TEST_CONFIG, wait_assigned, wait_restarted, wire_consumer
 
 RESUME_TIMEOUT_S = 60.0
 
 NUM_PARTITIONS = 2
 GROUPS = ("wire-a", "wire-b")  # one on each partition (checked below)
 TOPIC, TOPIC_PARTITIONS = "events", 4
-POLLS = 300  # of 0.1 s at most, waiting for an assignment
 
 
 @pytest.fixture(scope="module")
@@ -38,29 +37,6 @@ def deployment(ray_session, tmp_path_factory):
     ray.get(d.router.create_topic.remote(TOPIC, TOPIC_PARTITIONS))
     yield d
     stop(d)
-
-
-def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 300,
-            "topic.metadata.refresh.interval.ms": 500,
-            "reconnect.backoff.max.ms": 500,
-            "retry.backoff.max.ms": 500,
-        }
-    )
-
-
-def _wait_assigned(consumer: Consumer, count: int) -> set[int]:
-    for _ in range(POLLS):
-        consumer.poll(0.1)
-        if len(consumer.assignment()) == count:
-            return {tp.partition for tp in consumer.assignment()}
-    raise AssertionError(f"no assignment of {count} partitions")
 
 
 def _resumed(acked: dict, before: dict) -> bool:
@@ -88,16 +64,16 @@ def test_bootstrap_finds_each_groups_partition_listener(deployment):
     # Ray starts workers niced (15); a coordinator must not be starved by busy neighbours.
     assert [info["niceness"] for info in infos] == [0] * NUM_PARTITIONS
     for group in GROUPS:
-        consumer = _consumer(deployment.kafka, group)
+        consumer = wire_consumer(deployment.kafka, group)
         consumer.subscribe([TOPIC])
-        assert _wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
+        assert wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
         consumer.commit(
             offsets=[TopicPartition(TOPIC, p, 10 + p) for p in range(4)], asynchronous=False
         )
         consumer.close()
     # Read back by a fresh client of each group, through the bootstrap listener again.
     for group in GROUPS:
-        reader = _consumer(deployment.kafka, group)
+        reader = wire_consumer(deployment.kafka, group)
         read = reader.committed([TopicPartition(TOPIC, p) for p in range(4)], timeout=20)
         assert [tp.offset for tp in read] == [10, 11, 12, 13]
         reader.close()
@@ -105,11 +81,11 @@ def test_bootstrap_finds_each_groups_partition_listener(deployment):
 
 def test_a_grown_topic_is_rebalanced_onto(deployment):
     ray.get(deployment.router.create_topic.remote("grows", 2))
-    consumer = _consumer(deployment.kafka, "wire-grow")
+    consumer = wire_consumer(deployment.kafka, "wire-grow")
     consumer.subscribe(["grows"])
-    assert _wait_assigned(consumer, 2) == {0, 1}
+    assert wait_assigned(consumer, 2) == {0, 1}
     ray.get(deployment.router.alter_topic.remote("grows", 5))
-    assert _wait_assigned(consumer, 5) == {0, 1, 2, 3, 4}
+    assert wait_assigned(consumer, 5) == {0, 1, 2, 3, 4}
     consumer.close()
 
 
@@ -145,7 +121,7 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment, rounds):
     errors: list[BaseException] = []
 
     def commit_forever(group: str) -> None:
-        consumer = _consumer(deployment.kafka, group)
+        consumer = wire_consumer(deployment.kafka, group)
         consumer.subscribe([TOPIC])
         offset = 1_000
         try:
@@ -193,7 +169,7 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment, rounds):
     assert {g for g, _ in acked} == set(GROUPS)
     assert _resumed(acked, before), f"no commit in {RESUME_TIMEOUT_S:.0f} s after the kills"
     for group in GROUPS:
-        reader = _consumer(deployment.kafka, group)
+        reader = wire_consumer(deployment.kafka, group)
         read = reader.committed([TopicPartition(TOPIC, p) for p in range(4)], timeout=20)
         reader.close()
         for tp in read:

@@ -13,13 +13,13 @@ import time
 
 import pytest
 import ray
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.actors import WireConfig, start, stop
 from groupcoord.coordinator import partition_for
 
-from .helpers import TEST_CONFIG, wait_restarted
+from .helpers import TEST_CONFIG, wait_assigned, wait_for, wait_restarted, wire_consumer
 
 NUM_PARTITIONS = 2
 PROCESSES = 2
@@ -83,17 +83,6 @@ def _children(parent: int) -> list[int]:
     )
 
 
-def _wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def _info(deployment, partition: int) -> dict:
     return ray.get(deployment.partitions()[partition].info.remote(), timeout=10)
 
@@ -126,33 +115,10 @@ def _wait_serving(deployment) -> list[dict]:
             return infos
         return None
 
-    return _wait_for(ready, 60, "partitions serving with their network processes")
+    return wait_for(ready, 60, "partitions serving with their network processes")
 
 
 # -- clients -----------------------------------------------------------------------------------
-
-
-def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 300,
-            "topic.metadata.refresh.interval.ms": 500,
-            "reconnect.backoff.max.ms": 500,
-            "retry.backoff.max.ms": 500,
-        }
-    )
-
-
-def _wait_assigned(consumer: Consumer, count: int) -> set[int]:
-    for _ in range(POLLS):
-        consumer.poll(0.1)
-        if len(consumer.assignment()) == count:
-            return {tp.partition for tp in consumer.assignment()}
-    raise AssertionError(f"no assignment of {count} partitions")
 
 
 def _group_on(partition: int, prefix: str) -> str:
@@ -165,7 +131,7 @@ def _group_on(partition: int, prefix: str) -> str:
 
 
 def _read_back(deployment, group: str) -> list[int]:
-    reader = _consumer(deployment.kafka, group)
+    reader = wire_consumer(deployment.kafka, group)
     try:
         read = reader.committed(
             [TopicPartition(TOPIC, p) for p in range(TOPIC_PARTITIONS)], timeout=20
@@ -176,10 +142,10 @@ def _read_back(deployment, group: str) -> list[int]:
 
 
 def _commit_and_read_back(deployment, group: str, base: int) -> None:
-    consumer = _consumer(deployment.kafka, group)
+    consumer = wire_consumer(deployment.kafka, group)
     try:
         consumer.subscribe([TOPIC])
-        assert _wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
+        assert wait_assigned(consumer, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
         offsets = [TopicPartition(TOPIC, p, base + p) for p in range(TOPIC_PARTITIONS)]
         answered = consumer.commit(offsets=offsets, asynchronous=False)
         assert all(tp.error is None for tp in answered)
@@ -212,7 +178,7 @@ class Committer:
         assert not self._thread.is_alive(), "the committer did not stop"
 
     def _run(self) -> None:
-        consumer = _consumer(self.deployment.kafka, self.group)
+        consumer = wire_consumer(self.deployment.kafka, self.group)
         consumer.subscribe([TOPIC])
         offset, last_ok = 1_000, False
         deadline = None
@@ -246,7 +212,7 @@ class Committer:
             consumer.close()
 
     def wait_acks(self, more_than: int, timeout_s: float = 30.0) -> None:
-        _wait_for(lambda: self.acks > more_than or self.errors, timeout_s, "a commit")
+        wait_for(lambda: self.acks > more_than or self.errors, timeout_s, "a commit")
         assert not self.errors, self.errors
 
 
@@ -267,11 +233,11 @@ def test_network_processes_are_the_partition_actors_children(deployment):
 
 def test_a_librdkafka_group_rebalances_through_network_processes(deployment):
     group = "np-group"
-    first = _consumer(deployment.kafka, group)
-    second = _consumer(deployment.kafka, group)
+    first = wire_consumer(deployment.kafka, group)
+    second = wire_consumer(deployment.kafka, group)
     try:
         first.subscribe([TOPIC])
-        assert _wait_assigned(first, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
+        assert wait_assigned(first, TOPIC_PARTITIONS) == set(range(TOPIC_PARTITIONS))
         offsets = [TopicPartition(TOPIC, p, 100 + p) for p in range(TOPIC_PARTITIONS)]
         answered = first.commit(offsets=offsets, asynchronous=False)
         assert all(tp.error is None for tp in answered)
@@ -311,7 +277,7 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
         topics = admin.list_topics(timeout=10).topics
         return name in topics and len(topics[name].partitions) == 3
 
-    _wait_for(listed, 10, f"{name} in Metadata")
+    wait_for(listed, 10, f"{name} in Metadata")
 
 
 def test_a_killed_network_process_is_replaced_while_a_consumer_commits(deployment):
@@ -334,7 +300,7 @@ def test_a_killed_network_process_is_replaced_while_a_consumer_commits(deploymen
                     return None
                 return info if network["restarts"] == restarts + n else None
 
-            info = _wait_for(replaced, 5, f"network process {victim} replaced")
+            info = wait_for(replaced, 5, f"network process {victim} replaced")
             assert info["pid"] == before["pid"]  # the partition actor itself lives on
             assert not _is_network_process(victim)
             _check_processes(info)
@@ -359,7 +325,7 @@ def test_a_killed_partition_actors_network_processes_exit_by_themselves(deployme
         ray.kill(handle, no_restart=False)
     else:
         os.kill(before["pid"], signal.SIGKILL)
-    _wait_for(
+    wait_for(
         lambda: not any(_is_network_process(pid) for pid in old),
         EXIT_S if how == "sigkill" else EXIT_S + 5,  # Ray's kill is asynchronous
         f"the killed partition's network processes {old} to exit",
@@ -380,7 +346,7 @@ def test_stop_leaves_no_network_process(ray_session, tmp_path):
     try:
         d.wait_ready(60)
         ray.get(d.router.create_topic.remote(TOPIC, TOPIC_PARTITIONS))
-        info = _wait_for(lambda: _ready_info(d), 30, "network processes")
+        info = wait_for(lambda: _ready_info(d), 30, "network processes")
         pids = _check_processes(info)
         _commit_and_read_back(d, "np-stop", 7)
         # Closing the partition ends its processes before it returns (no Ray kill involved).

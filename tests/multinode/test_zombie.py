@@ -24,7 +24,7 @@ import ray
 from groupcoord.actors import stop
 from groupcoord.coordinator import Shard
 from groupcoord.storage import load, read_log
-from tests.actors.helpers import TEST_CONFIG
+from tests.actors.helpers import TEST_CONFIG, wait_for
 
 from .nodes import alive, node_by_id, processes_of, running, signal_all, wait_dead_in_ray
 from .scenario import (
@@ -45,17 +45,6 @@ LOCK_HELD_S = 2.0  # how long the new incarnation is watched waiting for the zom
 @pytest.fixture
 def log_dir(tmp_path):
     return str(tmp_path / "shared-logs")
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir):
@@ -103,7 +92,7 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
                 # The frozen processes keep their locks: the new incarnations, restarted on
                 # a survivor, wait for them instead of serving.
                 for frozen in (kept, lost):
-                    waiting = _wait(lambda f=frozen: locked_out(f), 60, "a locked-out restart")
+                    waiting = wait_for(lambda f=frozen: locked_out(f), 60, "a locked-out restart")
                     assert waiting["node"] not in frozen_nodes and waiting["state"] == "loading"
                 # NFS/EFS: b's stalled client loses its lease; here, its lock file goes.
                 os.remove(os.path.join(dirs[lost["partition"]], "writer.lock"))
@@ -116,7 +105,7 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
             # Resumed, each zombie sees the newer claim (or is fenced on its next append)
             # and exits by itself; a's lock goes with it and its new incarnation loads.
             for frozen in (kept, lost):
-                _wait(lambda f=frozen: not running(f["pid"]), 60, "a zombie to exit by itself")
+                wait_for(lambda f=frozen: not running(f["pid"]), 60, "a zombie to exit by itself")
             seen["infos"] = wait_serving(
                 deployment,
                 lambda now: all(now[f["partition"]]["epoch"] > f["epoch"] for f in (kept, lost)),
@@ -150,7 +139,7 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
 
 
 def wait_serving_one(deployment, partition: int, old_epoch: int) -> None:
-    _wait(
+    wait_for(
         lambda: (
             (i := _info(deployment, partition))
             and i["state"] == "serving"
