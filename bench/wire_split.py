@@ -14,9 +14,12 @@ Measured over exactly the blasted commits: ``loop_us``, the loop thread's CPU pe
 (``time.thread_time`` on that thread, system time included), and ``process_us``, the serving
 process's (the loop plus the log's and snapshot's threads). Baseline, same run: the same
 commits through ``Shard.handle`` alone (bench/core.py's stable shard), the core's own cost.
-Each figure is the least of ``--trials`` runs (other load only adds to it).
+Each figure is the least of ``--trials`` runs (other load only adds to it). ``--ray`` measures
+every row again with the partition inside a Ray actor's process (a local Ray of its own), where
+a partition actor runs beside Ray's own threads: ``x here`` is its loop thread's CPU a commit
+over this process's, in the same run.
 
-Run: ``.venv/bin/python bench/wire_split.py [--quick]``; prints a table and writes
+Run: ``.venv/bin/python bench/wire_split.py [--quick] [--ray]``; prints a table and writes
 bench/results/wire_split.json.
 """
 
@@ -194,6 +197,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer commits and one trial")
     parser.add_argument("--trials", type=int, default=3, help="runs per row (default 3)")
+    parser.add_argument(
+        "--ray",
+        action="store_true",
+        help="also measure every row with the partition inside a Ray actor (x here: its loop "
+        "thread's CPU a commit over this process's)",
+    )
     for name in ("blast", "generation", "window", "offsets", "commits"):  # the blaster's
         parser.add_argument(f"--{name}", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
@@ -206,11 +215,41 @@ def main() -> None:
     if trials < 1:
         parser.error("--trials must be >= 1")
     commits = 5_000 if args.quick else 30_000
-    rows = []
     print(
-        f"{'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} {'process µs':>10} "
-        f"{'commits/s':>10} {'shard µs':>8} {'x shard':>8}"
+        f"{'where':<10} {'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} "
+        f"{'process µs':>10} {'commits/s':>10} {'shard µs':>8} {'x shard':>8} {'x here':>7}"
     )
+    rows = run_rows(trials, commits, "here")
+    for row in rows:
+        row["shard_us"] = round(
+            min(
+                shard_alone_us(row["in_flight"], row["partitions_per_commit"], commits)
+                for _ in range(trials)
+            ),
+            2,
+        )
+        row["loop_vs_shard"] = round(row["loop_us"] / row["shard_us"], 2)
+        _print(row)
+    if args.ray:
+        for row in in_ray_actor(trials, commits):
+            here = next(r for r in rows if _key(r) == _key(row))
+            row["loop_vs_here"] = round(row["loop_us"] / here["loop_us"], 2)
+            rows.append(row)
+            _print(row)
+    write_results(
+        RESULTS,
+        {
+            "commits_per_row": commits,
+            "trials": trials,
+            "load_average_1m": os.getloadavg()[0],
+            "rows": rows,
+        },
+    )
+
+
+def run_rows(trials: int, commits: int, where: str) -> list[dict]:
+    """Every row of ``ROWS``, with the partition in this process; ``where`` names it."""
+    rows = []
     with tempfile.TemporaryDirectory() as work:
         partition = WirePartition(os.path.join(work, "p0"), {TOPIC: PARTITIONS}, loop="uvloop")
         bootstrap = partition.start()
@@ -223,34 +262,56 @@ def main() -> None:
                     measure(partition, member, (window, offsets, channels), commits)
                     for _ in range(trials)
                 ]
-                shard_us = min(shard_alone_us(window, offsets, commits) for _ in range(trials))
-                row = {
-                    "in_flight": window,
-                    "partitions_per_commit": offsets,
-                    "channels": channels,
-                    "loop_us": round(min(1e6 * r[0] / r[2] for r in runs), 2),
-                    "process_us": round(min(1e6 * r[1] / r[2] for r in runs), 2),
-                    "commits_per_s": round(sorted(r[2] / r[3] for r in runs)[len(runs) // 2]),
-                    "shard_us": round(shard_us, 2),
-                }
-                row["loop_vs_shard"] = round(row["loop_us"] / shard_us, 2)
-                rows.append(row)
-                print(
-                    f"{window:>9} {offsets:>10} {channels:>8} {row['loop_us']:>8.1f} "
-                    f"{row['process_us']:>10.1f} {row['commits_per_s']:>10,} {shard_us:>8.1f} "
-                    f"{row['loop_vs_shard']:>7.2f}x",
-                    flush=True,
+                rows.append(
+                    {
+                        "where": where,
+                        "in_flight": window,
+                        "partitions_per_commit": offsets,
+                        "channels": channels,
+                        "loop_us": round(min(1e6 * r[0] / r[2] for r in runs), 2),
+                        "process_us": round(min(1e6 * r[1] / r[2] for r in runs), 2),
+                        "commits_per_s": round(sorted(r[2] / r[3] for r in runs)[len(runs) // 2]),
+                    }
                 )
         finally:
             partition.stop()
-    write_results(
-        RESULTS,
-        {
-            "commits_per_row": commits,
-            "trials": trials,
-            "load_average_1m": os.getloadavg()[0],
-            "rows": rows,
-        },
+    return rows
+
+
+def in_ray_actor(trials: int, commits: int) -> list[dict]:
+    """``run_rows`` inside a Ray actor's process (a local Ray of its own): the partition has
+    Ray's own threads beside it there, as a partition actor does."""
+    import ray  # noqa: PLC0415 — only for --ray
+
+    from groupcoord.actors.bootstrap import ensure_ray  # noqa: PLC0415
+
+    ensure_ray(None, "bench-wire-split", 2)
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    remote = ray.remote(num_cpus=0, runtime_env={"env_vars": {"PYTHONPATH": path}})(_InActor)
+    actor = remote.remote()  # type: ignore[attr-defined]
+    try:
+        return ray.get(actor.run.remote(trials, commits))
+    finally:
+        ray.shutdown()
+
+
+class _InActor:
+    def run(self, trials: int, commits: int) -> list[dict]:
+        return run_rows(trials, commits, "ray actor")
+
+
+def _key(row: dict) -> tuple:
+    return row["in_flight"], row["partitions_per_commit"], row["channels"]
+
+
+def _print(row: dict) -> None:
+    shard = f"{row['shard_us']:>8.1f} {row['loop_vs_shard']:>7.2f}x" if "shard_us" in row else ""
+    versus = f"{row['loop_vs_here']:>6.2f}x" if "loop_vs_here" in row else ""
+    print(
+        f"{row['where']:<10} {row['in_flight']:>9} {row['partitions_per_commit']:>10} "
+        f"{row['channels']:>8} {row['loop_us']:>8.1f} {row['process_us']:>10.1f} "
+        f"{row['commits_per_s']:>10,} {shard or ' ' * 17} {versus}",
+        flush=True,
     )
 
 
