@@ -194,7 +194,7 @@ async def join_alone(bootstrap: str, group: str) -> tuple[tuple[str, int], str, 
     return coordinator, member.member_id, joined.generation_id
 
 
-async def _settle(members: list[RawMember]) -> int:
+async def settle(members: list[RawMember]) -> int:
     """Until one generation holds every member, each synced to it; returns that generation.
     With no initial rebalance delay the first generation holds whoever joined first; the
     others' joins start the next rebalance, which a synced member learns of from its heartbeat,
@@ -247,7 +247,7 @@ async def rebalance_times(bootstrap: str, group: str, count: int, trials: int) -
     coordinator = await find_coordinator(bootstrap, group)
     members = [RawMember(await RawConnection.open(*coordinator), group) for _ in range(count)]
     try:
-        generation = await _settle(members)
+        generation = await settle(members)
         times = []
         for trial in range(trials):
             generation += 1

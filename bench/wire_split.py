@@ -40,7 +40,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.core import stable_shard  # noqa: E402 — needs ROOT on the path
 from bench.run_info import write_results  # noqa: E402
-from bench.wire_raw import join_alone  # noqa: E402
+from bench.wire_raw import (  # noqa: E402
+    RawConnection,
+    RawMember,
+    find_coordinator,
+    join_alone,
+    settle,
+)
 from groupcoord.actors.network_frames import REPLY, REQUEST, FrameReader, frame  # noqa: E402
 from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
 from groupcoord.actors.wire_service import WireConfig  # noqa: E402
@@ -74,9 +80,9 @@ def blast(args) -> None:
     """The blaster process: ``args.commits`` commits over the channel, ``args.window`` in
     flight; prints ``{"commits": n}`` (the parent times the blasters together)."""
     sock = socket.socket(fileno=args.blast)
-    group, member, generation = args.group, args.member, args.generation
+    group, members, generation = args.group, args.member.split(","), args.generation
     frames = [
-        frame(REQUEST, n, commit(group, member, generation, n, args.offsets))
+        frame(REQUEST, n, commit(group, members[n % len(members)], generation, n, args.offsets))
         for n in range(args.commits)
     ]
     reader = FrameReader(1 << 26)
@@ -114,7 +120,8 @@ async def _attach(pool: NetworkPool, sock: socket.socket) -> None:
 
 def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
     """(loop thread CPU s, process CPU s, commits, seconds) of one blast: ``row``'s window
-    and commits split between its channels, each with a blaster of its own."""
+    and commits split between its channels, each with a blaster of its own. ``member``:
+    (group, its members' ids, generation)."""
     window, offsets, channels = row
     config = WireConfig(network_processes=channels)
     pool = NetworkPool(config, 0, 1, partition.runtime, change_topics=None)
@@ -153,14 +160,14 @@ def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
 def _blaster(pool, loop, member: tuple, window: int, offsets: int, commits: int):
     """A blaster process at the other end of a new channel of ``pool``, waiting for a go."""
     mine, theirs = socket.socketpair()
-    group, member_id, generation = member
+    group, member_ids, generation = member
     blaster = subprocess.Popen(
         [
             sys.executable,
             os.path.abspath(__file__),
             f"--blast={theirs.fileno()}",
             f"--group={group}",
-            f"--member={member_id}",
+            f"--member={','.join(member_ids)}",
             f"--generation={generation}",
             f"--window={window}",
             f"--offsets={offsets}",
@@ -198,6 +205,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer commits and one trial")
     parser.add_argument("--trials", type=int, default=3, help="runs per row (default 3)")
     parser.add_argument(
+        "--members",
+        type=int,
+        default=1,
+        help="members of the group, committing in turn (default 1; 64: bench/wire.py's group)",
+    )
+    parser.add_argument(
         "--ray",
         action="store_true",
         help="also measure every row with the partition inside a Ray actor (x here: its loop "
@@ -212,14 +225,14 @@ def main() -> None:
         blast(args)
         return
     trials = 1 if args.quick else args.trials
-    if trials < 1:
-        parser.error("--trials must be >= 1")
+    if trials < 1 or not 1 <= args.members <= 1000:
+        parser.error("--trials must be >= 1 and --members in [1, 1000]")
     commits = 5_000 if args.quick else 30_000
     print(
         f"{'where':<10} {'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} "
         f"{'process µs':>10} {'commits/s':>10} {'shard µs':>8} {'x shard':>8} {'x here':>7}"
     )
-    rows = run_rows(trials, commits, "here")
+    rows = run_rows(trials, commits, "here", args.members)
     for row in rows:
         row["shard_us"] = round(
             min(
@@ -231,7 +244,7 @@ def main() -> None:
         row["loop_vs_shard"] = round(row["loop_us"] / row["shard_us"], 2)
         _print(row)
     if args.ray:
-        for row in in_ray_actor(trials, commits):
+        for row in in_ray_actor(trials, commits, args.members):
             here = next(r for r in rows if _key(r) == _key(row))
             row["loop_vs_here"] = round(row["loop_us"] / here["loop_us"], 2)
             rows.append(row)
@@ -247,16 +260,33 @@ def main() -> None:
     )
 
 
-def run_rows(trials: int, commits: int, where: str) -> list[dict]:
-    """Every row of ``ROWS``, with the partition in this process; ``where`` names it."""
+async def _join(bootstrap: str, group: str, members: int) -> tuple[list[str], int]:
+    """``members`` raw-wire members of ``group`` in one generation: (their ids, generation).
+    Their commits keep their sessions (30 s) alive."""
+    if members == 1:
+        _, member_id, generation = await join_alone(bootstrap, group)
+        return [member_id], generation
+    coordinator = await find_coordinator(bootstrap, group)
+    raw = [RawMember(await RawConnection.open(*coordinator), group) for _ in range(members)]
+    try:
+        generation = await settle(raw)
+    finally:
+        for one in raw:
+            one.conn.close()
+    return [one.member_id for one in raw], generation
+
+
+def run_rows(trials: int, commits: int, where: str, members: int = 1) -> list[dict]:
+    """Every row of ``ROWS``, with the partition in this process and ``members`` members
+    committing in turn; ``where`` names it."""
     rows = []
     with tempfile.TemporaryDirectory() as work:
         partition = WirePartition(os.path.join(work, "p0"), {TOPIC: PARTITIONS}, loop="uvloop")
         bootstrap = partition.start()
         try:
             group = f"split-{time.monotonic_ns()}"
-            _, member_id, generation = asyncio.run(join_alone(bootstrap, group))
-            member = (group, member_id, generation)
+            member_ids, generation = asyncio.run(_join(bootstrap, group, members))
+            member = (group, member_ids, generation)
             for window, offsets, channels in ROWS:
                 runs = [
                     measure(partition, member, (window, offsets, channels), commits)
@@ -265,6 +295,7 @@ def run_rows(trials: int, commits: int, where: str) -> list[dict]:
                 rows.append(
                     {
                         "where": where,
+                        "members": members,
                         "in_flight": window,
                         "partitions_per_commit": offsets,
                         "channels": channels,
@@ -278,7 +309,7 @@ def run_rows(trials: int, commits: int, where: str) -> list[dict]:
     return rows
 
 
-def in_ray_actor(trials: int, commits: int) -> list[dict]:
+def in_ray_actor(trials: int, commits: int, members: int) -> list[dict]:
     """``run_rows`` inside a Ray actor's process (a local Ray of its own): the partition has
     Ray's own threads beside it there, as a partition actor does."""
     import ray  # noqa: PLC0415 — only for --ray
@@ -290,14 +321,14 @@ def in_ray_actor(trials: int, commits: int) -> list[dict]:
     remote = ray.remote(num_cpus=0, runtime_env={"env_vars": {"PYTHONPATH": path}})(_InActor)
     actor = remote.remote()  # type: ignore[attr-defined]
     try:
-        return ray.get(actor.run.remote(trials, commits))
+        return ray.get(actor.run.remote(trials, commits, members))
     finally:
         ray.shutdown()
 
 
 class _InActor:
-    def run(self, trials: int, commits: int) -> list[dict]:
-        return run_rows(trials, commits, "ray actor")
+    def run(self, trials: int, commits: int, members: int) -> list[dict]:
+        return run_rows(trials, commits, "ray actor", members)
 
 
 def _key(row: dict) -> tuple:
