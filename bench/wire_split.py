@@ -119,7 +119,7 @@ async def _attach(pool: NetworkPool, sock: socket.socket) -> None:
 
 
 def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
-    """(loop thread CPU s, process CPU s, commits, seconds) of one blast: ``row``'s window
+    """(loop thread CPU s, process CPU s, commits, seconds, appends) of one blast: ``row``'s window
     and commits split between its channels, each with a blaster of its own. ``member``:
     (group, its members' ids, generation)."""
     window, offsets, channels = row
@@ -136,6 +136,7 @@ def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
         if any(blaster.stdout.readline().strip() != "ready" for blaster in blasters):
             raise RuntimeError("a blaster did not start")
         loop_cpu = _on_loop(loop, time.thread_time)
+        appends = partition.runtime.appends
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         for blaster in blasters:
@@ -144,6 +145,7 @@ def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
         lines = [blaster.stdout.readline() for blaster in blasters]
         seconds = time.perf_counter() - started
         loop_cpu = _on_loop(loop, time.thread_time) - loop_cpu
+        appends = partition.runtime.appends - appends
         after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         for blaster in blasters:
@@ -154,7 +156,7 @@ def measure(partition: WirePartition, member: tuple, row: tuple, commits: int):
     results = [json.loads(line) for line in lines]
     process_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     done = sum(r["commits"] for r in results)
-    return loop_cpu, process_cpu, done, seconds
+    return loop_cpu, process_cpu, done, seconds, appends
 
 
 def _blaster(pool, loop, member: tuple, window: int, offsets: int, commits: int):
@@ -230,7 +232,8 @@ def main() -> None:
     commits = 5_000 if args.quick else 30_000
     print(
         f"{'where':<10} {'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} "
-        f"{'process µs':>10} {'commits/s':>10} {'shard µs':>8} {'x shard':>8} {'x here':>7}"
+        f"{'process µs':>10} {'commits/s':>10} {'/append':>7} {'shard µs':>8} {'x shard':>8} "
+        f"{'x here':>7}"
     )
     rows = run_rows(trials, commits, "here", args.members)
     for row in rows:
@@ -302,6 +305,9 @@ def run_rows(trials: int, commits: int, where: str, members: int = 1) -> list[di
                         "loop_us": round(min(1e6 * r[0] / r[2] for r in runs), 2),
                         "process_us": round(min(1e6 * r[1] / r[2] for r in runs), 2),
                         "commits_per_s": round(sorted(r[2] / r[3] for r in runs)[len(runs) // 2]),
+                        "commits_per_append": round(
+                            sum(r[2] for r in runs) / sum(r[4] for r in runs), 1
+                        ),
                     }
                 )
         finally:
@@ -341,7 +347,8 @@ def _print(row: dict) -> None:
     print(
         f"{row['where']:<10} {row['in_flight']:>9} {row['partitions_per_commit']:>10} "
         f"{row['channels']:>8} {row['loop_us']:>8.1f} {row['process_us']:>10.1f} "
-        f"{row['commits_per_s']:>10,} {shard or ' ' * 17} {versus}",
+        f"{row['commits_per_s']:>10,} {row['commits_per_append']:>7.1f} {shard or ' ' * 17} "
+        f"{versus}",
         flush=True,
     )
 

@@ -156,8 +156,9 @@ def test_the_split_bench_commits_every_blasted_commit_through_a_real_partition(t
         _, member_id, generation = asyncio.run(join_alone(bootstrap, "g-split"))
         member = ("g-split", [member_id], generation)
         # 40 commits of 2 partitions (n and n + 1, offset n), 8 in flight on one channel.
-        loop_s, process_s, commits, seconds = measure(partition, member, (8, 2, 1), 40)
+        loop_s, process_s, commits, seconds, appends = measure(partition, member, (8, 2, 1), 40)
         assert commits == 40 and loop_s > 0 and process_s >= loop_s and seconds > 0
+        assert 1 <= appends <= 40  # a record per commit, appended in one turn's batches
 
         async def fetch():
             return await partition.runtime.handle(OffsetFetchRequest("g-split", None))
