@@ -99,7 +99,14 @@ class NetworkPool:
         self._slots: list[_Slot] = []
         self._view: NetworkView | None = None
         self._closing = False
+        self._tasks: set[asyncio.Task] = set()  # held: the loop keeps only weak references
         self.restarts = 0
+
+    def background(self, coroutine: Any) -> None:
+        """Run ``coroutine`` in a task of its own, held until it is done."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def bind(self, port: int) -> int:
         """The listening socket, on ``port`` (0: any free port); returns the port. OSError
@@ -203,7 +210,7 @@ class _Slot:
         """Serve the channel at ``sock``: requests read from it go to the runtime."""
         loop = asyncio.get_running_loop()
         self.channel = channel = _Channel(self, self.pool.config.max_frame_bytes)
-        loop.create_task(loop.connect_accepted_socket(lambda: channel, sock))  # type: ignore[arg-type, return-value]
+        self.pool.background(loop.connect_accepted_socket(lambda: channel, sock))
         if self.pool._view is not None:
             channel.send(VIEW, 0, self.pool._view)
 
@@ -216,7 +223,7 @@ class _Slot:
         self.channel = None
         process = self.process
         if process is not None and process.poll() is None:
-            asyncio.get_running_loop().create_task(_reap(process))
+            self.pool.background(_reap(process))
         if self.pool._closing or self.sock is None:
             return
         if time.monotonic() - self.started_at >= STABLE_S:
@@ -296,7 +303,7 @@ class _Channel(asyncio.Protocol):
                 if kind == REQUEST and type(body) in _REQUESTS:
                     self.runtime.submit(body, self._replier(request_id), typed=True)
                 elif kind == TOPICS:
-                    asyncio.get_running_loop().create_task(self._topics(request_id, body))
+                    self.slot.pool.background(self._topics(request_id, body))
                 else:
                     raise ChannelError(f"a frame of kind {kind} from a network process")
         except (ChannelError, ValueError) as exc:
