@@ -122,8 +122,12 @@ async def listen(listener: KafkaListener, log_key: str) -> int:
         listener.port = port
         return await listener.start()
 
-    key = f"listener-port:{log_key}".encode()  # one log directory, one listener
-    return await listen_at_remembered_port(key, listener.port, bind)
+    return await listen_at_remembered_port(port_key(log_key), listener.port, bind)
+
+
+def port_key(log_key: str) -> bytes:
+    """Where the port a listener took is remembered: one log directory, one listener."""
+    return f"listener-port:{log_key}".encode()
 
 
 class WireDirectory(msgspec.Struct):
@@ -187,9 +191,8 @@ class PartitionListener:
         pool = NetworkPool(
             self.config, self.partition, self.num_partitions, self._runtime, self._change_topics
         )
-        key = f"listener-port:{self._log_key}".encode()  # as ``listen``'s
         port = await listen_at_remembered_port(
-            key, self.config.partition_port(self.partition), pool.bind
+            port_key(self._log_key), self.config.partition_port(self.partition), pool.bind
         )
         self._pool = pool
         self.node = Node(self.partition, self.config.advertised_host(), port)
