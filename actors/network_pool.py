@@ -19,7 +19,8 @@ Theory of operation
 * **One channel each** (a Unix socket pair; frames in ``network_frames``). A REQUEST goes to
   ``PartitionRuntime.submit`` unchecked a second time (``typed``: the frame decoded it as its
   own type) and its REPLY is sent when the runtime calls back: when its records are in the
-  log, as for a partition's own listener. Replies of a loop turn go out in one write.
+  log, as for a partition's own listener. Replies of a loop turn go out in one write, in the
+  callback that released them (``PartitionRuntime.call_at_turn_end``).
 * **Views.** ``publish`` sends every process what Metadata and FindCoordinator need (a
   ``NetworkView``) whenever the partition's listener adopts a new directory; a new process gets
   the latest first.
@@ -275,8 +276,7 @@ class _Channel(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._early: list[bytes] = []  # frames sent before the transport was made
-        loop = asyncio.get_running_loop()
-        self.writer = FrameWriter(self._write, loop.call_soon)
+        self.writer = FrameWriter(self._write, self.runtime.call_at_turn_end)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]

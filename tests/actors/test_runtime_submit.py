@@ -10,6 +10,7 @@ import pytest
 from groupcoord.actors.live_lag import LagWindowConfig
 from groupcoord.coordinator import Errors, HeartbeatRequest
 
+from .fakes import MemoryLog
 from .test_runtime import commit, make, serving
 
 ANSWER_TIMEOUT_S = 5.0
@@ -66,6 +67,46 @@ def test_a_reply_that_depends_on_nothing_unwritten_comes_before_submit_returns()
         replies = Replies()
         runtime.submit(HeartbeatRequest("nobody", 1, "m"), replies.to("heartbeat"))
         assert [r.error for r in replies.got["heartbeat"]] == [Errors.UNKNOWN_MEMBER_ID]
+        await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_turn_end_callbacks_run_with_the_append_that_released_the_replies(monkeypatch):
+    # fsync "never": the turn's append runs in _end_turn, on the loop. A channel flushing the
+    # replies it gathered must do it there, before anything the replies scheduled with
+    # call_soon (a later turn of the loop).
+    monkeypatch.setattr(MemoryLog, "append_may_block", False)
+
+    async def scenario():
+        runtime, _ = make()
+        await serving(runtime)
+        loop = asyncio.get_running_loop()
+        order: list[str] = []
+
+        def reply(name: str):
+            def called(response) -> None:
+                order.append(name)
+                loop.call_soon(order.append, f"later after {name}")
+                runtime.call_at_turn_end(lambda: order.append(f"flush after {name}"))
+
+            return called
+
+        runtime.submit(commit("a", 1), reply("a"))
+        runtime.submit(commit("b", 1), reply("b"))
+        await asyncio.sleep(0.05)
+        assert order == [
+            "a",
+            "b",
+            "flush after a",
+            "flush after b",
+            "later after a",
+            "later after b",
+        ]
+        order.clear()
+        runtime.call_at_turn_end(lambda: order.append("no turn due"))  # the next turn, then
+        await asyncio.sleep(0)
+        assert order == ["no turn due"]
         await runtime.close()
 
     asyncio.run(scenario())
