@@ -11,58 +11,23 @@ operation). ``WireConfig`` starts Kafka listeners, secured by its ``ListenerSecu
 HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
-# The protocols' members (client.py: classic, consumer_member.py: KIP-848) register with
-# GroupMember when imported.
-from . import client, consumer_member  # noqa: F401
-from .admin import AdminClient, AdminError, GroupDescription, PartitionStatus
-from .assignment import AssignmentPlan, RebalanceListener
-from .bootstrap import DEFAULT_NAMESPACE, Deployment, connect, start, stop
-from .channel import CoordinatorChannel, CoordinatorUnavailable
-from .end_offsets import (
-    EndOffsetsFn,
-    end_offsets_source,
-    kafka_offsets,
-    kafka_offsets_for_times,
-    offsets_file,
-    python_offsets,
-    start_offsets_source,
-)
-from .http_service import HttpConfig
-from .live_lag import LagWindowConfig
-from .member import CommitFailedError, GroupMember, GroupMemberError, SyncGroupMember
-from .runtime import PartitionRuntime
-from .security import ListenerSecurity, UsersFile
-from .wire_service import WireConfig
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "AdminClient",
-    "AdminError",
-    "AssignmentPlan",
-    "CommitFailedError",
-    "CoordinatorChannel",
-    "CoordinatorUnavailable",
-    "DEFAULT_NAMESPACE",
-    "Deployment",
-    "EndOffsetsFn",
-    "GroupDescription",
-    "GroupMember",
-    "GroupMemberError",
-    "HttpConfig",
-    "LagWindowConfig",
-    "ListenerSecurity",
-    "PartitionRuntime",
-    "PartitionStatus",
-    "RebalanceListener",
-    "SyncGroupMember",
-    "UsersFile",
-    "WireConfig",
-    "connect",
-    "end_offsets_source",
-    "kafka_offsets",
-    "kafka_offsets_for_times",
-    "offsets_file",
-    "python_offsets",
-    "start_offsets_source",
-    "start",
-    "stop",
-]
+if TYPE_CHECKING:
+    from ._api import *  # noqa: F403
+    from ._api import __all__ as __all__
+
+
+def __getattr__(name: str) -> Any:
+    """The public API (``_api``) is imported on first use of the package's names, not when a
+    submodule is imported: a network process (``python -m groupcoord.actors.network_process``)
+    must not load Ray, which ``_api`` does (about 0.25 s and 40 MB a process)."""
+    if name.startswith("_") and name != "__all__":  # e.g. _api itself, inspect's __wrapped__
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    api = importlib.import_module(f"{__name__}._api")
+    if name == "__all__" or name in api.__all__:
+        return getattr(api, name)
+    if name in globals():  # a submodule that importing _api imported
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,7 +43,7 @@ from .http_service import HttpConfig
 from .partition_actor import partition_actor_name
 from .placement import router_strategy
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor, detached_options
-from .wire_service import WireConfig
+from .wire_config import WireConfig
 
 DEFAULT_NAMESPACE = "groupcoord"
 DEFAULT_LOG_DIR = os.path.join(os.path.expanduser("~"), ".groupcoord", "logs")

@@ -26,7 +26,7 @@ from .security import (
 )
 from .serve_config import serve_settings
 from .server_log import SERVER_LOGS
-from .wire_service import WireConfig
+from .wire_config import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
 STOP_TIMEOUT_S = 30.0

@@ -79,6 +79,15 @@ class CommitFailedError(GroupMemberError):
     rebalance."""
 
 
+def _protocols() -> dict[str, type[GroupMember]]:
+    """Every protocol's member class. Each registers when its module is imported (client.py,
+    consumer_member.py, which import this one), so they are imported here: a ``GroupMember``
+    imported from this module alone knows both."""
+    from . import client, consumer_member  # noqa: F401, PLC0415 — they import this module
+
+    return GroupMember.PROTOCOLS
+
+
 class GroupMember:
     """A consumer-group member over the router's Ray handle; ``group_protocol`` picks the
     implementation (module docstring). Every option but those of ``PROTOCOL_OPTIONS`` applies
@@ -105,7 +114,7 @@ class GroupMember:
         **options: Any,
     ) -> GroupMember:
         implementation = (
-            GroupMember.PROTOCOLS.get(group_protocol) if isinstance(group_protocol, str) else None
+            _protocols().get(group_protocol) if isinstance(group_protocol, str) else None
         )
         if implementation is None or (cls is not GroupMember and cls is not implementation):
             raise ValueError(

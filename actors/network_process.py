@@ -51,7 +51,7 @@ from .network_frames import (
     NetworkView,
     max_channel_frame_bytes,
 )
-from .wire_service import WireConfig
+from .wire_config import WireConfig
 
 log = logging.getLogger("groupcoord.network")
 

@@ -43,7 +43,8 @@ from .metrics import RayMetrics
 from .responses import error_response
 from .runtime import PartitionRuntime
 from .server_log import log_to_file
-from .wire_service import PartitionListener, WireConfig
+from .wire_config import WireConfig
+from .wire_service import PartitionListener
 
 log = logging.getLogger("groupcoord.partition")
 

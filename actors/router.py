@@ -32,7 +32,8 @@ from .partition_actor import (
     partition_actor_name,
 )
 from .placement import alive_nodes, partition_strategy
-from .wire_service import BootstrapListener, WireConfig, WireDirectory
+from .wire_config import WireConfig
+from .wire_service import BootstrapListener, WireDirectory
 
 log = logging.getLogger("groupcoord.router")
 

@@ -49,7 +49,7 @@ from bench.wire_raw import (  # noqa: E402
 )
 from groupcoord.actors.network_frames import REPLY, REQUEST, FrameReader, frame  # noqa: E402
 from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
-from groupcoord.actors.wire_service import WireConfig  # noqa: E402
+from groupcoord.actors.wire_config import WireConfig  # noqa: E402
 from groupcoord.coordinator import (  # noqa: E402
     Errors,
     OffsetCommitRequest,

@@ -26,7 +26,7 @@ from groupcoord.actors.network_frames import NetworkView
 from groupcoord.actors.network_pool import NetworkPool
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.security import ListenerSecurity
-from groupcoord.actors.wire_service import WireConfig
+from groupcoord.actors.wire_config import WireConfig
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.storage import LogConfig, open_partition_log
 from groupcoord.wire import Node

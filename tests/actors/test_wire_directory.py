@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from groupcoord.actors.runtime import PartitionRuntime
-from groupcoord.actors.wire_service import PartitionListener, WireConfig, WireDirectory
+from groupcoord.actors.wire_config import WireConfig
+from groupcoord.actors.wire_service import PartitionListener, WireDirectory
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.wire import Node
 
