@@ -43,6 +43,7 @@ PARTITION_COLUMNS = (
     "nice",
     "kafka",
     "net",
+    "conns",
     "attempts",
     "error",
 )
@@ -77,6 +78,7 @@ def partitions_rows(infos: list[dict]) -> list[dict]:
             "nice": info.get("niceness"),
             "kafka": info.get("kafka") or "",
             "net": _network(info.get("network_processes")),
+            "conns": (info.get("kafka_listener") or {}).get("connections", ""),
             "attempts": info.get("load_attempts"),
             "error": (
                 info.get("load_error") or info.get("init_error") or info.get("fatal_error") or ""

@@ -58,6 +58,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
+import msgspec
+
 from groupcoord.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     ApiKey,
@@ -111,6 +113,22 @@ def check_host(host: str, security: ListenerSecurity) -> None:
         )
 
 
+class ListenerCounters(msgspec.Struct, frozen=True):
+    """What a listener has seen: its open connections, and since it started the connections
+    it refused (over ``max_connections``), the protocol errors that closed a connection, and
+    the failed SASL authentications. ``+`` sums two listeners' (a partition's network
+    processes)."""
+
+    connections: int = 0
+    refused_connections: int = 0
+    protocol_errors: int = 0
+    authentication_failures: int = 0
+
+    def __add__(self, other: ListenerCounters) -> ListenerCounters:
+        mine, theirs = msgspec.structs.astuple(self), msgspec.structs.astuple(other)
+        return ListenerCounters(*(a + b for a, b in zip(mine, theirs, strict=True)))
+
+
 class KafkaListener:
     """One listening socket. ``await start()`` binds (port 0: any free port) and returns the
     port; ``await close()`` stops accepting and closes every connection. ``submit``, when
@@ -156,6 +174,14 @@ class KafkaListener:
     @property
     def connections(self) -> int:
         return len(self._clients)
+
+    def counters(self) -> ListenerCounters:
+        return ListenerCounters(
+            self.connections,
+            self.refused_connections,
+            self.protocol_errors,
+            self.authentication_failures,
+        )
 
     async def start(self, sock: socket.socket | None = None) -> int:
         """Bind and listen, or accept on ``sock``, a socket already listening (a network

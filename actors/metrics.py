@@ -18,9 +18,12 @@ from __future__ import annotations
 import logging
 import time
 
+import msgspec
 from ray.util import metrics as m
 
 from groupcoord.coordinator.burrow import Status
+
+from .kafka_listener import ListenerCounters
 
 log = logging.getLogger("groupcoord.metrics")
 
@@ -84,6 +87,19 @@ class RayMetrics:
             "failed load attempts, by kind (locked, corrupt, io)",
             ("partition", "kind"),
         )
+        self.kafka_connections = m.Gauge(
+            "groupcoord_kafka_connections", "open Kafka connections of the listener", tags
+        )
+        # ListenerCounters' totals, in its field order after connections
+        self._listener_counters = tuple(
+            m.Counter(f"groupcoord_kafka_{name}", description, tags)
+            for name, description in (
+                ("refused_connections", "connections refused over max_connections"),
+                ("protocol_errors", "connections closed for a request they could not frame"),
+                ("authentication_failures", "failed SASL authentications"),
+            )
+        )
+        self._listener_reported: dict[int, tuple[int, ...]] = {}  # partition -> totals
         self._summed = (self.commits, self.committed_offsets, self.appends, self.records)
         self._counts: dict[int, list[int]] = {}  # partition -> _pending's counts
         self._pushed_at = time.monotonic()
@@ -167,6 +183,18 @@ class RayMetrics:
             self.groups_gauge.set(
                 counts.get(state, 0), {"partition": str(partition), "state": state}
             )
+
+    def listener(self, partition: int, counters: ListenerCounters) -> None:
+        """The partition's Kafka listener: its connections, and what its totals grew by since
+        the last call."""
+        tags = {"partition": str(partition)}
+        connections, *totals = msgspec.structs.astuple(counters)
+        self.kafka_connections.set(connections, tags)
+        before = self._listener_reported.get(partition, (0,) * len(totals))
+        for counter, now, then in zip(self._listener_counters, totals, before, strict=True):
+            if now > then:
+                counter.inc(now - then, tags)
+        self._listener_reported[partition] = tuple(totals)
 
 
 class LagMetrics:

@@ -16,6 +16,7 @@ TOPICS          N → P  a list of ``TopicChange`` for the router; one TOPIC_RES
 TOPIC_RESULTS   P → N  the list of ``TopicResult``
 FAILED          P → N  why a TOPICS call failed (a string)
 VIEW            P → N  a ``NetworkView``: what Metadata and FindCoordinator answer from
+COUNTERS        N → P  the process's ``ListenerCounters``, when they changed (at most 1/s)
 ==============  =====  =====================================================================
 
 Why one frame per message rather than batches: each frame's size is known before it is
@@ -41,8 +42,9 @@ from groupcoord.coordinator import messages as m
 from groupcoord.wire import Node
 from groupcoord.wire.topics import TopicChange, TopicResult
 
-REQUEST, REPLY, TOPICS, TOPIC_RESULTS, FAILED, VIEW = range(1, 7)
-KINDS = frozenset((REQUEST, REPLY, TOPICS, TOPIC_RESULTS, FAILED, VIEW))
+from .kafka_listener import ListenerCounters
+
+REQUEST, REPLY, TOPICS, TOPIC_RESULTS, FAILED, VIEW, COUNTERS = range(1, 8)
 
 _HEADER = struct.Struct(">IBHI")  # length of the rest, kind, message type, request id
 HEADER_BYTES = _HEADER.size
@@ -98,6 +100,7 @@ _BODY_DECODERS: dict[int, Callable[[Any], Any]] = {
     TOPIC_RESULTS: msgspec.msgpack.Decoder(list[TopicResult]).decode,
     FAILED: msgspec.msgpack.Decoder(str).decode,
     VIEW: msgspec.msgpack.Decoder(NetworkView).decode,
+    COUNTERS: msgspec.msgpack.Decoder(ListenerCounters).decode,
 }
 _MESSAGE_DECODERS = [msgspec.msgpack.Decoder(kind).decode for kind in MESSAGE_TYPES]
 

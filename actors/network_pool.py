@@ -24,6 +24,9 @@ Theory of operation
 * **Views.** ``publish`` sends every process what Metadata and FindCoordinator need (a
   ``NetworkView``) whenever the partition's listener adopts a new directory; a new process gets
   the latest first.
+* **Counters.** Each process reports its listener's counters (``ListenerCounters``) when they
+  change; ``counters()`` sums them, with what processes that ended had counted (their
+  connections closed with them), so the totals never go back.
 * **Lifetimes.** A process whose channel closes (it died, or sent a frame the partition cannot
   read, which the partition answers by closing the channel) is started again, after a delay
   that doubles from ``RESTART_DELAY_S`` up to ``RESTART_DELAY_MAX_S`` while processes keep
@@ -48,7 +51,9 @@ import msgspec
 
 from groupcoord.coordinator.messages import REQUEST_TYPES
 
+from .kafka_listener import ListenerCounters
 from .network_frames import (
+    COUNTERS,
     FAILED,
     REPLY,
     REQUEST,
@@ -102,6 +107,7 @@ class NetworkPool:
         self._closing = False
         self._tasks: set[asyncio.Task] = set()  # held: the loop keeps only weak references
         self.restarts = 0
+        self._ended_counters = ListenerCounters()  # what processes that ended had counted
 
     def background(self, coroutine: Any) -> None:
         """Run ``coroutine`` in a task of its own, held until it is done."""
@@ -146,6 +152,11 @@ class NetworkPool:
         self._slots.append(slot)
         slot.attach(sock)
 
+    def counters(self) -> ListenerCounters:
+        """Every process's listener counters summed, as last reported (within
+        ``network_process.COUNTERS_INTERVAL_S``)."""
+        return sum((slot.counters for slot in self._slots), self._ended_counters)
+
     @property
     def pids(self) -> list[int]:
         """The running processes' ids (for tests and operators)."""
@@ -187,6 +198,7 @@ class _Slot:
         self.started_at = 0.0
         self.delay_s = RESTART_DELAY_S
         self.restart: asyncio.TimerHandle | None = None
+        self.counters = ListenerCounters()  # its process's, as last reported
 
     def spawn(self) -> None:
         pool = self.pool
@@ -222,6 +234,9 @@ class _Slot:
     def ended(self) -> None:
         """The channel closed: reap the process, and start another unless closing."""
         self.channel = None
+        ended = msgspec.structs.replace(self.counters, connections=0)  # closed with it
+        self.pool._ended_counters += ended
+        self.counters = ListenerCounters()
         process = self.process
         if process is not None and process.poll() is None:
             self.pool.background(_reap(process))
@@ -304,6 +319,8 @@ class _Channel(asyncio.Protocol):
                     self.runtime.submit(body, self._replier(request_id), typed=True)
                 elif kind == TOPICS:
                     self.slot.pool.background(self._topics(request_id, body))
+                elif kind == COUNTERS:
+                    self.slot.counters = body
                 else:
                     raise ChannelError(f"a frame of kind {kind} from a network process")
         except (ChannelError, ValueError) as exc:

@@ -11,7 +11,9 @@ socket pair to the partition (``network_frames``). It runs the same ``KafkaListe
 * Metadata and FindCoordinator are answered from the partition's latest VIEW, which it sends
   first (the listener starts accepting only once it has arrived) and again on every change;
 * topic changes (CreateTopics and the like) go to the partition as TOPICS, which asks the
-  router.
+  router;
+* the listener's counters go to the partition as COUNTERS when they changed, at most every
+  ``COUNTERS_INTERVAL_S``.
 
 The process lives as long as its channel: when the partition closes it, or dies and the kernel
 closes it, the process stops accepting, closes its connections and exits. A frame it cannot
@@ -36,8 +38,9 @@ from groupcoord.coordinator import partition_for
 from groupcoord.wire import Node
 
 from .kafka_gateway import KafkaGateway
-from .kafka_listener import DEFAULT_MAX_BUFFERED_BYTES, KafkaListener
+from .kafka_listener import DEFAULT_MAX_BUFFERED_BYTES, KafkaListener, ListenerCounters
 from .network_frames import (
+    COUNTERS,
     FAILED,
     MAX_REQUEST_ID,
     REPLY,
@@ -54,6 +57,8 @@ from .network_frames import (
 from .wire_config import WireConfig
 
 log = logging.getLogger("groupcoord.network")
+
+COUNTERS_INTERVAL_S = 1.0
 
 
 class PartitionChannel(asyncio.Protocol):
@@ -115,6 +120,9 @@ class PartitionChannel(asyncio.Protocol):
         future = asyncio.get_running_loop().create_future()
         self._send(REQUEST, request, lambda answer: _settle(future, answer))
         return future
+
+    def send_counters(self, counters: ListenerCounters) -> None:
+        self._writer.send(COUNTERS, 0, counters)
 
     def change_topics(self, changes: list) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
@@ -183,8 +191,22 @@ async def serve(
         security=config.security,
     )
     await listener.start(sock=listening)
+    reporting = asyncio.get_running_loop().create_task(
+        _report_counters(listener, partition_channel)
+    )
     await partition_channel.closed
+    reporting.cancel()
     await listener.close()
+
+
+async def _report_counters(listener: KafkaListener, channel: PartitionChannel) -> None:
+    sent = ListenerCounters()
+    while True:
+        await asyncio.sleep(COUNTERS_INTERVAL_S)
+        counters = listener.counters()
+        if counters != sent:
+            channel.send_counters(counters)
+            sent = counters
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,6 +31,7 @@ import os
 import uuid
 from typing import Any
 
+import msgspec
 import ray
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
@@ -48,7 +49,7 @@ from .wire_service import PartitionListener
 
 log = logging.getLogger("groupcoord.partition")
 
-GROUP_GAUGE_INTERVAL_S = 5.0
+GAUGE_INTERVAL_S = 5.0
 # Time for replies already resolved (NOT_COORDINATOR) to leave the process before it exits.
 FATAL_EXIT_DELAY_S = 0.2
 MAX_LOAD_RESTARTS = 3
@@ -196,7 +197,7 @@ class PartitionActor:
                 )
                 self._wire_task = asyncio.get_running_loop().create_task(self._start_wire())
             if self._metrics is not None:
-                self._gauge_task = asyncio.get_running_loop().create_task(self._report_groups())
+                self._gauge_task = asyncio.get_running_loop().create_task(self._report_gauges())
         except Exception as exc:
             log.critical("partition %r cannot start: %r", partition, exc)
             self._init_error = repr(exc)
@@ -276,10 +277,12 @@ class PartitionActor:
             delay_s = min(delay_s * 2, 5.0)
         log.error("partition %d: gave up fetching the topic catalog", self._partition)
 
-    async def _report_groups(self) -> None:
+    async def _report_gauges(self) -> None:
         while True:
-            await asyncio.sleep(GROUP_GAUGE_INTERVAL_S)
+            await asyncio.sleep(GAUGE_INTERVAL_S)
             self._metrics.groups(self._runtime.partition, self._runtime.group_states())
+            if self._wire is not None:
+                self._metrics.listener(self._runtime.partition, self._wire.counters())
 
     async def handle(self, request):
         if self._runtime is None:
@@ -324,8 +327,16 @@ class PartitionActor:
             return {**base, "state": "broken", "epoch": -1}
         node = self._wire.node if self._wire is not None else None
         kafka = None if node is None else f"{node.host}:{node.port}"
-        network = self._wire.network_info() if self._wire is not None else None
-        return {**self._runtime.info(), **base, "kafka": kafka, "network_processes": network}
+        wire = self._wire
+        network = wire.network_info() if wire is not None else None
+        counters = None if wire is None else msgspec.structs.asdict(wire.counters())
+        return {
+            **self._runtime.info(),
+            **base,
+            "kafka": kafka,
+            "network_processes": network,
+            "kafka_listener": counters,
+        }
 
     async def close(self) -> None:
         if self._wire is not None:

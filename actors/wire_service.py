@@ -46,7 +46,7 @@ from groupcoord.coordinator import Errors, partition_for
 from groupcoord.wire import Node
 
 from .kafka_gateway import KafkaGateway
-from .kafka_listener import KafkaListener
+from .kafka_listener import KafkaListener, ListenerCounters
 from .kv import listen_at_remembered_port
 from .network_frames import NetworkView
 from .network_pool import NetworkPool
@@ -142,6 +142,13 @@ class PartitionListener:
         pool.start()
         self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
         return self.node
+
+    def counters(self) -> ListenerCounters:
+        """The partition's Kafka listener's counters: its own listener's, or its network
+        processes' summed (``NetworkPool.counters``)."""
+        if self._pool is not None:
+            return self._pool.counters()
+        return ListenerCounters() if self._listener is None else self._listener.counters()
 
     def network_info(self) -> dict | None:
         """The network processes' ids and how many times one was started again (None

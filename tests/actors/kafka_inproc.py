@@ -21,7 +21,7 @@ import uvloop
 
 from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.kafka_gateway import KafkaGateway
-from groupcoord.actors.kafka_listener import KafkaListener
+from groupcoord.actors.kafka_listener import KafkaListener, ListenerCounters
 from groupcoord.actors.network_frames import NetworkView
 from groupcoord.actors.network_pool import NetworkPool
 from groupcoord.actors.runtime import PartitionRuntime
@@ -128,6 +128,16 @@ class WirePartition:
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)
         return port
+
+    def counters(self) -> ListenerCounters:
+        """The listener's counters, or the network processes' summed (as PartitionListener's)."""
+
+        async def read() -> ListenerCounters:
+            if self.pool is not None:
+                return self.pool.counters()
+            return self.listener.counters()  # type: ignore[union-attr]
+
+        return asyncio.run_coroutine_threadsafe(read(), self.loop).result(START_TIMEOUT_S)
 
     def _view(self, node: Node) -> NetworkView:
         return NetworkView(node, {0: node}, [node], dict(self.topics), self.catalog.topic_ids())

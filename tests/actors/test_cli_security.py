@@ -19,6 +19,7 @@ from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
 from groupcoord.actors.security import UsersFile, UserStore, certificate_principal
 
+from .helpers import wait_for
 from .tls import self_signed_cert
 
 NS = "gc-security"
@@ -158,20 +159,22 @@ def secured(ray_session, tmp_path_factory):
 
 
 def _consumer(address: str, cert: str, user: str, group: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": address,
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.location": cert,
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": user,
-            "sasl.password": f"{user}-pw",
-            "group.id": group,
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
+    return Consumer(_config(address, cert, user, group))
+
+
+def _config(address: str, cert: str, user: str, group: str) -> dict:
+    return {
+        "bootstrap.servers": address,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": cert,
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": f"{user}-pw",
+        "group.id": group,
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
 
 
 def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
@@ -195,13 +198,53 @@ def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
     again.close()
 
 
-def test_status_names_each_partitions_network_processes(secured, capsys):
+def _status(capsys) -> list[dict]:
     capsys.readouterr()
     assert main(["status", "--namespace", NS, "--json"]) == 0
-    partitions = json.loads(capsys.readouterr().out)["partitions"]
-    assert [p["net"] for p in partitions] == ["2", "2"]
+    return json.loads(capsys.readouterr().out)["partitions"]
+
+
+def test_status_names_each_partitions_network_processes(secured, capsys):
+    assert [p["net"] for p in _status(capsys)] == ["2", "2"]
     assert main(["status", "--namespace", NS]) == 0
     assert " net " in capsys.readouterr().out  # the table's column
+
+
+def test_status_counts_the_connections_its_network_processes_serve(secured, capsys):
+    deployment, cert = secured
+    # Counted in the network processes, reported to their partition every second.
+    consumer = _consumer(deployment.kafka, cert, "alice", "team-count")
+    consumer.commit(offsets=[TopicPartition("orders", 0, 3)], asynchronous=False)
+    wait_for(lambda: sum(p["conns"] for p in _status(capsys)) >= 1, 10, "a connection counted")
+    consumer.close()
+    wait_for(lambda: sum(p["conns"] for p in _status(capsys)) == 0, 10, "it closed")
+    # A wrong password, at one partition's own listener.
+    [first] = [i for i in deployment.infos() if i["partition"] == 0]
+    failed = first["kafka_listener"]["authentication_failures"]
+    errors: list = []
+    wrong = Consumer(
+        _config(first["kafka"], cert, "alice", "team-count")
+        | {"sasl.password": "not-her-password", "error_cb": errors.append}
+    )
+    wrong.subscribe(["orders"])
+    for _ in range(200):  # polls of 0.05 s, until the client reports its refusal
+        message = wrong.poll(0.05)
+        if message is not None and message.error():
+            errors.append(message.error())
+        if errors:
+            break
+    wrong.close()
+    assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
+    wait_for(
+        lambda: (
+            next(i for i in deployment.infos() if i["partition"] == 0)["kafka_listener"][
+                "authentication_failures"
+            ]
+            > failed
+        ),
+        10,
+        "the failed authentication counted",
+    )
 
 
 def test_a_wildcard_listener_advertises_this_nodes_address():

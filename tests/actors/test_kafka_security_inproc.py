@@ -37,12 +37,14 @@ from groupcoord.wire import parse_acl_file
 
 from ..kafka.members import subscribe_knowing_topic
 from ..wire.frames import request_frame, split_response
+from .helpers import wait_for
 from .kafka_inproc import WirePartition
 from .tls import self_signed_cert, signed_client_cert
 
 TOPICS = {"events": 2}
 POLL_LIMIT = 200  # polls of 0.05 s
 IO_TIMEOUT_S = 10
+COUNTED_WITHIN_S = 5  # a network process reports its counters every second
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}
 ACLS = {
     "super_users": ["User:admin"],
@@ -229,16 +231,19 @@ def test_kafka_python_authenticates_with_scram(sasl_plaintext):
 
 def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     served, address = sasl_plaintext
-    # The listener's own count, where it is in this process (not in network processes').
-    listener = served.listener
-    failures = listener.authentication_failures if listener is not None else 0
+    # Counted by the listener, or by the network process that served the connection, which
+    # reports its counters to the partition (network_process.COUNTERS_INTERVAL_S).
+    failures = served.counters().authentication_failures
     errors = []
     config = _config(address, "alice", "SCRAM-SHA-512", "not-her-password")
     _errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), errors)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert "Invalid user credentials" in errors[0].str()
-    if listener is not None:
-        assert listener.authentication_failures > failures
+    wait_for(
+        lambda: served.counters().authentication_failures > failures,
+        COUNTED_WITHIN_S,
+        "the failed authentication to be counted",
+    )
     assert "app-x" not in _listed(address, "admin")
 
 

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from groupcoord.actors import stop
+from groupcoord.actors.kafka_listener import ListenerCounters
 from groupcoord.actors.metrics import LATENCY_SAMPLES_PER_S, RayMetrics, rebalance_cause
 from tests.core import simulation
 
@@ -70,6 +71,30 @@ def test_commit_latency_is_observed_for_every_commit_until_the_rate_passes_the_s
     clock[0] += 1.0
     metrics.push_counters()
     assert metrics.sample_every == 1
+
+
+class _Counted:
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, dict]] = []
+
+    def inc(self, value: float, tags: dict) -> None:
+        self.calls.append((value, tags))
+
+    set = inc  # a gauge's set, recorded alike
+
+
+def test_listener_counters_go_to_ray_as_what_they_grew_by(ray_session):
+    metrics = RayMetrics()
+    metrics.kafka_connections = connections = _Counted()
+    metrics._listener_counters = refused, errors, failures = _Counted(), _Counted(), _Counted()
+    metrics.listener(3, ListenerCounters(5, 0, 2, 1))
+    metrics.listener(3, ListenerCounters(4, 0, 2, 3))  # two more failed authentications
+    metrics.listener(4, ListenerCounters(1, 1, 0, 0))  # another partition's, apart
+    tags3, tags4 = {"partition": "3"}, {"partition": "4"}
+    assert connections.calls == [(5, tags3), (4, tags3), (1, tags4)]
+    assert refused.calls == [(1, tags4)]
+    assert errors.calls == [(2, tags3)]
+    assert failures.calls == [(1, tags3), (2, tags3)]
 
 
 def _scrape(ray) -> str:

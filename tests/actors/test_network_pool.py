@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import struct
 import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from groupcoord.actors.kafka_listener import ListenerCounters
 from groupcoord.actors.network_frames import REQUEST, frame
 from groupcoord.coordinator import Errors, HeartbeatResponse
 
+from .helpers import wait_for
 from .kafka_inproc import WirePartition
 
 TOPICS = {"events": 2}
 RESTART_WAIT_S = 10.0
+COUNTED_WITHIN_S = 5.0  # a network process reports its counters every second
 
 
 @pytest.fixture
@@ -97,3 +101,25 @@ def test_a_network_process_serves_without_loading_ray(served):
         mapped = maps.read()
     assert "msgspec" in mapped  # the check sees the process's extension modules
     assert "_raylet" not in mapped
+
+
+def test_counters_sum_the_processes_and_keep_what_an_ended_one_counted(served):
+    partition, address = served
+    port = int(address.rsplit(":", 1)[1])
+    idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+    bad = socket.create_connection(("127.0.0.1", port), timeout=5)
+    bad.sendall(struct.pack(">i", 2**31 - 1))  # a frame longer than any allowed: closed
+    counted = wait_for(
+        lambda: (c := partition.counters()).protocol_errors == 1 and c.connections == 1 and c,
+        COUNTED_WITHIN_S,
+        "the process to report a protocol error and the idle connection",
+    )
+    assert counted == ListenerCounters(connections=1, protocol_errors=1)
+    old = _on_loop(partition, lambda: partition.pool.pids)
+    channel = _on_loop(partition, lambda: partition.pool._slots[0].channel)
+    _on_loop(partition, lambda: channel.data_received(b"\x00\x00\x00\x07\x63" + bytes(6)))
+    _wait_replaced(partition, old)
+    # The ended process's connection closed with it; its protocol error stays counted.
+    assert partition.counters() == ListenerCounters(connections=0, protocol_errors=1)
+    idle.close()
+    bad.close()

@@ -7,7 +7,9 @@ import uuid
 
 import pytest
 
+from groupcoord.actors.kafka_listener import ListenerCounters
 from groupcoord.actors.network_frames import (
+    COUNTERS,
     FAILED,
     MESSAGE_TYPES,
     REPLY,
@@ -45,6 +47,7 @@ def test_every_kind_reads_back_as_it_was_written_across_any_split():
         (TOPIC_RESULTS, 8, [TopicResult(Errors.NONE, None, 3, uuid.uuid4())]),
         (FAILED, 9, "router unavailable"),
         (VIEW, 0, VIEW_BODY),
+        (COUNTERS, 0, ListenerCounters(3, 1, 2, 5)),
     ]
     data = b"".join(frame(*one) for one in sent)
     for step in (1, 5, 11, len(data)):  # byte by byte, and in odd chunks
