@@ -12,6 +12,7 @@ HTTP: Burrow's v3 API and a web view (http_service.py).
 """
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,12 +23,13 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """The public API (``_api``) is imported on first use of the package's names, not when a
     submodule is imported: a network process (``python -m groupcoord.actors.network_process``)
-    must not load Ray, which ``_api`` does (about 0.25 s and 40 MB a process)."""
-    if name.startswith("_") and name != "__all__":  # e.g. _api itself, inspect's __wrapped__
+    must not load Ray, which ``_api`` does (about 0.25 s and 40 MB a process). A submodule's
+    name is not looked up in ``_api``: ``from . import a_submodule`` asks here first, and
+    then imports it (importing ``_api`` from here then could be circular)."""
+    public = name == "__all__" or not (
+        name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None
+    )
+    api = importlib.import_module(f"{__name__}._api") if public else None
+    if api is None or (name != "__all__" and name not in api.__all__):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    api = importlib.import_module(f"{__name__}._api")
-    if name == "__all__" or name in api.__all__:
-        return getattr(api, name)
-    if name in globals():  # a submodule that importing _api imported
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(api, name)
