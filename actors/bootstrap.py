@@ -72,10 +72,13 @@ class Deployment(msgspec.Struct, frozen=True):
     def wait_ready(
         self, timeout_s: float = 60.0, progress: Callable[[dict, int, int], None] | None = None
     ) -> list[dict]:
-        """Wait until every partition has loaded its log; returns their ``info()``. Raises
-        RuntimeError at once for a partition that cannot load, TimeoutError (one line naming
-        the partitions and why) when they are not serving in time. ``progress(info, loaded,
-        total)`` is called once per partition as it is seen serving."""
+        """Wait until every partition has loaded its log and, with Kafka listeners, until every
+        partition's listener has registered with the router (the bootstrap listener's Metadata
+        names them all: asked before, it names fewer brokers, and a client may wait for one
+        far longer than this); returns their ``info()``. Raises RuntimeError at once for a
+        partition that cannot load or whose Kafka listener cannot start, TimeoutError (one line
+        naming the partitions and why) when they are not serving in time. ``progress(info,
+        loaded, total)`` is called once per partition as it is seen serving."""
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while True:
@@ -85,7 +88,7 @@ class Deployment(msgspec.Struct, frozen=True):
                     seen.add(n)
                     if progress is not None:
                         progress(info, len(seen), len(infos))
-            if all(i["state"] == "serving" for i in infos):
+            if all(i["state"] == "serving" for i in infos) and self._listeners_ready(infos):
                 return infos
             if any(i["state"] in BROKEN_STATES for i in infos):
                 raise RuntimeError(f"cannot serve: {not_serving(infos, BROKEN_STATES)}")
@@ -94,6 +97,21 @@ class Deployment(msgspec.Struct, frozen=True):
                     f"partitions not serving after {timeout_s}s: {not_serving(infos)}"
                 )
             time.sleep(READY_POLL_S)
+
+    def _listeners_ready(self, infos: list[dict]) -> bool:
+        """Whether every partition's Kafka listener is registered (True without listeners).
+        RuntimeError for a serving partition whose listener could not start (its actor's only
+        ``init_error`` while it serves)."""
+        if self.kafka is None:
+            return True
+        failed = [
+            f"partition {n} ({info['init_error'][:160]})"
+            for n, info in enumerate(infos)
+            if info["state"] == "serving" and info.get("init_error")
+        ]
+        if failed:
+            raise RuntimeError(f"cannot serve Kafka clients: {'; '.join(failed)}")
+        return len(ray.get(self.router.kafka_listeners.remote())) == self.num_partitions
 
 
 def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str:
@@ -268,7 +286,9 @@ def start(
     directory for the embedded single-node default, a shared filesystem on a cluster. The
     actors log at ``log_level`` to ``<log_dir>/server-logs/`` (``server_log``).
     ``router_node`` places the router when this call creates it (placement.py): ``"head"``,
-    ``"any"`` or a node id; partitions are spread over the nodes.
+    ``"any"`` or a node id; partitions are spread over the nodes. It returns once the router
+    (and its bootstrap listener) is up; ``Deployment.wait_ready`` waits for the partitions,
+    as ``groupcoord serve`` does before it says it is serving.
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ValueError(

@@ -213,6 +213,10 @@ class RouterActor:
         self._nodes[partition] = node
         return self._directory()
 
+    async def kafka_listeners(self) -> list[int]:
+        """The partitions whose Kafka listener has registered: those Metadata names as brokers."""
+        return sorted(self._nodes)
+
     async def kafka_address(self) -> str | None:
         """The bootstrap listener's host:port, once it listens (None without listeners)."""
         if self._bootstrap is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -92,6 +93,32 @@ def test_serve_http_port_serves_burrows_api_and_bad_ports_are_refused(served, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "port must be an int in [0, 65535]" in err
     assert not os.listdir(tmp_path)  # refused before anything started
+
+
+def test_serve_is_ready_once_metadata_names_every_partition(served):
+    # serve waited (wait_ready) for every partition's listener to register with the router:
+    # a client asking at once is told of every broker.
+    metadata = KafkaAdmin({"bootstrap.servers": served.kafka}).list_topics(timeout=10)
+    assert sorted(metadata.brokers) == [0, 1]
+
+
+def test_a_partition_listener_that_cannot_listen_fails_serve_in_one_line(
+    ray_session, capsys, tmp_path
+):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    base = str(taken.getsockname()[1])  # partition 0's port: taken
+    argv = ["serve", "--namespace", "gc-taken", "--log-dir", str(tmp_path), "--detach"]
+    try:
+        capsys.readouterr()
+        assert main([*argv, "--kafka-port", "0", "--kafka-partition-ports", base]) == 2
+        last = capsys.readouterr().err.splitlines()[-1]  # after serve's progress lines
+        assert last.startswith("groupcoord: cannot serve Kafka clients: partition 0 (Kafka ")
+        assert "address already in use" in last
+    finally:
+        taken.close()
+        stop(connect("gc-taken"))
 
 
 def test_table_formatting():
