@@ -163,3 +163,21 @@ def wait_assigned(consumer: Consumer, count: int, polls: int = 300) -> set[int]:
         if len(consumer.assignment()) == count:
             return {tp.partition for tp in consumer.assignment()}
     raise AssertionError(f"no assignment of {count} partitions")
+
+
+def errors_until_refused(
+    consumer: Consumer, topic: str, reported: list | None = None, polls: int = 200
+) -> list:
+    """Subscribe to ``topic`` and poll (``polls`` times 0.05 s) until the client reports an
+    error (through its ``error_cb``, appending to ``reported``, or on a polled message); close
+    it; the errors."""
+    errors = [] if reported is None else reported
+    consumer.subscribe([topic])
+    for _ in range(polls):
+        message = consumer.poll(0.05)
+        if message is not None and message.error():
+            errors.append(message.error())
+        if errors:
+            break
+    consumer.close()
+    return errors

@@ -19,7 +19,7 @@ from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
 from groupcoord.actors.security import UsersFile, UserStore, certificate_principal
 
-from .helpers import wait_for
+from .helpers import errors_until_refused, wait_for
 from .tls import self_signed_cert
 
 NS = "gc-security"
@@ -226,14 +226,7 @@ def test_status_counts_the_connections_its_network_processes_serve(secured, caps
         _config(first["kafka"], cert, "alice", "team-count")
         | {"sasl.password": "not-her-password", "error_cb": errors.append}
     )
-    wrong.subscribe(["orders"])
-    for _ in range(200):  # polls of 0.05 s, until the client reports its refusal
-        message = wrong.poll(0.05)
-        if message is not None and message.error():
-            errors.append(message.error())
-        if errors:
-            break
-    wrong.close()
+    errors_until_refused(wrong, "orders", errors)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     wait_for(
         lambda: (

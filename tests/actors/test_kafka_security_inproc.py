@@ -37,7 +37,7 @@ from groupcoord.wire import parse_acl_file
 
 from ..kafka.members import subscribe_knowing_topic
 from ..wire.frames import request_frame, split_response
-from .helpers import wait_for
+from .helpers import errors_until_refused, wait_for
 from .kafka_inproc import WirePartition
 from .tls import self_signed_cert, signed_client_cert
 
@@ -165,21 +165,6 @@ def _join_commit_fetch(config: dict, group: str) -> None:
     consumer.close()
 
 
-def _errors_until_refused(consumer: Consumer, reported: list | None = None) -> list:
-    """Subscribe to "events" and poll until the client reports an error (through its
-    ``error_cb``, appending to ``reported``, or on a polled message); close it; the errors."""
-    errors = [] if reported is None else reported
-    consumer.subscribe(["events"])
-    for _ in range(POLL_LIMIT):
-        message = consumer.poll(0.05)
-        if message is not None and message.error():
-            errors.append(message.error())
-        if errors:
-            break
-    consumer.close()
-    return errors
-
-
 def _listed(address: str, user: str) -> set[str]:
     admin = AdminClient(_config(address, user, "SCRAM-SHA-512"))
     result = admin.list_consumer_groups(request_timeout=10).result()
@@ -236,7 +221,7 @@ def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     failures = served.counters().authentication_failures
     errors = []
     config = _config(address, "alice", "SCRAM-SHA-512", "not-her-password")
-    _errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), errors)
+    errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), "events", errors)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert "Invalid user credentials" in errors[0].str()
     wait_for(
@@ -283,7 +268,7 @@ def test_unauthenticated_requests_are_refused(sasl_plaintext):
     # A client that does not speak SASL at all is disconnected and never reaches the group.
     errors = []
     consumer = _consumer({"bootstrap.servers": address, "error_cb": errors.append}, "app-nosasl")
-    _errors_until_refused(consumer, errors)
+    errors_until_refused(consumer, "events", errors)
     assert {e.code() for e in errors} & {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
     assert "app-nosasl" not in _listed(address, "admin")
 
@@ -296,7 +281,7 @@ def test_acls_deny_join_and_commit_without_read(sasl_plaintext):
         committer.commit(offsets=[TopicPartition("events", 0, 5)], asynchronous=False)
     assert denied.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     committer.close()
-    errors = _errors_until_refused(_consumer(bob, "app-bob"))
+    errors = errors_until_refused(_consumer(bob, "app-bob"), "events")
     assert KafkaError.GROUP_AUTHORIZATION_FAILED in {e.code() for e in errors}
     assert "app-bob" not in _listed(address, "admin")
 
@@ -309,7 +294,7 @@ def test_acls_deny_a_consumer_protocol_heartbeat_without_read(sasl_plaintext):
         bob
         | {"group.id": "app-bob-kip848", "group.protocol": "consumer", "enable.auto.commit": False}
     )
-    (error, *_) = _errors_until_refused(member)
+    (error, *_) = errors_until_refused(member, "events")
     # librdkafka's new consumer treats the refusal as fatal: _FATAL, naming the broker's error.
     assert error.code() == KafkaError._FATAL, error
     assert "Group authorization failed" in error.str(), error
@@ -425,7 +410,7 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files, loop):
         denied.close()
         errors = []  # no client certificate: the TLS handshake fails
         anonymous = _consumer(tls | {"error_cb": errors.append}, "tls-anonymous")
-        _errors_until_refused(anonymous, errors)
+        errors_until_refused(anonymous, "events", errors)
         refused_codes = {KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
         assert {e.code() for e in errors} & refused_codes
         admin = AdminClient(with_cert)  # kept: a dropped client cancels its requests
