@@ -26,10 +26,12 @@ def __getattr__(name: str) -> Any:
     must not load Ray, which ``_api`` does (about 0.25 s and 40 MB a process). A submodule's
     name is not looked up in ``_api``: ``from . import a_submodule`` asks here first, and
     then imports it (importing ``_api`` from here then could be circular)."""
-    public = name == "__all__" or not (
+    missing = AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name != "__all__" and (
         name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None
-    )
-    api = importlib.import_module(f"{__name__}._api") if public else None
-    if api is None or (name != "__all__" and name not in api.__all__):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    ):
+        raise missing
+    api = importlib.import_module(f"{__name__}._api")
+    if name != "__all__" and name not in api.__all__:
+        raise missing
     return getattr(api, name)
