@@ -56,7 +56,7 @@ _OFFSET_RECORD_FIXED_BYTES = (
     record_bytes(
         Record(
             OffsetCommitKey("", "", INT32_MAX),
-            OffsetCommitValue(INT64_MAX, INT32_MAX, "", INT64_MAX, 2**64 - 1),
+            OffsetCommitValue(INT64_MAX, INT32_MAX, "", INT64_MAX, INT64_MAX),
         )
     )
     + 3 * 4

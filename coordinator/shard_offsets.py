@@ -65,6 +65,7 @@ from .messages import (
 from .record_size import offset_records_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
+    INT64_MAX,
     commit_partitions_ok,
     is_int64,
     member_fields_ok,
@@ -140,7 +141,11 @@ class OffsetsMixin:
     def _offset_records(req, now_ms: int) -> list[Record]:
         """The offset record of each of the request's partitions, in its order."""
         group_id = req.group_id
-        expire_ms = None if req.retention_time_ms == -1 else now_ms + req.retention_time_ms
+        expire_ms = None
+        if req.retention_time_ms != -1:
+            # Held within int64, as records and the lake store it: a retention near int64's
+            # largest would pass it (Kafka's long addition wraps there instead).
+            expire_ms = min(now_ms + req.retention_time_ms, INT64_MAX)
         return [
             Record(
                 OffsetCommitKey(group_id, p.topic, p.partition),

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from groupcoord.coordinator import Shard
+from groupcoord.coordinator import Errors, OffsetCommitRequest, OffsetCommitRequestPartition, Shard
 from groupcoord.spark_export import source
 from groupcoord.storage import (
     CorruptLogError,
@@ -79,3 +79,23 @@ def test_the_source_reads_across_a_recorded_skip(tmp_path):
         log.load_into(Shard(0, 1))
         log.append(records_between(35, 50))
     assert _exported_offsets(path, 20) == list(range(20, 30)) + list(range(35, 50))
+
+
+def test_a_commit_kept_for_the_longest_retention_exports(tmp_path):
+    # OffsetCommit v2-4 carries any int64 retention; now + the largest one is past int64, which
+    # an Arrow int64 column (and Kafka's record) cannot hold: the record must stay in range.
+    path = str(tmp_path / "partition-0")
+    longest = 2**63 - 1
+    offsets = [OffsetCommitRequestPartition("t", 0, 42)]
+    with open_partition_log(path, LogConfig(**SMALL)) as log:
+        shard = Shard(0, 1)
+        log.load_into(shard)
+        shard.on_loaded(1_700_000_000_000)
+        step = shard.handle(
+            1_700_000_000_000, 1, OffsetCommitRequest("g", -1, "", offsets, None, longest)
+        )
+        assert step.replies[0][1].partitions[0].error is Errors.NONE
+        log.append(step.records)
+    splits, _ = source.plan_splits(0, path, 0, 1000)
+    rows = [row for split in splits for b in source.read_split(split) for row in b.to_pylist()]
+    assert [(r["committed_offset"], r["expire_timestamp_ms"]) for r in rows] == [(42, longest)]
