@@ -272,8 +272,9 @@ class PartitionRuntime(LoadMixin):
         not a well-typed groupcoord request. ``reply`` is called from the loop's callbacks, so
         it must not block; an exception it raises is logged and the other replies still go.
         The listeners' path: no future and no coroutine per request. ``typed``: the caller
-        has just decoded ``request`` with msgspec as its own type (a network process's frame),
-        which checks what ``validate`` checks, so it is not checked twice."""
+        built ``request`` with a decoder that yields only the declared types (msgspec, for a
+        network process's frame; the wire layer, for a listener's request), which is what
+        ``validate`` checks, so it is not checked twice."""
         if not typed:
             request = validate(request)  # ValueError for anything ill-typed
         if self.state in ("closed", "failed"):

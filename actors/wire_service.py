@@ -183,7 +183,10 @@ class PartitionListener:
 
     def _submit_route(self, group_id: str, request: Any, reply: Callable[[Any], None]) -> None:
         # Single-group requests: the runtime calls reply itself, no future (KafkaGateway.submit).
-        self._runtime.submit(request, reply)
+        # The wire layer built the request from bytes it read as Kafka's types (fast_requests,
+        # or kio and translate), so every field already has its declared type: not checked
+        # again (a msgpack round trip, 11 µs for a commit of 64 partitions).
+        self._runtime.submit(request, reply, typed=True)
 
     async def _list_groups(self, request: Any) -> Any:
         return await self._runtime.handle(request)

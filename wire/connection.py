@@ -36,6 +36,7 @@ from kio.serial.readers import (
 )
 
 from . import apis
+from .fast_requests import DECODERS
 from .frame_check import check_body
 
 MIB = 1024 * 1024
@@ -57,7 +58,8 @@ _SIZE_ID_TAGS = struct.Struct(">iiB")  # ... a v1 header: correlation id, no tag
 # The per-request objects are frozen msgspec Structs, not frozen dataclasses: a frozen dataclass
 # sets each field through object.__setattr__, ~1 µs for a WireRequest, made for every request.
 class WireRequest(msgspec.Struct, frozen=True):
-    """A decoded request. ``body`` is kio's request entity for (api_key, body_version).
+    """A decoded request. ``body`` is kio's request entity for (api_key, body_version), or for
+    the apis of ``fast_requests.DECODERS`` (OffsetCommit, Heartbeat) the core's request.
 
     ``body_version`` differs from ``api_version`` only for an ApiVersions request above our range:
     Kafka treats it as an (empty) v0 request and answers in v0. ``sequence`` numbers a
@@ -253,6 +255,8 @@ class Connection:
             if unsupported_api_versions:
                 # Kafka does not parse the body of an ApiVersions request it cannot read.
                 body = apis.request_class(api_key, 0)()
+            elif (decode := DECODERS.get(api_key)) is not None:
+                body = decode(api_version, frame, at)  # the core's request, in one pass
             else:
                 cls = apis.request_class(api_key, api_version)
                 check_body(cls, frame, at)  # before kio's reader, which trusts lengths

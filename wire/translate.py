@@ -1,6 +1,7 @@
 """Pure translation between kio's group messages and the core's (groupcoord.coordinator).
 
-``request_to_core`` turns a decoded ``WireRequest`` into the core request the Shard handles;
+``request_to_core`` turns a decoded ``WireRequest`` into the core request the Shard handles
+(OffsetCommit and Heartbeat arrive as core requests already: ``fast_requests``);
 ``response_from_core`` turns the core's answer into kio's response at the request's version.
 OffsetFetch has its own pair, because from v8 one request asks about many groups, which may live
 on different partitions: ``offset_fetch_to_core`` gives one core request per group and
@@ -16,7 +17,6 @@ Version rules applied here, each Kafka's:
   names the leader's previous member id there; the core's answer does not carry it, so the
   leader field is empty, which clients read the same way (``leader != member_id``).
 - LeaveGroup v0-2 names one member; its error is the response's error.
-- OffsetCommit v2-4 carry a retention time (-1: the broker default); v6+ a leader epoch.
 - OffsetFetch v1 has no top-level error: a group error is repeated on every requested partition
   with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list (all topics) is
   v2+, and Kafka closes the connection of a v1 request holding one.
@@ -118,13 +118,8 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
                 protocol_type=getattr(body, "protocol_type", None),
                 protocol_name=getattr(body, "protocol_name", None),
             )
-        case ApiKey.HEARTBEAT:
-            return core.HeartbeatRequest(
-                group_id=body.group_id,
-                generation_id=body.generation_id,
-                member_id=body.member_id,
-                group_instance_id=getattr(body, "group_instance_id", None),
-            )
+        case ApiKey.HEARTBEAT | ApiKey.OFFSET_COMMIT:
+            return body  # decoded as the core's request (fast_requests)
         case ApiKey.LEAVE_GROUP:
             if version < 3:
                 members = [core.MemberIdentity(body.member_id)]
@@ -136,26 +131,6 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
                     for m in body.members
                 ]
             return core.LeaveGroupRequest(group_id=body.group_id, members=members)
-        case ApiKey.OFFSET_COMMIT:
-            retention = getattr(body, "retention_time", None)
-            return core.OffsetCommitRequest(
-                group_id=body.group_id,
-                generation_id=body.generation_id_or_member_epoch,
-                member_id=body.member_id,
-                offsets=[
-                    core.OffsetCommitRequestPartition(
-                        topic.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        getattr(p, "committed_leader_epoch", -1),
-                        p.committed_metadata,
-                    )
-                    for topic in body.topics
-                    for p in topic.partitions
-                ],
-                group_instance_id=getattr(body, "group_instance_id", None),
-                retention_time_ms=-1 if retention is None else millis(retention),
-            )
         case ApiKey.DESCRIBE_GROUPS:
             return core.DescribeGroupsRequest(group_ids=list(body.groups))
         case ApiKey.LIST_GROUPS:
@@ -321,12 +296,11 @@ def error_response(request: WireRequest, error: Errors) -> Payload:
             answer = core.HeartbeatResponse(error)
         case ApiKey.LEAVE_GROUP:
             answer = core.LeaveGroupResponse(error, [])
-        case ApiKey.OFFSET_COMMIT:
+        case ApiKey.OFFSET_COMMIT:  # the body is the core's request (fast_requests)
             answer = core.OffsetCommitResponse(
                 [
-                    core.OffsetCommitResponsePartition(topic.name, p.partition_index, error)
-                    for topic in body.topics
-                    for p in topic.partitions
+                    core.OffsetCommitResponsePartition(p.topic, p.partition, error)
+                    for p in body.offsets
                 ]
             )
         case ApiKey.DESCRIBE_GROUPS:

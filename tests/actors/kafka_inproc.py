@@ -83,7 +83,7 @@ class WirePartition:
             return runtime.handle(request)
 
         def submit_route(group_id, request, reply):
-            runtime.submit(request, reply)
+            runtime.submit(request, reply, typed=True)  # as the partition actor's listener
 
         async def list_groups(request):
             return await runtime.handle(request)

@@ -1,6 +1,7 @@
 """Client-side framing for the wire tests, written with kio's own writers (independent of the
 ``Connection`` parser under test)."""
 
+import datetime
 import io
 import struct
 
@@ -9,7 +10,9 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int32, read_unsigned_varint
 
+from groupcoord.coordinator import messages as core
 from groupcoord.wire import apis
+from groupcoord.wire.apis import ApiKey
 from groupcoord.wire.translate import build
 
 
@@ -67,3 +70,35 @@ def build_nested(cls, values: dict):
             value = tuple(build_nested(nested_cls, v) for v in value)
         out[name] = value
     return build(cls, **out)
+
+
+def core_request_of(key: int, body) -> object:
+    """What ``fast_requests`` must build for kio's decoded OffsetCommit or Heartbeat ``body``:
+    the translation ``translate`` made from kio's entities before, kept here as the reference."""
+    if key == ApiKey.HEARTBEAT:
+        return core.HeartbeatRequest(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+        )
+    assert key == ApiKey.OFFSET_COMMIT, key
+    retention = getattr(body, "retention_time", None)
+    return core.OffsetCommitRequest(
+        body.group_id,
+        body.generation_id_or_member_epoch,
+        body.member_id,
+        [
+            core.OffsetCommitRequestPartition(
+                topic.name,
+                p.partition_index,
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata,
+            )
+            for topic in body.topics
+            for p in topic.partitions
+        ],
+        getattr(body, "group_instance_id", None),
+        -1 if retention is None else retention // datetime.timedelta(milliseconds=1),
+    )

@@ -17,8 +17,9 @@ from kio.schema.produce.v8.response import (
 )
 
 from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, WireRequest, apis
+from groupcoord.wire.fast_requests import DECODERS
 
-from .frames import request_frame, split_response
+from .frames import core_request_of, request_frame, split_response
 
 PAIRS = [
     (key, version)
@@ -55,7 +56,10 @@ def test_request_and_response_round_trip(key, version, data):
         correlation_id,
         client_id,
     )
-    assert request.body == request_body
+    if key in DECODERS:  # read straight into the core's request
+        assert request.body == core_request_of(key, request_body)
+    else:
+        assert request.body == request_body
 
     response_cls = apis.response_class(key, version)
     response_body = data.draw(st.from_type(response_cls))
