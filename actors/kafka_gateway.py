@@ -336,7 +336,9 @@ class KafkaGateway:
 
 def _group_request(request: WireRequest, client_host: str) -> Any:
     """The core request of a single-group wire request. Kafka records a member's host as
-    Java's InetAddress.toString(): "/" + address."""
+    Java's InetAddress.toString(): "/" + address (only a JoinGroup carries it)."""
+    if request.api_key != ApiKey.JOIN_GROUP:
+        return request_to_core(request)
     return request_to_core(request, client_host=f"/{client_host}" if client_host else "")
 
 

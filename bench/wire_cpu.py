@@ -21,9 +21,9 @@ answer. Measured over exactly those requests:
   poll) on the loop thread: counts that, unlike CPU time, barely move with the machine's load.
 
 Rows: Heartbeat from one member on 8 connections; OffsetCommit of 4 partitions from one member
-on 1 and on 16 connections, and of 64 partitions on 16 (what bench/wire.py's 1-member row
-sends). Each CPU figure is the least of ``--trials`` runs (other load on the machine only adds
-to it), each rate the median.
+on 1 and on 16 connections, of 64 partitions on 16 (what bench/wire.py's 1-member row sends),
+and of 1 partition on 64 (its 64-member row). Each CPU figure is the least of ``--trials`` runs
+(other load on the machine only adds to it), each rate the median.
 
 Run: ``.venv/bin/python bench/wire_cpu.py [--quick] [--profile]``; writes
 bench/results/wire_cpu.json. ``--profile`` also prints each row's cProfile top functions.
@@ -67,8 +67,10 @@ ROWS = (
     ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8, 0),
     ("commits, 1 connection", ApiKey.OFFSET_COMMIT, 1, COMMIT_PARTITIONS),
     ("commits, 16 connections", ApiKey.OFFSET_COMMIT, 16, COMMIT_PARTITIONS),
-    # bench/wire.py's 1-member row commits every partition of its topic in each request.
+    # bench/wire.py's 1-member row commits every partition of its topic in each request, its
+    # 64-member row one partition from each of 64 connections.
     ("commits of 64, 16 connections", ApiKey.OFFSET_COMMIT, 16, 64),
+    ("commits of 1, 64 connections", ApiKey.OFFSET_COMMIT, 64, 1),
 )
 
 
@@ -271,7 +273,7 @@ def run(
             for row in ROWS:
                 label, api, _, partitions = row
                 bodies[int(api)] = _canned_body(api, partitions)
-                requests = heartbeats if api == ApiKey.HEARTBEAT else commits
+                requests = commits if partitions > 1 else heartbeats  # small ones: more
                 member = (group, member_id, generation)
                 gc, fl = [], []
                 for _ in range(trials):

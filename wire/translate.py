@@ -86,6 +86,8 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
     ``ValueError`` for an api the core does not handle."""
     body, version = request.body, request.api_version
     match request.api_key:
+        case ApiKey.HEARTBEAT | ApiKey.OFFSET_COMMIT:  # every member's steady traffic: first
+            return body  # decoded as the core's request (fast_requests)
         case ApiKey.JOIN_GROUP:
             session_timeout_ms = millis(body.session_timeout)
             return core.JoinGroupRequest(
@@ -118,8 +120,6 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
                 protocol_type=getattr(body, "protocol_type", None),
                 protocol_name=getattr(body, "protocol_name", None),
             )
-        case ApiKey.HEARTBEAT | ApiKey.OFFSET_COMMIT:
-            return body  # decoded as the core's request (fast_requests)
         case ApiKey.LEAVE_GROUP:
             if version < 3:
                 members = [core.MemberIdentity(body.member_id)]
