@@ -34,6 +34,9 @@ from .schema import LOG_END_SCHEMA, spark_schema
 
 KEY = ("group_id", "topic", "partition")
 TP = ("topic", "partition")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Exact for every int64 and for the difference of any two.
+_EXACT = "decimal(20,0)"
 
 
 def load_log_end(spark, path: str) -> DataFrame:
@@ -67,7 +70,10 @@ def commit_activity(commits: DataFrame, bucket_ms: int = 3_600_000) -> DataFrame
         _commits(commits)
         .withColumn(
             "advance",
-            F.greatest(F.col("committed_offset") - F.lag("committed_offset").over(prev), F.lit(0)),
+            F.greatest(
+                _difference(F.col("committed_offset"), F.lag("committed_offset").over(prev)),
+                F.lit(0),
+            ),
         )
         .withColumn(
             "bucket_start_ms", F.floor(F.col("commit_timestamp_ms") / bucket_ms) * bucket_ms
@@ -76,7 +82,7 @@ def commit_activity(commits: DataFrame, bucket_ms: int = 3_600_000) -> DataFrame
         .agg(
             F.count("*").alias("commits"),
             F.countDistinct("topic", "partition").alias("partitions"),
-            F.coalesce(F.sum("advance"), F.lit(0)).alias("offsets_advanced"),
+            _as_long(F.coalesce(F.sum("advance"), F.lit(0))).alias("offsets_advanced"),
         )
         .orderBy("group_id", "bucket_start_ms")
     )
@@ -88,7 +94,7 @@ def partition_progress(commits: DataFrame, now_ms: int) -> DataFrame:
     prev = Window.partitionBy(*KEY).orderBy("commit_timestamp_ms", "log_offset")
 
     def step(column):
-        return F.col(column) - F.lag(column).over(prev)
+        return _difference(F.col(column), F.lag(column).over(prev))
 
     steps = (
         current_commits(commits, now_ms)
@@ -116,7 +122,7 @@ def partition_progress(commits: DataFrame, now_ms: int) -> DataFrame:
             "offsets_per_s",
             F.when(
                 F.col("last_commit_ms") > F.col("first_commit_ms"),
-                (F.col("last_offset") - F.col("first_offset"))
+                _difference(F.col("last_offset"), F.col("first_offset")).cast("double")
                 * 1000.0
                 / (F.col("last_commit_ms") - F.col("first_commit_ms")),
             ),
@@ -386,7 +392,10 @@ def lag_series(commits: DataFrame, log_end: DataFrame, bucket_ms: int) -> DataFr
         .withColumn("_rank", F.row_number().over(last))
         .filter(F.col("_rank") == 1)
         .groupBy("group_id", "bucket_start_ms")
-        .agg(F.sum("lag").alias("total_lag"), F.count("*").alias("partitions"))
+        .agg(
+            _as_long(F.sum(F.col("lag").cast(_EXACT))).alias("total_lag"),
+            F.count("*").alias("partitions"),
+        )
         .orderBy("group_id", "bucket_start_ms")
     )
 
@@ -395,8 +404,23 @@ def _lag(offset_column: str):
     # greatest() skips nulls, so an unknown log end must stay null explicitly, not become 0.
     return F.when(
         F.col("log_end_offset").isNotNull(),
-        F.greatest(F.col("log_end_offset") - F.col(offset_column), F.lit(0)),
+        _as_long(
+            F.greatest(_difference(F.col("log_end_offset"), F.col(offset_column)), F.lit(0))
+        ),
     )
+
+
+def _difference(left, right):
+    """``left - right`` of two int64 columns, exactly. Offsets are whatever clients committed
+    (Kafka stores any int64), and the difference of two may not fit an int64, which Spark's
+    ANSI arithmetic (its default since 4.0) refuses for the whole query."""
+    return left.cast(_EXACT) - right.cast(_EXACT)
+
+
+def _as_long(column):
+    """A whole-number column held within int64, as a long: a lag or an advance beyond int64
+    reads as int64's largest."""
+    return F.least(F.greatest(column, F.lit(INT64_MIN)), F.lit(INT64_MAX)).cast("long")
 
 
 def _positive(value: int, name: str) -> None:

@@ -618,3 +618,38 @@ def test_lag_plot_draws_the_most_lagging_groups_with_gaps_before_their_first_sam
     assert list(series.lines)[:2] == ["g21", "g20"] and "g00" not in series.lines
     assert series.legend_title() == "top 20 of 22 groups by peak lag"
     assert math.isnan(series.lines["g21"][0]) and series.lines["g21"][1:] == [211, 212, 213]
+
+
+def test_offsets_at_int64s_ends_do_not_break_the_analytics(spark):
+    # Kafka stores any int64 a client commits. Differences of such offsets pass int64, which
+    # Spark's ANSI arithmetic (the default since Spark 4) refuses for the whole query.
+    low, high = -(2**63), 2**63 - 1
+    offsets = [low, high, 5, high]
+    rows = [
+        ("c", 0, n, "extreme", "t", 0, o, 0, "", T0 + n * MIN, None, False)
+        for n, o in enumerate(offsets)
+    ]
+    commits = spark.createDataFrame(rows, COMMIT_COLUMNS)
+    ends = [("t", 0, T0 + n * MIN, e) for n, e in enumerate((10, high, 10, 20))]
+    log_end = spark.createDataFrame(
+        ends, "topic string, partition int, timestamp_ms bigint, log_end_offset bigint"
+    )
+    now = T0 + 10 * MIN
+    (activity,) = analytics.commit_activity(commits, bucket_ms=60 * MIN).collect()
+    assert activity["commits"] == 4
+    (progress,) = analytics.partition_progress(commits, now).collect()
+    assert (progress["rewinds"], progress["first_offset"], progress["last_offset"]) == (
+        1,
+        low,
+        high,
+    )
+    lags = [
+        r["lag"] for r in analytics.commit_lags(commits, log_end).orderBy("log_offset").collect()
+    ]
+    assert lags == [high, 0, 5, 0]
+    timeline = analytics.lag_timeline(commits, log_end).orderBy("timestamp_ms").collect()
+    assert [r["lag"] for r in timeline] == [high, 0, 5, 0]
+    (series,) = analytics.lag_series(commits, log_end, bucket_ms=60 * MIN).collect()
+    assert series["total_lag"] == 0
+    (status,) = analytics.burrow_status(commits, log_end, now)
+    assert (status.group_id, status.total_lag) == ("extreme", 0)
