@@ -404,9 +404,7 @@ def _lag(offset_column: str):
     # greatest() skips nulls, so an unknown log end must stay null explicitly, not become 0.
     return F.when(
         F.col("log_end_offset").isNotNull(),
-        _as_long(
-            F.greatest(_difference(F.col("log_end_offset"), F.col(offset_column)), F.lit(0))
-        ),
+        _as_long(F.greatest(_difference(F.col("log_end_offset"), F.col(offset_column)), F.lit(0))),
     )
 
 
