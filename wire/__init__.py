@@ -4,10 +4,11 @@
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
 messages to and from the core's (``consumer_groups`` the KIP-848 ones, topic ids to names;
-``fast_responses`` encodes the hot Heartbeat and OffsetCommit answers directly); ``builders``
-answers FindCoordinator, Metadata, ListOffsets and Fetch from what the listener knows, and
-refuses Produce; ``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl`` decides group
-ACLs. No sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
+``fast_requests`` reads the hot OffsetCommit and Heartbeat requests straight into the core's,
+and ``fast_responses`` encodes their answers, and JoinGroup's and SyncGroup's, directly);
+``builders`` answers FindCoordinator, Metadata, ListOffsets and Fetch from what the listener
+knows, and refuses Produce; ``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl``
+decides group ACLs. No sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
 
 The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
 from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
@@ -17,10 +18,12 @@ an OffsetCommit answer for 50 partitions ~0.4-0.7 ms), measured on a loaded 2-co
 Its limits, each ending in a clean close here: a tagged field its schemas do not define raises
 (Kafka would skip it), durations beyond ``datetime.timedelta`` do not decode, and its reader
 trusts array lengths (it reserves room for as many elements as a prefix claims, and a failed
-reservation aborts the process), so ``frame_check`` holds every length in a request body to the
-bytes after it before kio reads the body. Its writers import
-asyncio for a type annotation, and it imports hypothesis when installed; nothing here uses
-either. The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
+reservation aborts the process), so ``frame_check`` holds every length in a request body to
+the bytes after it before kio reads the body. OffsetCommit and Heartbeat are read by
+``fast_requests`` instead, which checks each length as it reads, and skips unknown tagged
+fields and takes any int64 retention time, as Kafka does. Its writers import asyncio for a
+type annotation, and it imports hypothesis when installed; nothing here uses either.
+The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
 hand-written structs rather than generated from Kafka's schemas.
 """
 
