@@ -68,13 +68,28 @@ def _connect(args):
 def cmd_status(args, out: Output) -> int:
     deployment = _connect(args)
     infos = deployment.infos()
-    router_node = ray.get(deployment.router.describe.remote())["node"]
-    out.document["router_node"] = router_node
+    router = ray.get(deployment.router.describe.remote())
+    out.document["router_node"] = router["node"]
+    counters = router.get("kafka_listener")
+    bootstrap = None if counters is None else {"address": router.get("kafka"), **counters}
+    out.document["bootstrap_listener"] = bootstrap
     if not out.as_json:
-        print(f"router on node {router_node}", flush=True)
+        print(f"router on node {router['node']}", flush=True)
+        if bootstrap is not None:
+            print(_bootstrap_line(bootstrap), flush=True)
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
+
+
+def _bootstrap_line(listener: dict) -> str:
+    """The router's Kafka bootstrap listener: where it listens and what it counted."""
+    where = listener["address"] or "(not listening)"
+    return (
+        f"Kafka bootstrap listener at {where}: {listener['connections']} connections, "
+        f"{listener['refused_connections']} refused, {listener['protocol_errors']} protocol "
+        f"errors, {listener['authentication_failures']} failed authentications"
+    )
 
 
 def cmd_topics(args, out: Output) -> int:

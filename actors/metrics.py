@@ -87,19 +87,7 @@ class RayMetrics:
             "failed load attempts, by kind (locked, corrupt, io)",
             ("partition", "kind"),
         )
-        self.kafka_connections = m.Gauge(
-            "groupcoord_kafka_connections", "open Kafka connections of the listener", tags
-        )
-        # ListenerCounters' totals, in its field order after connections
-        self._listener_counters = tuple(
-            m.Counter(f"groupcoord_kafka_{name}", description, tags)
-            for name, description in (
-                ("refused_connections", "connections refused over max_connections"),
-                ("protocol_errors", "connections closed for a request they could not frame"),
-                ("authentication_failures", "failed SASL authentications"),
-            )
-        )
-        self._listener_reported: dict[int, tuple[int, ...]] = {}  # partition -> totals
+        self.listeners = ListenerMetrics()
         self._summed = (self.commits, self.committed_offsets, self.appends, self.records)
         self._counts: dict[int, list[int]] = {}  # partition -> _pending's counts
         self._pushed_at = time.monotonic()
@@ -184,17 +172,46 @@ class RayMetrics:
                 counts.get(state, 0), {"partition": str(partition), "state": state}
             )
 
-    def listener(self, partition: int, counters: ListenerCounters) -> None:
-        """The partition's Kafka listener: its connections, and what its totals grew by since
-        the last call."""
-        tags = {"partition": str(partition)}
+
+class ListenerMetrics:
+    """A Kafka listener's connections (a gauge) and its counters' growth, labelled by
+    ``partition``: a partition's number, or "bootstrap" for the router's listener."""
+
+    def __init__(self) -> None:
+        tags = ("partition",)
+        self.kafka_connections = m.Gauge(
+            "groupcoord_kafka_connections", "open Kafka connections of the listener", tags
+        )
+        # ListenerCounters' totals, in its field order after connections
+        self._counters = tuple(
+            m.Counter(f"groupcoord_kafka_{name}", description, tags)
+            for name, description in (
+                ("refused_connections", "connections refused over max_connections"),
+                ("protocol_errors", "connections closed for a request they could not frame"),
+                ("authentication_failures", "failed SASL authentications"),
+            )
+        )
+        self._reported: dict[str, tuple[int, ...]] = {}  # label -> totals
+
+    @classmethod
+    def create(cls) -> ListenerMetrics | None:
+        try:
+            return cls()
+        except Exception as exc:  # metrics must never keep the router from starting
+            log.warning("listener metrics disabled: %r", exc)
+            return None
+
+    def report(self, partition: int | str, counters: ListenerCounters) -> None:
+        """The listener's connections now, and what its totals grew by since the last call."""
+        label = str(partition)
+        tags = {"partition": label}
         connections, *totals = msgspec.structs.astuple(counters)
         self.kafka_connections.set(connections, tags)
-        before = self._listener_reported.get(partition, (0,) * len(totals))
-        for counter, now, then in zip(self._listener_counters, totals, before, strict=True):
+        before = self._reported.get(label, (0,) * len(totals))
+        for counter, now, then in zip(self._counters, totals, before, strict=True):
             if now > then:
                 counter.inc(now - then, tags)
-        self._listener_reported[partition] = tuple(totals)
+        self._reported[label] = tuple(totals)
 
 
 class LagMetrics:

@@ -282,7 +282,7 @@ class PartitionActor:
             await asyncio.sleep(GAUGE_INTERVAL_S)
             self._metrics.groups(self._runtime.partition, self._runtime.group_states())
             if self._wire is not None:
-                self._metrics.listener(self._runtime.partition, self._wire.counters())
+                self._metrics.listeners.report(self._runtime.partition, self._wire.counters())
 
     async def handle(self, request):
         if self._runtime is None:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import ray
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
@@ -25,7 +26,9 @@ from groupcoord.wire.topics import TopicChange
 from .bounded import bounded
 from .catalog import CatalogError, TopicCatalog
 from .live_lag import LagWindowConfig
+from .metrics import ListenerMetrics
 from .partition_actor import (
+    GAUGE_INTERVAL_S,
     PartitionActor,
     normal_priority,
     open_server_log,
@@ -132,6 +135,8 @@ class RouterActor:
         normal_priority()  # the bootstrap listener answers clients too
         self._nodes: dict = {}  # partition -> its listener's Node
         self._bootstrap: BootstrapListener | None = None
+        self._bootstrap_started: asyncio.Task | None = None  # its start(): its Node
+        self._reporting: asyncio.Task | None = None  # its counters, to the metrics
         try:
             myself = ray.get_runtime_context().current_actor  # partition listeners ask it
             # Spread over the nodes alive now (placement.py); an existing partition actor
@@ -171,9 +176,9 @@ class RouterActor:
                     self.catalog.topic_ids,
                     os.path.join(log_dir, "bootstrap-listener"),
                 )
-                self._bootstrap_started = asyncio.get_running_loop().create_task(
-                    self._bootstrap.start()
-                )
+                loop = asyncio.get_running_loop()
+                self._bootstrap_started = loop.create_task(self._bootstrap.start())
+                self._reporting = loop.create_task(self._report_listener())
         except Exception as exc:  # never raise from __init__: report instead
             log.critical("router cannot start: %r", exc)
             self.init_error = repr(exc)
@@ -191,8 +196,29 @@ class RouterActor:
         runtime = self._live()
         return [runtime.partition(n) for n in range(runtime.num_partitions)]
 
+    async def _report_listener(self) -> None:
+        """The bootstrap listener's counters, to Ray's metrics (label partition="bootstrap")."""
+        metrics = ListenerMetrics.create()
+        while metrics is not None and self._bootstrap is not None:
+            await asyncio.sleep(GAUGE_INTERVAL_S)
+            metrics.report("bootstrap", self._bootstrap.counters())
+
+    def _listening_at(self) -> str | None:
+        """The bootstrap listener's host:port once it listens; None before, without one, or
+        when it could not start (``kafka_address`` raises that)."""
+        started = self._bootstrap_started
+        if started is None or not started.done() or started.cancelled() or started.exception():
+            return None
+        node = started.result()
+        return f"{node.host}:{node.port}"
+
     async def describe(self) -> dict:
+        bootstrap = self._bootstrap
         return {
+            "kafka": self._listening_at(),
+            "kafka_listener": (
+                None if bootstrap is None else msgspec.structs.asdict(bootstrap.counters())
+            ),
             "num_partitions": self._runtime.num_partitions if self._runtime else 0,
             "log_dir": self.log_dir,
             "namespace": self.namespace,
@@ -219,7 +245,7 @@ class RouterActor:
 
     async def kafka_address(self) -> str | None:
         """The bootstrap listener's host:port, once it listens (None without listeners)."""
-        if self._bootstrap is None:
+        if self._bootstrap_started is None:
             return None
         node = await self._bootstrap_started  # raises what its start raised
         return f"{node.host}:{node.port}"

@@ -275,6 +275,10 @@ class BootstrapListener:
         if self._listener is not None:
             await self._listener.close()
 
+    def counters(self) -> ListenerCounters:
+        """The bootstrap listener's counters (all zero until it listens)."""
+        return ListenerCounters() if self._listener is None else self._listener.counters()
+
     async def _route(self, group_id: str, request: Any) -> Any:
         handle = self._partition_handle(partition_for(group_id, self.num_partitions))
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import Callable
 
 from confluent_kafka import Consumer
@@ -181,3 +182,22 @@ def errors_until_refused(
             break
     consumer.close()
     return errors
+
+
+def scrape_metrics(ray) -> str:
+    """Ray's metrics agent's Prometheus page, on this session's first node."""
+    port = ray.nodes()[0]["MetricsExportPort"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def metric_value(text: str, name: str, **labels) -> float:
+    """Sum of the samples of ``name`` (Ray's ``ray_`` prefix added) whose labels include
+    ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(f"ray_{name}{{"):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

@@ -13,13 +13,14 @@ import pickle
 import stat
 
 import pytest
+import ray
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from groupcoord.actors import ListenerSecurity, WireConfig, connect, stop
 from groupcoord.actors.cli import main
 from groupcoord.actors.security import UsersFile, UserStore, certificate_principal
 
-from .helpers import errors_until_refused, wait_for
+from .helpers import errors_until_refused, metric_value, scrape_metrics, wait_for
 from .tls import self_signed_cert
 
 NS = "gc-security"
@@ -237,6 +238,44 @@ def test_status_counts_the_connections_its_network_processes_serve(secured, caps
         ),
         10,
         "the failed authentication counted",
+    )
+
+
+def test_status_counts_what_the_bootstrap_listener_refused(secured, capsys):
+    deployment, cert = secured
+
+    def bootstrap() -> dict:
+        capsys.readouterr()
+        assert main(["status", "--namespace", NS, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["bootstrap_listener"]
+
+    before = bootstrap()
+    assert before["address"] == deployment.kafka
+    errors: list = []
+    wrong = Consumer(
+        _config(deployment.kafka, cert, "alice", "team-count")
+        | {"sasl.password": "not-her-password", "error_cb": errors.append}
+    )
+    errors_until_refused(wrong, "orders", errors)  # refused at the bootstrap listener
+    assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
+    after = bootstrap()
+    assert after["authentication_failures"] > before["authentication_failures"]
+    assert main(["status", "--namespace", NS]) == 0
+    line = f"Kafka bootstrap listener at {deployment.kafka}: "
+    assert line in capsys.readouterr().out
+    # And in Ray's metrics, labelled as the bootstrap listener's (every GAUGE_INTERVAL_S).
+    wait_for(
+        lambda: (
+            metric_value(
+                scrape_metrics(ray),
+                "groupcoord_kafka_authentication_failures_total",
+                partition="bootstrap",
+            )
+            >= 1
+        ),
+        40,
+        "the bootstrap listener's failure in the metrics",
+        interval_s=1.0,
     )
 
 

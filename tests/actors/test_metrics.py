@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import urllib.request
 
 import pytest
 
@@ -15,7 +14,14 @@ from groupcoord.actors.kafka_listener import ListenerCounters
 from groupcoord.actors.metrics import LATENCY_SAMPLES_PER_S, RayMetrics, rebalance_cause
 from tests.core import simulation
 
-from .helpers import member, settled, start_deployment, wait_until
+from .helpers import (
+    member,
+    metric_value,
+    scrape_metrics,
+    settled,
+    start_deployment,
+    wait_until,
+)
 
 
 def test_every_rebalance_reason_of_the_shard_has_a_cause():
@@ -84,34 +90,18 @@ class _Counted:
 
 
 def test_listener_counters_go_to_ray_as_what_they_grew_by(ray_session):
-    metrics = RayMetrics()
+    metrics = RayMetrics().listeners
     metrics.kafka_connections = connections = _Counted()
-    metrics._listener_counters = refused, errors, failures = _Counted(), _Counted(), _Counted()
-    metrics.listener(3, ListenerCounters(5, 0, 2, 1))
-    metrics.listener(3, ListenerCounters(4, 0, 2, 3))  # two more failed authentications
-    metrics.listener(4, ListenerCounters(1, 1, 0, 0))  # another partition's, apart
-    tags3, tags4 = {"partition": "3"}, {"partition": "4"}
-    assert connections.calls == [(5, tags3), (4, tags3), (1, tags4)]
+    metrics._counters = refused, errors, failures = _Counted(), _Counted(), _Counted()
+    metrics.report(3, ListenerCounters(5, 0, 2, 1))
+    metrics.report(3, ListenerCounters(4, 0, 2, 3))  # two more failed authentications
+    metrics.report(4, ListenerCounters(1, 1, 0, 0))  # another partition's, apart
+    metrics.report("bootstrap", ListenerCounters(2, 0, 1, 0))  # the router's, apart too
+    tags3, tags4, boot = {"partition": "3"}, {"partition": "4"}, {"partition": "bootstrap"}
+    assert connections.calls == [(5, tags3), (4, tags3), (1, tags4), (2, boot)]
     assert refused.calls == [(1, tags4)]
-    assert errors.calls == [(2, tags3)]
+    assert errors.calls == [(2, tags3), (1, boot)]
     assert failures.calls == [(1, tags3), (2, tags3)]
-
-
-def _scrape(ray) -> str:
-    port = ray.nodes()[0]["MetricsExportPort"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return response.read().decode()
-
-
-def _value(text: str, name: str, **labels) -> float:
-    """Sum of the samples of ``name`` whose labels include ``labels``."""
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(f"ray_{name}{{"):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +132,9 @@ def test_partition_metrics_reach_the_metrics_agent(ray_session, deployment):
     }
     deadline = time.monotonic() + 30
     while True:
-        text = _scrape(ray_session)
-        seen = {name: _value(text, name, partition="0") for name in wanted}
-        rebalances = _value(text, "groupcoord_rebalances_total", cause="member_joined")
+        text = scrape_metrics(ray_session)
+        seen = {name: metric_value(text, name, partition="0") for name in wanted}
+        rebalances = metric_value(text, "groupcoord_rebalances_total", cause="member_joined")
         load = re.search(r'^ray_groupcoord_load_seconds\{[^}]*partition="0"', text, re.M)
         if all(seen[n] >= v for n, v in wanted.items()) and rebalances >= 1 and load:
             break
