@@ -20,9 +20,8 @@ from groupcoord.actors.http_actor import HTTP_ACTOR_NAME
 from groupcoord.actors.http_service import HttpConfig
 from groupcoord.actors.live_lag import LagWindowConfig
 
-from .helpers import TEST_CONFIG, member, wait_restarted
+from .helpers import TEST_CONFIG, member, metric_value, scrape_metrics, wait_restarted
 from .lag_sources import file_end_offsets, write_end_offsets
-from .test_metrics import _scrape, _value
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -202,12 +201,13 @@ def test_burrow_api_web_view_and_metrics_follow_the_commits(live, ray_session):
 
         # Prometheus, through Ray's metrics agent: ERR is Burrow's 3, STOP 4.
         for _ in range(60):
-            text = await asyncio.to_thread(_scrape, ray_session)
+            text = await asyncio.to_thread(scrape_metrics, ray_session)
             if (
-                _value(text, "groupcoord_group_status", group="stops") == 3
-                and _value(text, "groupcoord_partition_status", group="stops", partition="0") == 4
-                and _value(text, "groupcoord_consumer_lag", group="stops", partition="1") == 5
-                and _value(text, "groupcoord_group_status", group="keeps-up") == 1
+                metric_value(text, "groupcoord_group_status", group="stops") == 3
+                and metric_value(text, "groupcoord_partition_status", group="stops", partition="0")
+                == 4
+                and metric_value(text, "groupcoord_consumer_lag", group="stops", partition="1") == 5
+                and metric_value(text, "groupcoord_group_status", group="keeps-up") == 1
             ):
                 break
             await asyncio.sleep(0.5)
