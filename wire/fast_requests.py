@@ -23,8 +23,10 @@ request, which ``request_to_core`` hands on as it is.
 
 Flexible versions use compact lengths (unsigned varint, length + 1) and end every structure
 with a tagged-field section; neither request defines a tagged field, so each is skipped once
-its lengths are checked. Every refusal is a ``FrameCheckError`` (a ValueError) or a
-``struct.error``, as for any body ``Connection`` cannot read.
+its lengths are checked. A body they cannot read raises: ``FrameCheckError`` for a length
+past the end, ``UnicodeDecodeError`` for a string that is not UTF-8, ``struct.error`` or
+``IndexError`` for a field cut short; ``Connection`` closes the connection on any of them,
+as for any body it cannot read.
 
 tests/wire/test_fast_requests.py holds both to kio's reader, at every version, on valid bodies
 and on truncated and mutated ones: the same bodies accepted, the same core request built. Two
