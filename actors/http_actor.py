@@ -31,7 +31,7 @@ from .burrow_api import GroupView, MemberView
 from .http_service import HttpConfig, LagService
 from .kv import listen_at_remembered_port
 from .live_lag import WindowSnapshot
-from .metrics import LagMetrics
+from .metrics import LagMetrics, created
 from .partition_actor import normal_priority
 
 log = logging.getLogger("groupcoord.http")
@@ -134,7 +134,7 @@ class HttpActor:
                 config,
                 RaySources(router, num_partitions),
                 servers=servers,
-                metrics=LagMetrics.create(),
+                metrics=created(LagMetrics, "lag metrics"),
             )
             key = f"http-port:{ray.get_runtime_context().namespace}".encode()  # one per namespace
             self._started = asyncio.get_running_loop().create_task(self._listen(key, config))

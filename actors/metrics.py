@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import msgspec
 from ray.util import metrics as m
@@ -24,6 +26,8 @@ from ray.util import metrics as m
 from groupcoord.coordinator.burrow import Status
 
 from .kafka_listener import ListenerCounters
+
+T = TypeVar("T")
 
 log = logging.getLogger("groupcoord.metrics")
 
@@ -54,6 +58,16 @@ def rebalance_cause(detail: str) -> str:
         if needle in detail:
             return cause
     return "other"
+
+
+def created(metrics: Callable[[], T], what: str) -> T | None:
+    """``metrics()``, or None when Ray cannot make them (logged, naming ``what``): metrics
+    must never keep an actor from starting."""
+    try:
+        return metrics()
+    except Exception as exc:
+        log.warning("%s disabled: %r", what, exc)
+        return None
 
 
 class RayMetrics:
@@ -93,14 +107,6 @@ class RayMetrics:
         self._pushed_at = time.monotonic()
         self.sample_every = 1  # observe every k-th commit's latency (push_counters sets k)
         self._until_sample = 1
-
-    @classmethod
-    def create(cls) -> RayMetrics | None:
-        try:
-            return cls()
-        except Exception as exc:  # metrics must never keep a partition from starting
-            log.warning("metrics disabled: %r", exc)
-            return None
 
     # Counters are summed here and handed to Ray at most every COUNTER_PUSH_INTERVAL_S (and at
     # every ``groups`` call, every few seconds): each Ray metric call costs ~6 µs of the
@@ -193,14 +199,6 @@ class ListenerMetrics:
         )
         self._reported: dict[str, tuple[int, ...]] = {}  # label -> totals
 
-    @classmethod
-    def create(cls) -> ListenerMetrics | None:
-        try:
-            return cls()
-        except Exception as exc:  # metrics must never keep the router from starting
-            log.warning("listener metrics disabled: %r", exc)
-            return None
-
     def report(self, partition: int | str, counters: ListenerCounters) -> None:
         """The listener's connections now, and what its totals grew by since the last call."""
         label = str(partition)
@@ -233,14 +231,6 @@ class LagMetrics:
         )
         self.status = m.Gauge("groupcoord_group_status", "Burrow status of a group", ("group",))
         self.total_lag = m.Gauge("groupcoord_group_lag", "summed current lag", ("group",))
-
-    @classmethod
-    def create(cls) -> LagMetrics | None:
-        try:
-            return cls()
-        except Exception as exc:  # metrics must never keep the service from starting
-            log.warning("lag metrics disabled: %r", exc)
-            return None
 
     def group_status(self, group_id: str, status) -> None:
         self.status.set(STATUS_CODES[status.status], {"group": group_id})

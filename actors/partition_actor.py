@@ -40,7 +40,7 @@ from groupcoord.storage import open_partition_log
 
 from .kv import kv_get, kv_put
 from .live_lag import LagWindowConfig, WindowSnapshot
-from .metrics import RayMetrics
+from .metrics import RayMetrics, created
 from .responses import error_response
 from .runtime import PartitionRuntime
 from .server_log import log_to_file
@@ -179,7 +179,7 @@ class PartitionActor:
             )
             claim_partition(directory, self._incarnation)  # before the log: see module doc
             self._owner_task = asyncio.get_running_loop().create_task(self._watch_owner())
-            self._metrics = RayMetrics.create()
+            self._metrics = created(RayMetrics, "metrics")
             self._runtime = PartitionRuntime(
                 partition,
                 num_partitions,

@@ -26,7 +26,7 @@ from groupcoord.wire.topics import TopicChange
 from .bounded import bounded
 from .catalog import CatalogError, TopicCatalog
 from .live_lag import LagWindowConfig
-from .metrics import ListenerMetrics
+from .metrics import ListenerMetrics, created
 from .partition_actor import (
     GAUGE_INTERVAL_S,
     PartitionActor,
@@ -198,7 +198,7 @@ class RouterActor:
 
     async def _report_listener(self) -> None:
         """The bootstrap listener's counters, to Ray's metrics (label partition="bootstrap")."""
-        metrics = ListenerMetrics.create()
+        metrics = created(ListenerMetrics, "listener metrics")
         while metrics is not None and self._bootstrap is not None:
             await asyncio.sleep(GAUGE_INTERVAL_S)
             metrics.report("bootstrap", self._bootstrap.counters())

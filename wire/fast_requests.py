@@ -43,7 +43,7 @@ from collections.abc import Callable
 from groupcoord.coordinator import messages as core
 
 from .apis import ApiKey
-from .frame_check import FrameCheckError
+from .frame_check import FrameCheckError, read_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -54,30 +54,38 @@ _FIXED = {
     version: struct.Struct(">iq" + ("i" if version >= 6 else "") + ("B" if version >= 8 else "h"))
     for version in range(2, 10)
 }
-_MAX_UVARINT_BYTES = 5  # an unsigned 32-bit varint
 
 
-def _heartbeat(version: int, frame: bytes, at: int) -> core.HeartbeatRequest:
-    flexible, end = version >= 4, len(frame)
+def _member(
+    frame: bytes, at: int, flexible: bool, instance: bool
+) -> tuple[str, int, str, str | None, int]:
+    """The fields a member's request opens with: group id, generation id, member id and, where
+    ``instance``, the group instance id (nullable); then the byte after them."""
+    end = len(frame)
     group_id, at = _string(frame, at, end, flexible)
     (generation_id,) = _I32.unpack_from(frame, at)
     member_id, at = _string(frame, at + 4, end, flexible)
     group_instance_id = None
-    if version >= 3:
+    if instance:
         group_instance_id, at = _string(frame, at, end, flexible, nullable=True)
+    return group_id, generation_id, member_id, group_instance_id, at
+
+
+def _heartbeat(version: int, frame: bytes, at: int) -> core.HeartbeatRequest:
+    flexible = version >= 4
+    group_id, generation_id, member_id, group_instance_id, at = _member(
+        frame, at, flexible, instance=version >= 3
+    )
     if flexible:
-        _tags(frame, at, end)
+        _tags(frame, at, len(frame))
     return core.HeartbeatRequest(group_id, generation_id, member_id, group_instance_id)
 
 
 def _offset_commit(version: int, frame: bytes, at: int) -> core.OffsetCommitRequest:
     flexible, end = version >= 8, len(frame)
-    group_id, at = _string(frame, at, end, flexible)
-    (generation_id,) = _I32.unpack_from(frame, at)
-    member_id, at = _string(frame, at + 4, end, flexible)
-    group_instance_id = None
-    if version >= 7:
-        group_instance_id, at = _string(frame, at, end, flexible, nullable=True)
+    group_id, generation_id, member_id, group_instance_id, at = _member(
+        frame, at, flexible, instance=version >= 7
+    )
     retention_time_ms = -1
     if version <= 4:
         (retention_time_ms,) = _I64.unpack_from(frame, at)
@@ -125,17 +133,6 @@ DECODERS: dict[int, Callable[[int, bytes, int], object]] = {
 }
 
 
-def _uvarint(frame: bytes, at: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(at, min(at + _MAX_UVARINT_BYTES, end)):
-        byte = frame[i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, i + 1
-        shift += 7
-    raise FrameCheckError(f"unreadable varint at byte {at}")
-
-
 def _string(
     frame: bytes, at: int, end: int, flexible: bool, nullable: bool = False
 ) -> tuple[str | None, int]:
@@ -145,7 +142,7 @@ def _string(
         if size < 0x80:  # the usual one-byte length
             at += 1
         else:
-            size, at = _uvarint(frame, at, end)
+            size, at = read_uvarint(frame, at, end)
         size -= 1
     else:
         (size,) = _I16.unpack_from(frame, at)
@@ -165,7 +162,7 @@ def _count(frame: bytes, at: int, end: int, flexible: bool) -> tuple[int, int]:
     """An array's element count and the byte after its prefix; every element takes at least
     one byte, so a count beyond the bytes left is refused before any is read."""
     if flexible:
-        count, at = _uvarint(frame, at, end)
+        count, at = read_uvarint(frame, at, end)
         count -= 1
     else:
         (count,) = _I32.unpack_from(frame, at)
@@ -181,10 +178,10 @@ def _tags(frame: bytes, at: int, end: int) -> int:
     """Skip a tagged-field section (none is defined for these requests): the byte after it."""
     if at < end and frame[at] == 0:
         return at + 1
-    count, at = _uvarint(frame, at, end)
+    count, at = read_uvarint(frame, at, end)
     for _ in range(count):
-        _tag, at = _uvarint(frame, at, end)
-        size, at = _uvarint(frame, at, end)
+        _tag, at = read_uvarint(frame, at, end)
+        size, at = read_uvarint(frame, at, end)
         if size > end - at:
             raise FrameCheckError(f"tagged field of {size} bytes at byte {at}: past the end")
         at += size

@@ -64,7 +64,8 @@ def check_body(cls: type, frame: bytes, at: int) -> None:
     _walk(_plan(cls), frame, at, len(frame))
 
 
-def _uvarint(frame: bytes, at: int, end: int) -> tuple[int, int]:
+def read_uvarint(frame: bytes, at: int, end: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes at ``at`` (before ``end``), and the byte after it."""
     value = shift = 0
     for i in range(at, min(at + _MAX_UVARINT_BYTES, end)):
         byte = frame[i]
@@ -104,7 +105,7 @@ def _walk(plan: tuple, frame: bytes, at: int, end: int) -> int:
                 size = frame[at] - 1
                 at += 1
             else:
-                size, at = _uvarint(frame, at, end)
+                size, at = read_uvarint(frame, at, end)
                 size -= 1
             if size > 0:
                 if size > end - at:
@@ -114,12 +115,12 @@ def _walk(plan: tuple, frame: bytes, at: int, end: int) -> int:
             if at < end and frame[at] == 0:  # the usual: none
                 at += 1
                 continue
-            count, at = _uvarint(frame, at, end)
+            count, at = read_uvarint(frame, at, end)
             if count > end - at:
                 raise _past(count, at, end, "tagged fields")
             for _ in range(count):
-                tag, at = _uvarint(frame, at, end)
-                size, at = _uvarint(frame, at, end)
+                tag, at = read_uvarint(frame, at, end)
+                size, at = read_uvarint(frame, at, end)
                 if size > end - at:
                     raise _past(size, at, end, "tagged field")
                 if tag in detail:
@@ -128,7 +129,7 @@ def _walk(plan: tuple, frame: bytes, at: int, end: int) -> int:
         elif kind is _ARRAY:  # detail: (compact, element step)
             compact, element = detail
             if compact:
-                count, at = _uvarint(frame, at, end)
+                count, at = read_uvarint(frame, at, end)
                 count -= 1
             else:
                 count, at = _length(frame, at, _I32, end)
