@@ -29,12 +29,12 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from groupcoord.coordinator import burrow
+from groupcoord.coordinator.validation import INT64_MAX, INT64_MIN
 
 from .schema import LOG_END_SCHEMA, spark_schema
 
 KEY = ("group_id", "topic", "partition")
 TP = ("topic", "partition")
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Exact for every int64 and for the difference of any two.
 _EXACT = "decimal(20,0)"
 
