@@ -247,8 +247,8 @@ class RouterActor:
         """The bootstrap listener's host:port, once it listens (None without listeners)."""
         if self._bootstrap_started is None:
             return None
-        node = await self._bootstrap_started  # raises what its start raised
-        return f"{node.host}:{node.port}"
+        await self._bootstrap_started  # raises what its start raised
+        return self._listening_at()
 
     async def topics(self) -> dict[str, int]:
         return self.catalog.topics()
