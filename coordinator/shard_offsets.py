@@ -66,9 +66,7 @@ from .record_size import offset_records_bytes_at_most, record_bytes
 from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from .validation import (
     INT64_MAX,
-    commit_partitions_ok,
-    is_int64,
-    member_fields_ok,
+    commit_chars,
     partitions_within_limits,
     topic_partition_exists,
     utf16_length,
@@ -81,18 +79,17 @@ class OffsetsMixin:
     # -- OffsetCommit (spec §2.7) ---------------------------------------------------------------
 
     def _handle_commit(self, request_id, req) -> None:
-        if not partitions_within_limits(req.offsets, self.config):
+        config = self.config
+        if not partitions_within_limits(req.offsets, config):
             error = Errors.INVALID_COMMIT_OFFSET_SIZE
         else:
             error = self._group_error(req.group_id, allow_empty=True)
-        if error is None and not (
-            member_fields_ok(req.member_id, req.group_instance_id, req.generation_id, self.config)
-            and is_int64(req.retention_time_ms)
-            and commit_partitions_ok(req.offsets, self.config)
-        ):
-            error = Errors.INVALID_REQUEST
-        if error is None and self._commit_too_large(req):
-            error = Errors.INVALID_COMMIT_OFFSET_SIZE  # Kafka: RECORD_LIST_TOO_LARGE, mapped
+        if error is None:
+            chars = commit_chars(req, config)
+            if chars is None:
+                error = Errors.INVALID_REQUEST
+            elif self._commit_too_large(req, chars):
+                error = Errors.INVALID_COMMIT_OFFSET_SIZE  # Kafka: RECORD_LIST_TOO_LARGE, mapped
         group = self._groups.get(req.group_id) if error is None else None
         if error is None and group is None:
             if req.generation_id >= 0:
@@ -118,34 +115,43 @@ class OffsetsMixin:
 
         if group.state is not EMPTY:  # Stable or PreparingRebalance
             self._reset_heartbeat(group, group.members[req.member_id])
-        max_chars = self.config.offset_metadata_max_bytes
+        max_chars = config.offset_metadata_max_bytes
         # The per-partition loop of a commit is the hot path of a busy coordinator: records go
         # out and into the group's offsets here, as _emit and _apply_offset (the replay) would
         # put them; tests/storage/test_replay_equivalence.py holds the two to the same state.
-        offsets, add = group.offsets, self._records.append
+        offsets, add, group_id = group.offsets, self._records.append, req.group_id
+        now_ms, expire_ms = self._now, _expire_ms(req, self._now)
         results = []
-        for p, record in zip(req.offsets, self._offset_records(req, self._now), strict=True):
-            topic, partition, metadata = p.topic, p.partition, record.value.metadata
+        for p in req.offsets:
+            topic, partition, metadata = p.topic, p.partition, p.committed_metadata or ""
             if not topic_partition_exists(topic, partition):
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata) * 2 > max_chars and utf16_length(metadata) > max_chars:
                 error = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 error = NONE
-                add(record)
-                offsets[(topic, partition)] = record.value
+                value = OffsetCommitValue(
+                    p.committed_offset, p.committed_leader_epoch, metadata, now_ms, expire_ms
+                )
+                add(Record(OffsetCommitKey(group_id, topic, partition), value))
+                offsets[(topic, partition)] = value
             results.append(OffsetCommitResponsePartition(topic, partition, error))
         self._reply(request_id, OffsetCommitResponse(results))
 
+    def _commit_too_large(self, req, chars: int) -> bool:
+        """The request's offset records, sized as the log sizes them, total more than
+        ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound from
+        its ``chars`` (``commit_chars``) first; the records are encoded only when it is over."""
+        limit = self.config.offset_commit_max_bytes
+        if offset_records_bytes_at_most(req.group_id, len(req.offsets), chars) <= limit:
+            return False
+        return sum(record_bytes(r) for r in self._offset_records(req, self._now)) > limit
+
     @staticmethod
     def _offset_records(req, now_ms: int) -> list[Record]:
-        """The offset record of each of the request's partitions, in its order."""
-        group_id = req.group_id
-        expire_ms = None
-        if req.retention_time_ms != -1:
-            # Held within int64, as records and the lake store it: a retention near int64's
-            # largest would pass it (Kafka's long addition wraps there instead).
-            expire_ms = min(now_ms + req.retention_time_ms, INT64_MAX)
+        """The offset record of each of the request's partitions, in its order (the hot loop
+        of ``_handle_commit`` builds the same ones inline)."""
+        group_id, expire_ms = req.group_id, _expire_ms(req, now_ms)
         return [
             Record(
                 OffsetCommitKey(group_id, p.topic, p.partition),
@@ -159,15 +165,6 @@ class OffsetsMixin:
             )
             for p in req.offsets
         ]
-
-    def _commit_too_large(self, req) -> bool:
-        """The request's offset records, sized as the log sizes them, total more than
-        ``offset_commit_max_bytes`` (Kafka: RECORD_LIST_TOO_LARGE). A cheap upper bound
-        first; the records are encoded only when it is over the limit."""
-        limit = self.config.offset_commit_max_bytes
-        if offset_records_bytes_at_most(req.group_id, req.offsets) <= limit:
-            return False
-        return sum(record_bytes(r) for r in self._offset_records(req, self._now)) > limit
 
     def _validate_offset_commit(self, group: Group, req) -> Errors | None:
         if req.generation_id < 0 and group.state is EMPTY:
@@ -406,3 +403,12 @@ class OffsetsMixin:
             if group.generation_id > 0:  # simple groups never wrote a group record
                 group.persisted = None
                 self._records.append(Record(GroupMetadataKey(group_id), None))
+
+
+def _expire_ms(req, now_ms: int) -> int | None:
+    """When a commit's offsets expire by its own retention time (v2-v4), or None (-1: the
+    group's retention applies). Held within int64, as records and the lake store it: a
+    retention near int64's largest would pass it (Kafka's long addition wraps there instead)."""
+    if req.retention_time_ms == -1:
+        return None
+    return min(now_ms + req.retention_time_ms, INT64_MAX)

@@ -82,20 +82,42 @@ def member_fields_ok(
     )
 
 
-def commit_partitions_ok(partitions, config: CoordinatorConfig) -> bool:
-    """Committed partitions whose values fit offset records (topic validity is separate).
-    A commit names few topics for many partitions: each distinct name is checked once."""
-    topics = set()
-    for p in partitions:
+def commit_chars(req, config: CoordinatorConfig) -> int | None:
+    """None when a value of the OffsetCommit ``req`` cannot go into its records (the member
+    fields of ``member_fields_ok``, the retention, a partition's numbers or strings; topic
+    validity is separate); otherwise the characters of its partitions' topics and metadata,
+    which bound its records' size (``record_size.offset_records_bytes_at_most``).
+
+    One pass, and no call per partition unless it carries metadata: this is every commit's
+    path. A commit names few topics for many partitions, usually in runs (Kafka's format
+    groups partitions by topic): a topic equal to the one before is not checked again."""
+    if not (
+        INT32_MIN <= req.generation_id <= INT32_MAX
+        and INT64_MIN <= req.retention_time_ms <= INT64_MAX
+        and string_ok(req.member_id, config)
+        and string_ok(req.group_instance_id, config)
+    ):
+        return None
+    chars = 0
+    checked = None
+    for p in req.offsets:
         if not (
             INT64_MIN <= p.committed_offset <= INT64_MAX
             and INT32_MIN <= p.committed_leader_epoch <= INT32_MAX
             and INT32_MIN <= p.partition <= INT32_MAX
-            and (not p.committed_metadata or string_ok(p.committed_metadata, config))
         ):
-            return False
-        topics.add(p.topic)
-    return all(string_ok(topic, config) for topic in topics)
+            return None
+        topic, metadata = p.topic, p.committed_metadata
+        if topic != checked:
+            if not string_ok(topic, config):
+                return None
+            checked = topic
+        chars += len(topic)
+        if metadata:
+            if not string_ok(metadata, config):
+                return None
+            chars += len(metadata)
+    return chars
 
 
 def topic_partition_exists(topic: str, partition: int) -> bool:

@@ -128,6 +128,10 @@ def test_commit_bad_values_change_nothing():
         {(TP[0], 3): -(2**63) - 1},
     ):
         assert set(h.commit(fine | bad).values()) == {Errors.INVALID_REQUEST}
+    # A topic is checked again wherever the one before it differs: a bad name between two
+    # runs of a good one is still found.
+    between = {(TP[0], 0): 1, ("\ud800", 0): 1, (TP[0], 1): 1}
+    assert set(h.commit(between).values()) == {Errors.INVALID_REQUEST}
     assert h.committed() == {}
 
 
