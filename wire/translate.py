@@ -86,39 +86,11 @@ def request_to_core(request: WireRequest, *, client_host: str = "") -> msgspec.S
     ``ValueError`` for an api the core does not handle."""
     body, version = request.body, request.api_version
     match request.api_key:
-        case ApiKey.HEARTBEAT | ApiKey.OFFSET_COMMIT:  # every member's steady traffic: first
+        case ApiKey.HEARTBEAT | ApiKey.OFFSET_COMMIT | ApiKey.SYNC_GROUP:
             return body  # decoded as the core's request (fast_requests)
-        case ApiKey.JOIN_GROUP:
-            session_timeout_ms = millis(body.session_timeout)
-            return core.JoinGroupRequest(
-                group_id=body.group_id,
-                member_id=body.member_id,
-                protocol_type=body.protocol_type,
-                protocols=[
-                    core.JoinGroupRequestProtocol(p.name, p.metadata) for p in body.protocols
-                ],
-                session_timeout_ms=session_timeout_ms,
-                rebalance_timeout_ms=(
-                    millis(body.rebalance_timeout) if version >= 1 else session_timeout_ms
-                ),
-                group_instance_id=getattr(body, "group_instance_id", None),
-                client_id=request.client_id or "",
-                client_host=client_host,
-                require_known_member_id=version >= 4,
-                reason=getattr(body, "reason", None),
-            )
-        case ApiKey.SYNC_GROUP:
-            return core.SyncGroupRequest(
-                group_id=body.group_id,
-                generation_id=body.generation_id,
-                member_id=body.member_id,
-                assignments=[
-                    core.SyncGroupRequestAssignment(a.member_id, a.assignment)
-                    for a in body.assignments
-                ],
-                group_instance_id=getattr(body, "group_instance_id", None),
-                protocol_type=getattr(body, "protocol_type", None),
-                protocol_name=getattr(body, "protocol_name", None),
+        case ApiKey.JOIN_GROUP:  # decoded as the core's request, less the header and the peer
+            return msgspec.structs.replace(
+                body, client_id=request.client_id or "", client_host=client_host
             )
         case ApiKey.LEAVE_GROUP:
             if version < 3:

@@ -15,6 +15,8 @@ from groupcoord.wire import apis
 from groupcoord.wire.apis import ApiKey
 from groupcoord.wire.translate import build
 
+MS = datetime.timedelta(milliseconds=1)
+
 
 def request_frame(
     body,
@@ -73,8 +75,37 @@ def build_nested(cls, values: dict):
 
 
 def core_request_of(key: int, body) -> object:
-    """What ``fast_requests`` must build for kio's decoded OffsetCommit or Heartbeat ``body``:
-    the translation ``translate`` made from kio's entities before, kept here as the reference."""
+    """What ``fast_requests`` must build for kio's decoded ``body`` of a request it reads: the
+    translation ``translate`` made from kio's entities before, kept here as the reference (a
+    JoinGroup's client id and host are "": ``request_to_core`` adds them)."""
+    if key == ApiKey.JOIN_GROUP:
+        version = body.__version__
+        session_timeout_ms = body.session_timeout // MS
+        return core.JoinGroupRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            protocol_type=body.protocol_type,
+            protocols=[core.JoinGroupRequestProtocol(p.name, p.metadata) for p in body.protocols],
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=(
+                body.rebalance_timeout // MS if version >= 1 else session_timeout_ms
+            ),
+            group_instance_id=getattr(body, "group_instance_id", None),
+            require_known_member_id=version >= 4,
+            reason=getattr(body, "reason", None),
+        )
+    if key == ApiKey.SYNC_GROUP:
+        return core.SyncGroupRequest(
+            group_id=body.group_id,
+            generation_id=body.generation_id,
+            member_id=body.member_id,
+            assignments=[
+                core.SyncGroupRequestAssignment(a.member_id, a.assignment) for a in body.assignments
+            ],
+            group_instance_id=getattr(body, "group_instance_id", None),
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+        )
     if key == ApiKey.HEARTBEAT:
         return core.HeartbeatRequest(
             body.group_id,

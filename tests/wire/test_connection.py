@@ -124,10 +124,10 @@ def test_flexible_join_group_frame_by_hand():
         None,
         "consumer",
     )
-    assert body.session_timeout.total_seconds() == 10
-    assert body.rebalance_timeout.total_seconds() == 30
+    assert (body.session_timeout_ms, body.rebalance_timeout_ms) == (10_000, 30_000)
     assert [(p.name, p.metadata) for p in body.protocols] == [("range", b"\x00\x01")]
     assert body.reason == "rejoin"
+    assert body.require_known_member_id  # v4+
 
 
 @pytest.mark.parametrize(

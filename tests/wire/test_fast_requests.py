@@ -1,7 +1,8 @@
-"""fast_requests reads OffsetCommit and Heartbeat bodies as kio's reader does, at every supported
-version: the same bodies accepted (valid, truncated, overwritten, grown), the same core request
-built (``frames.core_request_of``, the translation from kio's entities), except for the two
-differences its docstring gives, where Kafka's readers accept what kio refuses."""
+"""fast_requests reads OffsetCommit, Heartbeat, JoinGroup and SyncGroup bodies as kio's reader
+does, at every supported version: the same bodies accepted (valid, truncated, overwritten,
+grown), the same core request built (``frames.core_request_of``, the translation from kio's
+entities), except for the two differences its docstring gives, where Kafka's readers accept
+what kio refuses."""
 
 import struct
 
