@@ -4,8 +4,9 @@
 bounded buffers and Kafka's close-the-connection answer to anything unreadable; ``apis`` holds the
 supported (api key, version) table and the ApiVersions answer; ``translate`` maps kio's group
 messages to and from the core's (``consumer_groups`` the KIP-848 ones, topic ids to names;
-``fast_requests`` reads the hot OffsetCommit and Heartbeat requests straight into the core's,
-and ``fast_responses`` encodes their answers, and JoinGroup's and SyncGroup's, directly);
+``fast_requests`` reads the requests on every member's path, OffsetCommit, Heartbeat,
+JoinGroup and SyncGroup, straight into the core's, and ``fast_responses`` encodes their
+answers directly);
 ``builders`` answers FindCoordinator, Metadata, ListOffsets and Fetch from what the listener
 knows, and refuses Produce; ``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl``
 decides group ACLs. No sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
@@ -19,10 +20,11 @@ Its limits, each ending in a clean close here: a tagged field its schemas do not
 (Kafka would skip it), durations beyond ``datetime.timedelta`` do not decode, and its reader
 trusts array lengths (it reserves room for as many elements as a prefix claims, and a failed
 reservation aborts the process), so ``frame_check`` holds every length in a request body to
-the bytes after it before kio reads the body. OffsetCommit and Heartbeat are read by
-``fast_requests`` instead, which checks each length as it reads, and skips unknown tagged
-fields and takes any int64 retention time, as Kafka does. Its writers import asyncio for a
-type annotation, and it imports hypothesis when installed; nothing here uses either.
+the bytes after it before kio reads the body. OffsetCommit, Heartbeat, JoinGroup and
+SyncGroup are read by ``fast_requests`` instead, which checks each length as it reads, and
+skips unknown tagged fields and takes any int64 retention time, as Kafka does. Its writers
+import asyncio for a type annotation, and it imports hypothesis when installed; nothing here
+uses either.
 The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
 hand-written structs rather than generated from Kafka's schemas.
 """

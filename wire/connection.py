@@ -59,7 +59,8 @@ _SIZE_ID_TAGS = struct.Struct(">iiB")  # ... a v1 header: correlation id, no tag
 # sets each field through object.__setattr__, ~1 µs for a WireRequest, made for every request.
 class WireRequest(msgspec.Struct, frozen=True):
     """A decoded request. ``body`` is kio's request entity for (api_key, body_version), or for
-    the apis of ``fast_requests.DECODERS`` (OffsetCommit, Heartbeat) the core's request.
+    the apis of ``fast_requests.DECODERS`` (OffsetCommit, Heartbeat, JoinGroup, SyncGroup) the
+    core's request.
 
     ``body_version`` differs from ``api_version`` only for an ApiVersions request above our range:
     Kafka treats it as an (empty) v0 request and answers in v0. ``sequence`` numbers a

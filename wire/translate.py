@@ -1,16 +1,19 @@
 """Pure translation between kio's group messages and the core's (groupcoord.coordinator).
 
 ``request_to_core`` turns a decoded ``WireRequest`` into the core request the Shard handles
-(OffsetCommit and Heartbeat arrive as core requests already: ``fast_requests``);
+(OffsetCommit, Heartbeat, JoinGroup and SyncGroup arrive as core requests already:
+``fast_requests``; a JoinGroup gets its client id and host here);
 ``response_from_core`` turns the core's answer into kio's response at the request's version.
 OffsetFetch has its own pair, because from v8 one request asks about many groups, which may live
 on different partitions: ``offset_fetch_to_core`` gives one core request per group and
 ``offset_fetch_from_core`` assembles their answers. ``error_response`` answers any of them with
 one error, for requests the listener cannot hand to the core.
 
-Version rules applied here, each Kafka's:
+Version rules applied here (and, for the requests ``fast_requests`` reads, there), each
+Kafka's:
 - JoinGroup v0 has no rebalance timeout: the session timeout stands in for it. Only v4+ clients
-  understand MEMBER_ID_REQUIRED, so older ones join without a known member id. Before v7 the
+  understand MEMBER_ID_REQUIRED, so older ones join without a known member id (both read so by
+  ``fast_requests``). Before v7 the
   response's protocol name is not nullable ("" instead of null) and has no protocol type. Before
   v9 a static leader that rejoins a stable group is not told it leads: no member list and
   another leader id, so it does not reassign (v9 says so with skip_assignment, KIP-814). Kafka
