@@ -25,6 +25,12 @@ on 1 and on 16 connections, of 64 partitions on 16 (what bench/wire.py's 1-membe
 and of 1 partition on 64 (its 64-member row). Each CPU figure is the least of ``--trials`` runs
 (other load on the machine only adds to it), each rate the median.
 
+Rejoins: a settled group of 10 and of 100 raw-wire members rejoining all at once, as in
+bench/wire.py's rejoin rows (``rebalance_times``, from another process), ``REJOINS`` times:
+the loop thread's and the process's CPU per rejoin, counted from when the group has settled,
+and the median rejoin's wall time. A rejoin is bound by the partition's thread, so its CPU is
+the steady figure behind those rows.
+
 Run: ``.venv/bin/python bench/wire_cpu.py [--quick] [--profile]``; writes
 bench/results/wire_cpu.json. ``--profile`` also prints each row's cProfile top functions.
 """
@@ -50,7 +56,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.run_info import write_results  # noqa: E402 — ROOT on the path
-from bench.wire_raw import VERSIONS, RawConnection, join_alone  # noqa: E402
+from bench.wire_raw import (  # noqa: E402
+    VERSIONS,
+    RawConnection,
+    join_alone,
+    rebalance_times,
+)
 from groupcoord.wire import apis  # noqa: E402
 from groupcoord.wire.apis import ApiKey  # noqa: E402
 from tests.actors.kafka_inproc import WirePartition  # noqa: E402 — the tests' in-process partition
@@ -61,6 +72,8 @@ PARTITIONS = 64
 COMMIT_PARTITIONS = 4  # partitions per OffsetCommit
 COMMIT_VERSION = VERSIONS[ApiKey.OFFSET_COMMIT]
 CLIENT_TIMEOUT_S = 300
+REJOIN_MEMBERS = (10, 100)
+REJOINS = 40
 _I32 = struct.Struct(">i")
 # (label, api, connections, partitions per OffsetCommit)
 ROWS = (
@@ -138,6 +151,18 @@ async def _client(args) -> None:
     print(json.dumps({"requests": per_connection * len(conns), "seconds": seconds}), flush=True)
 
 
+async def _rejoin_client(args) -> None:
+    """Settle a group of ``args.rejoin`` members, say ready, wait for a go, rejoin
+    ``args.requests`` times; prints the rejoins and the median rejoin's seconds."""
+
+    async def ready() -> None:
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+    times = await rebalance_times(args.client, args.group, args.rejoin, args.requests, ready)
+    print(json.dumps({"requests": len(times), "median_s": statistics.median(times)}), flush=True)
+
+
 # -- the floor: a trivial server on a loop of its own thread ------------------------------------
 
 
@@ -196,30 +221,27 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn):
 
 
 def _measure(loop, address: str, row: tuple, requests: int, member, profile):
-    """(loop thread CPU s, process CPU s, requests) over one client run against ``address``."""
+    """(loop thread CPU s, process CPU s, requests, seconds) over one client run against
+    ``address``."""
     _, api, connections, partitions = row
     group, member_id, generation = member
-    client = subprocess.Popen(
+    loop_cpu, process_cpu, result = _run_client(
+        loop,
         [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--client",
-            address,
-            "--api",
-            str(int(api)),
-            "--connections",
-            str(connections),
-            "--requests",
-            str(requests),
-            "--group",
-            group,
-            "--member-id",
-            member_id,
-            "--generation",
-            str(generation),
-            "--partitions",
-            str(partitions),
+            *("--client", address, "--api", str(int(api)), "--connections", str(connections)),
+            *("--requests", str(requests), "--group", group, "--member-id", member_id),
+            *("--generation", str(generation), "--partitions", str(partitions)),
         ],
+        profile,
+    )
+    return loop_cpu, process_cpu, result["requests"], result["seconds"]
+
+
+def _run_client(loop, client_args: list[str], profile) -> tuple[float, float, dict]:
+    """(loop thread CPU s, process CPU s, the client's result) from the client's go to its
+    result."""
+    client = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), *client_args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -246,12 +268,56 @@ def _measure(loop, address: str, row: tuple, requests: int, member, profile):
     if client.returncode != 0:
         raise RuntimeError(f"client exited with {client.returncode}")
     process_cpu = (after.ru_utime + after.ru_stime) - (process_cpu.ru_utime + process_cpu.ru_stime)
-    return loop_cpu, process_cpu, result["requests"], result["seconds"]
+    return loop_cpu, process_cpu, result
+
+
+def rejoin_rows(partition: WirePartition, bootstrap: str, trials: int, rejoins: int) -> list[dict]:
+    """For each size of ``REJOIN_MEMBERS``: the loop thread's and the process's CPU per rejoin
+    (the least of ``trials`` runs of ``rejoins``) and the median rejoin's wall time (the median
+    of the runs' medians), each run a new group."""
+    print(f"{'rejoins':<30} {'loop/rejoin':>12} {'process/rejoin':>15} {'median rejoin':>13}")
+    rows = []
+    for members in REJOIN_MEMBERS:
+        runs = []
+        for _ in range(trials):
+            group = f"rejoin-{members}-{time.monotonic_ns()}"
+            loop_cpu, process_cpu, result = _run_client(
+                partition.loop,
+                [
+                    *("--client", bootstrap, "--rejoin", str(members)),
+                    *("--requests", str(rejoins), "--group", group),
+                ],
+                None,
+            )
+            runs.append((loop_cpu / result["requests"], process_cpu / result["requests"]))
+            runs[-1] += (result["median_s"],)
+        rows.append(
+            {
+                "row": f"rejoins of {members} members",
+                "rejoins": rejoins,
+                "loop_ms": round(1e3 * min(r[0] for r in runs), 3),
+                "process_ms": round(1e3 * min(r[1] for r in runs), 3),
+                "median_rejoin_ms": round(1e3 * statistics.median(r[2] for r in runs), 3),
+            }
+        )
+        row = rows[-1]
+        print(
+            f"{row['row']:<30} {row['loop_ms']:>9.2f} ms {row['process_ms']:>12.2f} ms "
+            f"{row['median_rejoin_ms']:>10.2f} ms",
+            flush=True,
+        )
+    return rows
 
 
 def run(
-    trials: int, heartbeats: int, commits: int, profile: bool, network_processes: int = 0
-) -> list[dict]:
+    trials: int,
+    heartbeats: int,
+    commits: int,
+    profile: bool,
+    network_processes: int = 0,
+    rejoins: int = REJOINS,
+) -> tuple[list[dict], list[dict]]:
+    """(``ROWS``' rows, ``rejoin_rows``) against one in-process partition."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         partition = WirePartition(
@@ -287,13 +353,14 @@ def run(
                 if profile:
                     stats.stream = sys.stdout
                     stats.sort_stats("tottime").print_stats(30)
+            rejoined = rejoin_rows(partition, bootstrap, trials, rejoins)
         finally:
             if floor_server is not None:
                 floor_loop.call_soon_threadsafe(floor_server.close)
             floor_loop.call_soon_threadsafe(floor_loop.stop)
             partition.stop()
             floor_thread.join(30)
-    return rows
+    return rows, rejoined
 
 
 def _start_loop(loop: asyncio.AbstractEventLoop) -> threading.Thread:
@@ -372,14 +439,16 @@ def main() -> None:
     parser.add_argument("--member-id", help=argparse.SUPPRESS)
     parser.add_argument("--generation", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rejoin", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        asyncio.run(_client(args))
+        asyncio.run(_rejoin_client(args) if args.rejoin else _client(args))
         return
     if args.trials < 1:
         parser.error("--trials must be >= 1")
     trials = 1 if args.quick else args.trials
     heartbeats, commits = (2_000, 1_000) if args.quick else (6_000, 2_000)
+    rejoins = 5 if args.quick else REJOINS
     load = os.getloadavg()[0]
     header = ("row", "loop µs/req", "process µs/req", "floor µs", "loop ÷ floor")
     counts = ("calls/req", "turns/req", "socket/req")
@@ -387,7 +456,7 @@ def main() -> None:
         f"{header[0]:<30} {header[1]:>9} {header[2]:>11} {header[3]:>9} {header[4]:>13} "
         f"{counts[0]:>9} {counts[1]:>10} {counts[2]:>12}"
     )
-    rows = run(trials, heartbeats, commits, args.profile, args.network_processes)
+    rows, rejoined = run(trials, heartbeats, commits, args.profile, args.network_processes, rejoins)
     print(f"load average {load:.1f}")
     write_results(
         RESULTS.replace(".json", "-net.json") if args.network_processes else RESULTS,
@@ -397,6 +466,7 @@ def main() -> None:
             "trials": trials,
             "network_processes": args.network_processes,
             "rows": rows,
+            "rejoins": rejoined,
         },
     )
 

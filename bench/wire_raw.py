@@ -18,7 +18,7 @@ import datetime
 import itertools
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
@@ -236,18 +236,28 @@ async def _rejoin(
     return joined.generation_id, await member.sync(joined, framed)
 
 
-async def rebalance_times(bootstrap: str, group: str, count: int, trials: int) -> list[float]:
+async def rebalance_times(
+    bootstrap: str,
+    group: str,
+    count: int,
+    trials: int,
+    settled: Callable[[], Awaitable[None]] | None = None,
+) -> list[float]:
     """Seconds each of ``trials`` rebalances of a settled group of ``count`` members took: every
     member rejoins at once with new subscription metadata, the join phase ends as the last one
     rejoins (every known member is back: no timer), the leader syncs everyone's assignment,
     and the trial ends when every member has its SyncGroup answer. The members' JoinGroup
     requests, and the followers' SyncGroup requests of the generation expected next, are
     encoded before the clock starts: kio's encoding (~16 µs a JoinGroup here) would otherwise
-    be much of a 100-member rejoin's time, for either server alike."""
+    be much of a 100-member rejoin's time, for either server alike. ``settled``, when given, is
+    awaited once the group has settled, before the first trial (bench/wire_cpu.py measures the
+    server from there)."""
     coordinator = await find_coordinator(bootstrap, group)
     members = [RawMember(await RawConnection.open(*coordinator), group) for _ in range(count)]
     try:
         generation = await settle(members)
+        if settled is not None:
+            await settled()
         times = []
         for trial in range(trials):
             generation += 1
