@@ -51,12 +51,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import TypeVar
 
 from groupcoord.coordinator import messages as core
 
 from .apis import ApiKey
 from .frame_check import FrameCheckError, read_uvarint
 
+T = TypeVar("T")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -154,14 +156,7 @@ def _join_group(version: int, frame: bytes, at: int) -> core.JoinGroupRequest:
     if version >= 5:
         group_instance_id, at = _string(frame, at, end, flexible, nullable=True)
     protocol_type, at = _string(frame, at, end, flexible)
-    protocols: list[core.JoinGroupRequestProtocol] = []
-    count, at = _count(frame, at, end, flexible)
-    for _ in range(count):
-        name, at = _string(frame, at, end, flexible)
-        metadata, at = _bytes(frame, at, end, flexible)
-        if flexible:
-            at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
-        protocols.append(core.JoinGroupRequestProtocol(name, metadata))
+    protocols, at = _named_bytes(frame, at, end, flexible, core.JoinGroupRequestProtocol)
     reason = None
     if version >= 8:
         reason, at = _string(frame, at, end, flexible, nullable=True)
@@ -189,14 +184,7 @@ def _sync_group(version: int, frame: bytes, at: int) -> core.SyncGroupRequest:
     if version >= 5:
         protocol_type, at = _string(frame, at, end, flexible, nullable=True)
         protocol_name, at = _string(frame, at, end, flexible, nullable=True)
-    assignments: list[core.SyncGroupRequestAssignment] = []
-    count, at = _count(frame, at, end, flexible)
-    for _ in range(count):
-        assigned, at = _string(frame, at, end, flexible)
-        assignment, at = _bytes(frame, at, end, flexible)
-        if flexible:
-            at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
-        assignments.append(core.SyncGroupRequestAssignment(assigned, assignment))
+    assignments, at = _named_bytes(frame, at, end, flexible, core.SyncGroupRequestAssignment)
     if flexible:
         _tags(frame, at, end)
     return core.SyncGroupRequest(
@@ -208,6 +196,23 @@ def _sync_group(version: int, frame: bytes, at: int) -> core.SyncGroupRequest:
         protocol_type,
         protocol_name,
     )
+
+
+def _named_bytes(
+    frame: bytes, at: int, end: int, flexible: bool, make: Callable[[str, bytes], T]
+) -> tuple[list[T], int]:
+    """An array of (string, bytes) structures, JoinGroup's protocols (name, metadata) or
+    SyncGroup's assignments (member id, assignment), each built by ``make``; then the byte
+    after it."""
+    made: list[T] = []
+    count, at = _count(frame, at, end, flexible)
+    for _ in range(count):
+        name, at = _string(frame, at, end, flexible)
+        data, at = _bytes(frame, at, end, flexible)
+        if flexible:
+            at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
+        made.append(make(name, data))  # type: ignore[arg-type]  # not nullable: never None
+    return made, at
 
 
 # api key -> decoder(version, frame, at of the body): the core request in the body.
@@ -223,6 +228,8 @@ def _string(
     frame: bytes, at: int, end: int, flexible: bool, nullable: bool = False
 ) -> tuple[str | None, int]:
     """A string (None: null, where ``nullable``) and the byte after it."""
+    # _length's read, inlined: four strings are on every commit's path, and the call cost
+    # 0.2 µs a commit (10 % of its decoding, measured against this copy).
     if flexible:
         size = frame[at]  # IndexError past the end
         if size < 0x80:  # the usual one-byte length
@@ -244,18 +251,25 @@ def _string(
     return None, at
 
 
-def _bytes(frame: bytes, at: int, end: int, flexible: bool) -> tuple[bytes, int]:
-    """A (non-nullable) bytes field and the byte after it."""
+def _length(
+    frame: bytes, at: int, end: int, flexible: bool, prefix: struct.Struct
+) -> tuple[int, int]:
+    """A string's or bytes' length (-1: null) and the byte after its prefix: compact (an
+    unsigned varint of the length + 1) where ``flexible``, else ``prefix`` (int16 for strings,
+    int32 for bytes)."""
     if flexible:
         size = frame[at]  # IndexError past the end
         if size < 0x80:  # the usual one-byte length
-            at += 1
-        else:
-            size, at = read_uvarint(frame, at, end)
-        size -= 1
-    else:
-        (size,) = _I32.unpack_from(frame, at)
-        at += 4
+            return size - 1, at + 1
+        size, at = read_uvarint(frame, at, end)
+        return size - 1, at
+    (size,) = prefix.unpack_from(frame, at)
+    return size, at + prefix.size
+
+
+def _bytes(frame: bytes, at: int, end: int, flexible: bool) -> tuple[bytes, int]:
+    """A (non-nullable) bytes field and the byte after it."""
+    size, at = _length(frame, at, end, flexible, _I32)
     if size < 0 or size > end - at:
         raise FrameCheckError(f"bytes of length {size} at byte {at} ({end - at} left)")
     return frame[at : at + size], at + size
