@@ -63,16 +63,11 @@ _OFFSET_RECORD_FIXED_BYTES = (
 )
 
 
-def offset_record_bytes_at_most(group_id: str, topic: str, metadata: str) -> int:
-    """An upper bound of ``record_bytes`` of an offset record holding these strings, without
-    encoding it (a character is at most 4 UTF-8 bytes): limits check this first and measure
-    exactly only when it is over."""
-    return offset_records_bytes_at_most(group_id, 1, len(topic) + len(metadata))
-
-
 def offset_records_bytes_at_most(group_id: str, count: int, chars: int) -> int:
-    """``offset_record_bytes_at_most`` summed over ``count`` offset records of one group whose
-    topics and metadata hold ``chars`` characters in all (``validation.commit_chars``)."""
+    """An upper bound of the summed ``record_bytes`` of ``count`` offset records of one group
+    whose topics and metadata hold ``chars`` characters in all (``validation.commit_chars``),
+    without encoding them (a character is at most 4 UTF-8 bytes): limits check this first and
+    measure exactly only when it is over."""
     return count * (_OFFSET_RECORD_FIXED_BYTES + 4 * len(group_id)) + 4 * chars
 
 

@@ -22,8 +22,8 @@ trusts array lengths (it reserves room for as many elements as a prefix claims, 
 reservation aborts the process), so ``frame_check`` holds every length in a request body to
 the bytes after it before kio reads the body. OffsetCommit, Heartbeat, JoinGroup and
 SyncGroup are read by ``fast_requests`` instead, which checks each length as it reads, and
-skips unknown tagged fields and takes any int64 retention time, as Kafka does. Its writers
-import asyncio for a type annotation, and it imports hypothesis when installed; nothing here
+skips unknown tagged fields and takes any int64 retention time, as Kafka does. kio's writers
+need asyncio for a type annotation, and kio imports hypothesis when installed; nothing here
 uses either.
 The alternatives in Python, kafka-python's and aiokafka's protocol modules, are
 hand-written structs rather than generated from Kafka's schemas.

@@ -13,11 +13,11 @@ from groupcoord.coordinator import (
     CoordinatorConfig,
     Errors,
     GroupState,
+    OffsetCommitRequest,
     OffsetCommitRequestPartition,
 )
 from groupcoord.coordinator.record_size import (
     largest_record_bytes,
-    offset_record_bytes_at_most,
     offset_records_bytes_at_most,
     record_bytes,
 )
@@ -27,6 +27,7 @@ from groupcoord.coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from groupcoord.coordinator.validation import commit_chars
 
 from .harness import GROUP, PROTOCOLS, Harness
 
@@ -143,21 +144,35 @@ def test_the_cheap_offset_record_bound_is_never_below_the_size():
                 rng.choice([None, 2**64 - 1]),
             ),
         )
-        assert offset_record_bytes_at_most(*strings) >= record_bytes(record)
+        bound = offset_records_bytes_at_most(strings[0], 1, len(strings[1]) + len(strings[2]))
+        assert bound >= record_bytes(record)
 
 
-def test_the_bound_of_many_offset_records_is_the_sum_of_their_bounds():
+def test_a_commits_bound_from_its_characters_is_never_below_its_records_size():
     rng = random.Random(6)
     for _ in range(200):
         group = "g" * rng.randrange(50)
         partitions = [
             OffsetCommitRequestPartition(
-                "t\u20ac" * rng.randrange(20), p, 0, -1, rng.choice([None, "", "m\U0001f600"])
+                "t\u20ac" * rng.randrange(20),
+                p,
+                2**63 - 1,
+                -1,
+                rng.choice([None, "", "m\U0001f600"]),
             )
             for p in range(rng.randrange(1, 30))
         ]
-        chars = sum(len(p.topic) + len(p.committed_metadata or "") for p in partitions)
-        assert offset_records_bytes_at_most(group, len(partitions), chars) == sum(
-            offset_record_bytes_at_most(group, p.topic, p.committed_metadata or "")
+        request = OffsetCommitRequest(group, 1, "member", partitions, retention_time_ms=10)
+        chars = commit_chars(request, CoordinatorConfig())
+        assert chars == sum(len(p.topic) + len(p.committed_metadata or "") for p in partitions)
+        records = [
+            Record(
+                OffsetCommitKey(group, p.topic, p.partition),
+                OffsetCommitValue(
+                    p.committed_offset, -1, p.committed_metadata or "", 2**62, 2**63 - 1
+                ),
+            )
             for p in partitions
-        )
+        ]
+        bound = offset_records_bytes_at_most(group, len(partitions), chars)
+        assert bound >= sum(record_bytes(r) for r in records)
