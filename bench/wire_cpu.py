@@ -289,8 +289,8 @@ def rejoin_rows(partition: WirePartition, bootstrap: str, trials: int, rejoins: 
                 ],
                 None,
             )
-            runs.append((loop_cpu / result["requests"], process_cpu / result["requests"]))
-            runs[-1] += (result["median_s"],)
+            done = result["requests"]
+            runs.append((loop_cpu / done, process_cpu / done, result["median_s"]))
         rows.append(
             {
                 "row": f"rejoins of {members} members",
