@@ -21,6 +21,15 @@ connection:
   then the transport stops reading until the answer is written (TCP pushes back on the client),
   and it stops too while the client is not reading its answers (the transport's write buffer is
   over its high-water mark);
+* a partition's listener (given ``at_turn_end``) on a plaintext socket sends a turn's answers
+  together, at the end of the partition's loop turn, in one io_uring submission
+  (``batch_send``): on loopback every send wakes its client's thread, which the kernel lets
+  preempt the sender when the call returns, and one call is one preemption rather than one
+  per answer. A connection's answers queue only while nothing of it is buffered in its
+  transport (order holds); what a socket does not take goes to its transport; a connection
+  that closes hands its queued answers to the transport first, which sends them before it
+  closes. Without io_uring (a container's seccomp profile, ``kernel.io_uring_disabled``),
+  over TLS, and in network processes, each answer is written as it is made;
 * a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
   a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
   with a request it cannot parse; neither changes the partition's state;
@@ -69,6 +78,7 @@ from groupcoord.wire import (
 )
 from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer, SaslStep
 
+from .batch_send import AtTurnEnd, TurnSends
 from .security import ListenerSecurity, UserStore, certificate_principal
 
 log = logging.getLogger("groupcoord.listener")
@@ -133,7 +143,9 @@ class KafkaListener:
     """One listening socket. ``await start()`` binds (port 0: any free port) and returns the
     port; ``await close()`` stops accepting and closes every connection. ``submit``, when
     given, takes the requests it can answer by callback (``KafkaGateway.submit``);
-    ``respond`` answers the rest."""
+    ``respond`` answers the rest. ``at_turn_end``, when given (a partition's listener:
+    ``PartitionRuntime.call_at_turn_end``), sends a turn's answers together (module
+    docstring)."""
 
     def __init__(
         self,
@@ -147,6 +159,7 @@ class KafkaListener:
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         security: ListenerSecurity | None = None,
         submit: Submit | None = None,
+        at_turn_end: AtTurnEnd | None = None,
     ) -> None:
         security = security or ListenerSecurity()
         check_host(host, security)
@@ -170,6 +183,8 @@ class KafkaListener:
         self.refused_connections = 0
         self.protocol_errors = 0
         self.authentication_failures = 0
+        self._at_turn_end = at_turn_end
+        self.sends: TurnSends | None = None  # a turn's answers, sent together (start)
 
     @property
     def connections(self) -> int:
@@ -198,9 +213,13 @@ class KafkaListener:
                 lambda: _Client(self), self.host, self.port, ssl=ssl
             )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self._at_turn_end is not None and ssl is None:
+            self.sends = TurnSends.open(self._at_turn_end)
         return self.port
 
     async def close(self) -> None:
+        if self.sends is not None:
+            self.sends.close()
         if self._server is not None:
             self._server.close()
         answering = [c.task for c in self._clients if c.task is not None]
@@ -213,6 +232,9 @@ class KafkaListener:
 
 class _Client(asyncio.Protocol):
     """One accepted connection of a ``KafkaListener`` (see the module docstring)."""
+
+    sends: TurnSends | None = None  # the listener's, for a plaintext socket
+    fd = -1  # its socket's number, when it has sends
 
     def __init__(self, listener: KafkaListener) -> None:
         self.listener = listener
@@ -245,6 +267,10 @@ class _Client(asyncio.Protocol):
         self.principal = ANONYMOUS
         if listener.security.client_certificates:  # verified by the TLS handshake
             self.principal = certificate_principal(transport.get_extra_info("peercert"))
+        # The socket, for batched sends: plaintext only (a TLS transport writes records).
+        sock = transport.get_extra_info("socket") if listener.sends is not None else None
+        if sock is not None:
+            self.fd, self.sends = sock.fileno(), listener.sends
         self.sasl: SaslServer | None = None
         if listener._users is not None:
             self.sasl = SaslServer(
@@ -428,10 +454,26 @@ class _Client(asyncio.Protocol):
             self.close()
 
     def _send(self, item: WireRequest, response: object) -> None:
-        self.transport.write(self.connection.send_response(item, response))
+        self._write(self.connection.send_response(item, response))
         self.last_active = self.loop.time()
         if self.connection.buffered_bytes:  # release a request held back by the in-flight limit
             self._feed(b"")
+
+    def _write(self, frame: bytes) -> None:
+        """Write ``frame`` now, or queue it for the turn's batched sends: when the listener
+        batches, the socket is plaintext, and nothing of this connection is buffered (its
+        order must hold)."""
+        if not frame:
+            return
+        sends = self.sends
+        if sends is None or not (self in sends or self.transport.get_write_buffer_size() == 0):
+            self.transport.write(frame)
+        else:
+            sends.queue(self, frame)
+
+    def transport_write(self, data: bytes) -> None:
+        """``TurnSends.Writer``'s: the transport sends, or buffers, ``data``."""
+        self.transport.write(data)
 
     def _refuse(self, item: WireRequest, exc: ValueError) -> None:
         self.listener.protocol_errors += 1
@@ -447,7 +489,7 @@ class _Client(asyncio.Protocol):
     def _sasl_step(self, item: WireRequest, step: SaslStep) -> None:
         assert self.sasl is not None
         if step.response is not None:
-            self.transport.write(self.connection.send_response(item, step.response))
+            self._write(self.connection.send_response(item, step.response))
         if step.close:
             self.listener.authentication_failures += 1
             log.info("closing connection from %s: %s", self.client_host, step.reason)
@@ -506,6 +548,10 @@ class _Client(asyncio.Protocol):
             self.suspended = None
             future.remove_done_callback(self._resume)
             coroutine.close()  # its finally clauses run (the runtime forgets the request)
+        # Answers queued for the turn's batched sends go to the transport, which sends them
+        # before it closes; the socket may be closed (and its number reused) before the batch.
+        if self.sends is not None:
+            self.sends.take_back(self)
         if self.writing_paused:
             self.transport.abort()  # close() would wait for a client that does not read
         else:

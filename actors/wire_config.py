@@ -55,10 +55,13 @@ class WireConfig(msgspec.Struct, frozen=True):
     def partition_port(self, partition: int) -> int:
         return self.partition_ports + partition if self.partition_ports else 0
 
-    def listener(self, respond: Any, port: int, submit: Any = None) -> KafkaListener:
+    def listener(
+        self, respond: Any, port: int, submit: Any = None, at_turn_end: Any = None
+    ) -> KafkaListener:
         return KafkaListener(
             respond,
             submit=submit,
+            at_turn_end=at_turn_end,
             host=self.host,
             port=port,
             max_connections=self.max_connections,

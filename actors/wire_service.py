@@ -121,7 +121,10 @@ class PartitionListener:
             submit_route=self._submit_route,
         )
         self._listener = self.config.listener(
-            gateway.respond, self.config.partition_port(self.partition), gateway.submit
+            gateway.respond,
+            self.config.partition_port(self.partition),
+            gateway.submit,
+            self._runtime.call_at_turn_end,
         )
         port = await listen(self._listener, self._log_key)
         self.node = gateway.node = Node(self.partition, self.config.advertised_host(), port)

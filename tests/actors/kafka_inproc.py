@@ -123,7 +123,10 @@ class WirePartition:
             submit_route=submit_route,
         )
         self.listener = KafkaListener(
-            gateway.respond, security=self.security, submit=gateway.submit
+            gateway.respond,
+            security=self.security,
+            submit=gateway.submit,
+            at_turn_end=runtime.call_at_turn_end,  # as the partition actor's listener
         )
         port = await self.listener.start()
         gateway.node = Node(0, "127.0.0.1", port)

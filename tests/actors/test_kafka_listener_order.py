@@ -72,9 +72,19 @@ def _fetch(correlation_id: int) -> bytes:
     )
 
 
+def _read_exact(sock: socket.socket, count: int) -> bytes:
+    # Not MSG_WAITALL: a socket with a timeout is non-blocking underneath, and returns less.
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        assert chunk, f"closed after {len(data)} of {count} bytes"
+        data += chunk
+    return bytes(data)
+
+
 def _read_frame(sock: socket.socket) -> bytes:
-    size = sock.recv(4, socket.MSG_WAITALL)
-    return size + sock.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)
+    size = _read_exact(sock, 4)
+    return size + _read_exact(sock, struct.unpack(">i", size)[0])
 
 
 def test_requests_in_one_write_are_answered_in_order(port):
@@ -96,3 +106,121 @@ def test_requests_in_one_write_are_answered_in_order(port):
     fetched = answers[2][1]
     assert fetched.error_code == 0
     assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [20]
+
+
+class _CountingSender:
+    """The listener's batch sender, counting what goes through it."""
+
+    def __init__(self, sender) -> None:
+        self.sender = sender
+        self.batches: list[int] = []
+        self.short = 0  # sends that took less than their data (the transport got the rest)
+
+    def send(self, items):
+        self.batches.append(len(items))
+        results = self.sender.send(items)
+        self.short += sum(
+            taken < len(data) for (_, data), taken in zip(items, results, strict=True)
+        )
+        return results
+
+    def close(self) -> None:
+        self.sender.close()
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A partition on uvloop (the actors' loop) with a topic wide enough that an OffsetFetch
+    answer of every partition is large."""
+    partition = WirePartition(
+        str(tmp_path_factory.mktemp("wire-batch")), {"events": 2, "wide": 2000}, loop="uvloop"
+    )
+    partition.start()
+    yield partition
+    partition.stop()
+
+
+def _port(partition: WirePartition) -> int:
+    return partition.listener.port
+
+
+def test_answers_to_many_connections_go_out_through_batched_sends(wide):
+    counting = _CountingSender(wide.listener.sends._sender)
+    wide.listener.sends._sender = counting
+    try:
+        socks = [
+            socket.create_connection(("127.0.0.1", _port(wide)), timeout=IO_TIMEOUT_S)
+            for _ in range(16)
+        ]
+        commit_cls = apis.response_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
+        for round_ in range(5):
+            for i, sock in enumerate(socks):
+                sock.sendall(_commit(100 * round_ + i, round_))
+            for i, sock in enumerate(socks):
+                correlation_id, commit = split_response(
+                    _read_frame(sock), commit_cls, header_version=1
+                )
+                assert correlation_id == 100 * round_ + i
+                assert [p.error_code for t in commit.topics for p in t.partitions] == [0]
+        for sock in socks:
+            sock.close()
+    finally:
+        wide.listener.sends._sender = counting.sender
+    # Every answer went through the batched sends (one socket per item), in fewer calls.
+    assert sum(counting.batches) == 80
+    assert len(counting.batches) < 80
+
+
+def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
+    fetch_cls = apis.response_class(ApiKey.OFFSET_FETCH, FETCH_VERSION)
+    wide_fetch = [
+        _frame(
+            ApiKey.OFFSET_FETCH,
+            FETCH_VERSION,
+            correlation_id,
+            group_id="wide-readers",
+            topics=[{"name": "wide", "partition_indexes": list(range(600))}],
+            require_stable=False,
+        )
+        for correlation_id in range(100)
+    ]
+    counting = _CountingSender(wide.listener.sends._sender)
+    wide.listener.sends._sender = counting
+    try:
+        with socket.socket() as sock:
+            # Small socket buffers, and ~100 answers of ~10 KB sent before reading any: a
+            # turn's queued answers (up to MAX_QUEUED_BYTES) do not all fit in the socket.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(IO_TIMEOUT_S)
+            sock.connect(("127.0.0.1", _port(wide)))
+            sock.sendall(wide_fetch[0])  # answered: the listener has the connection now
+            got, _ = split_response(_read_frame(sock), fetch_cls, header_version=1)
+            assert got == 0
+            # And a small send buffer on the listener's side of it.
+            [client] = [
+                c
+                for c in list(wide.listener._clients)
+                if c.transport.get_extra_info("peername") == sock.getsockname()
+            ]
+            server_side = client.transport.get_extra_info("socket")
+            server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            sock.sendall(b"".join(wide_fetch[1:]))
+            for correlation_id in range(1, 100):
+                got, fetched = split_response(_read_frame(sock), fetch_cls, header_version=1)
+                assert got == correlation_id
+                assert len(fetched.topics[0].partitions) == 600
+    finally:
+        wide.listener.sends._sender = counting.sender
+    assert counting.short  # the case under test happened
+
+
+def test_answers_before_a_bad_frame_are_sent_before_the_close(wide):
+    commit_cls = apis.response_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
+    garbage = struct.pack(">i", 6) + struct.pack(">hhh", 999, 0, 0)  # an unknown api key
+    with socket.create_connection(("127.0.0.1", _port(wide)), timeout=IO_TIMEOUT_S) as sock:
+        sock.settimeout(IO_TIMEOUT_S)
+        sock.sendall(_commit(7, 70) + garbage)
+        correlation_id, commit = split_response(_read_frame(sock), commit_cls, header_version=1)
+        assert correlation_id == 7
+        assert [p.error_code for t in commit.topics for p in t.partitions] == [0]
+        assert sock.recv(1) == b""  # then closed
