@@ -200,12 +200,15 @@ def open_batch_sender(entries: int = 256) -> BatchSender | None:
 
 
 class Writer(Protocol):
-    """A connection, as ``TurnSends`` sees it: its socket's number, whether it has closed,
-    and its transport's ``write`` (``transport_write``), which buffers what the socket does
-    not take."""
+    """A connection, as ``TurnSends`` sees it: its socket's number, whether that number
+    still names its socket (``sendable``: false once its transport is closing, since the
+    transport may close the socket before the connection hears of it, and the number be
+    reused by the next accept), and its transport's ``write`` (``transport_write``), which
+    buffers what the socket does not take."""
 
     fd: int
-    closed: bool
+
+    def sendable(self) -> bool: ...
 
     def transport_write(self, data: bytes) -> None: ...
 
@@ -264,9 +267,9 @@ class TurnSends:
         transport, which buffers it or finds the error itself."""
         queued, self._queued = self._queued, {}
         self._queued_bytes = {}
-        if not queued:
+        writers = [writer for writer in queued if writer.sendable()]  # the others are gone
+        if not writers:
             return
-        writers = list(queued)
         items = [(writer.fd, b"".join(queued[writer])) for writer in writers]
         results = [0] * len(items)
         if self._sender is not None:
@@ -277,7 +280,7 @@ class TurnSends:
                 self._sender.close()
                 self._sender = None
         for writer, (_, data), sent in zip(writers, items, results, strict=True):
-            if sent < len(data) and not writer.closed:
+            if sent < len(data) and writer.sendable():
                 writer.transport_write(data[max(sent, 0) :])
 
     def close(self) -> None:

@@ -471,6 +471,10 @@ class _Client(asyncio.Protocol):
         else:
             sends.queue(self, frame)
 
+    def sendable(self) -> bool:
+        """``TurnSends.Writer``'s: its socket is still open, so ``fd`` is still its own."""
+        return not self.closed and not self.transport.is_closing()
+
     def transport_write(self, data: bytes) -> None:
         """``TurnSends.Writer``'s: the transport sends, or buffers, ``data``."""
         self.transport.write(data)

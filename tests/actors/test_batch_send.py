@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from groupcoord.actors.batch_send import MAX_BATCH, open_batch_sender
+from groupcoord.actors.batch_send import MAX_BATCH, MAX_QUEUED_BYTES, TurnSends, open_batch_sender
 
 
 @pytest.fixture
@@ -87,3 +87,96 @@ def test_a_batch_is_bounded(pairs):
         assert opened.send([]) == []
     finally:
         opened.close()
+
+
+class _Connection:
+    """A ``TurnSends.Writer`` over a real socket; what would go to its transport is kept."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.fd = sock.fileno()
+        self.open = True
+        self.to_transport: list[bytes] = []
+
+    def sendable(self) -> bool:
+        return self.open
+
+    def transport_write(self, data: bytes) -> None:
+        self.to_transport.append(data)
+
+
+@pytest.fixture
+def turn():
+    ends: list = []  # the turn-end callbacks TurnSends registered
+    sends = TurnSends.open(ends.append)
+    assert sends is not None
+    yield sends, ends
+    sends.close()
+
+
+def test_a_turns_answers_go_out_at_its_end_in_order(turn, pairs):
+    sends, ends = turn
+    (ours, theirs), (other, other_peer) = pairs[0], pairs[1]
+    first, second = _Connection(ours), _Connection(other)
+    sends.queue(first, b"a1;")
+    sends.queue(second, b"b1;")
+    sends.queue(first, b"a2;")
+    assert ends == [sends.flush]  # one callback a turn
+    theirs.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        theirs.recv(16)  # nothing before the turn's end
+    sends.flush()
+    assert theirs.recv(16) == b"a1;a2;"
+    assert other_peer.recv(16) == b"b1;"
+    assert first.to_transport == second.to_transport == []
+
+
+def test_a_connection_closed_before_the_turn_ends_is_not_sent_to(turn):
+    sends, _ = turn
+    ours, theirs = socket.socketpair()
+    gone = _Connection(ours)
+    sends.queue(gone, b"for the old connection")
+    ours.close()
+    theirs.close()
+    gone.open = False
+    reused, peer = socket.socketpair()  # the lowest free numbers: the closed one among them
+    try:
+        sends.flush()
+        peer.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            peer.recv(64)
+        assert gone.to_transport == []
+    finally:
+        reused.close()
+        peer.close()
+
+
+def test_what_a_socket_does_not_take_goes_to_the_transport(turn, pairs):
+    sends, _ = turn
+    ours, theirs = pairs[0]
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    connection = _Connection(ours)
+    frames = [bytes([i]) * 4096 for i in range(MAX_QUEUED_BYTES // 4096)]
+    for frame in frames:
+        sends.queue(connection, frame)
+    sends.flush()
+    [rest] = connection.to_transport
+    whole = b"".join(frames)
+    assert 0 < len(rest) < len(whole) and whole.endswith(rest)
+    received = bytearray()
+    while len(received) < len(whole) - len(rest):
+        received += theirs.recv(1 << 16)
+    assert bytes(received) + rest == whole
+
+
+def test_past_its_bound_a_connection_writes_through_its_transport(turn, pairs):
+    sends, ends = turn
+    connection = _Connection(pairs[0][0])
+    sends.queue(connection, b"x" * (MAX_QUEUED_BYTES - 1))
+    sends.queue(connection, b"yz")  # over the bound: both go to the transport, in order
+    assert connection.to_transport == [b"x" * (MAX_QUEUED_BYTES - 1) + b"yz"]
+    assert connection not in sends
+    big = b"w" * (MAX_QUEUED_BYTES + 1)
+    sends.queue(connection, big)  # too big to queue at all
+    assert connection.to_transport[-1] == big
+    assert connection not in sends
