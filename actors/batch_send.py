@@ -117,7 +117,7 @@ class BatchSender:
         tail = _U32.unpack_from(sq, self._sq_tail)[0]
         mask = self._sq_mask
         flags = _MSG_DONTWAIT | _MSG_NOSIGNAL
-        buffers = []  # the data's addresses must stay valid until the call returns
+        buffers = []  # holds the data's buffers (their addresses are in the ring) until return
         for index, (fd, data) in enumerate(items):
             buffer = ctypes.c_char_p(data)
             buffers.append(buffer)
@@ -158,7 +158,6 @@ class BatchSender:
                     continue
                 raise OSError(errno, os.strerror(errno))
             done += self._reap(results)
-        del buffers
         return results
 
     def _reap(self, results: list[int]) -> int:

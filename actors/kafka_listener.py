@@ -466,10 +466,10 @@ class _Client(asyncio.Protocol):
         if not frame:
             return
         sends = self.sends
-        if sends is None or not (self in sends or self.transport.get_write_buffer_size() == 0):
-            self.transport.write(frame)
-        else:
+        if sends is not None and (self in sends or not self.transport.get_write_buffer_size()):
             sends.queue(self, frame)
+        else:
+            self.transport.write(frame)
 
     def sendable(self) -> bool:
         """``TurnSends.Writer``'s: its socket is still open, so ``fd`` is still its own."""
