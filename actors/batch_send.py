@@ -279,7 +279,7 @@ class TurnSends:
                 self._sender.close()
                 self._sender = None
         for writer, (_, data), sent in zip(writers, items, results, strict=True):
-            if sent < len(data) and writer.sendable():
+            if sent < len(data):
                 writer.transport_write(data[max(sent, 0) :])
 
     def close(self) -> None:

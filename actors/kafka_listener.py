@@ -461,12 +461,13 @@ class _Client(asyncio.Protocol):
 
     def _write(self, frame: bytes) -> None:
         """Write ``frame`` now, or queue it for the turn's batched sends: when the listener
-        batches, the socket is plaintext, and nothing of this connection is buffered (its
-        order must hold)."""
+        batches, the socket is plaintext, and nothing of this connection is buffered in its
+        transport (its order must hold). A queued connection's transport holds nothing: all
+        it writes comes through here, and queues behind what it queued."""
         if not frame:
             return
         sends = self.sends
-        if sends is not None and (self in sends or not self.transport.get_write_buffer_size()):
+        if sends is not None and not self.transport.get_write_buffer_size():
             sends.queue(self, frame)
         else:
             self.transport.write(frame)
