@@ -7,10 +7,11 @@ below (``committed``, ``appended``, ``event``, ``loaded``, ``load_failed``, ``gr
 pass their own object or none.
 Label values are kept low-cardinality: a rebalance's free-text reason is reduced to a cause.
 The commit and append counters reach Ray in sums, at most ``COUNTER_PUSH_INTERVAL_S`` apart
-while requests come and at every ``groups`` call (every few seconds) otherwise. The commit
-latency histogram observes every commit up to about ``LATENCY_SAMPLES_PER_S`` commits a second,
-and every k-th one beyond (k from the last interval's rate): its quantiles stay those of every
-commit, its count does not (``groupcoord_commits`` counts them all).
+while requests come and at every ``groups`` call (every few seconds) otherwise. Each latency
+histogram (commits, appends) observes every value up to about ``LATENCY_SAMPLES_PER_S`` a
+second, and every k-th one beyond (k from the last interval's rate): its quantiles stay those of
+every value, its count does not (``groupcoord_commits`` and ``groupcoord_appends`` count them
+all).
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ _REBALANCE_CAUSES = (
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 STATUS_CODES = {s.name: int(s) for s in Status}
 COUNTER_PUSH_INTERVAL_S = 1.0
-# Commit latencies observed per second at most, roughly (RayMetrics.committed).
-LATENCY_SAMPLES_PER_S = 1_000
+# Values each latency histogram observes per second at most, roughly (Sampled). A few
+# thousand between two scrapes still place a p99; each observation costs the partition's
+# thread microseconds (Sampled's comment).
+LATENCY_SAMPLES_PER_S = 100
 _LATENCY_BOUNDARIES_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0]
 
 
@@ -68,6 +71,36 @@ def created(metrics: Callable[[], T], what: str) -> T | None:
     except Exception as exc:
         log.warning("%s disabled: %r", what, exc)
         return None
+
+
+class Sampled:
+    """A Ray histogram fed every ``every``-th value; ``retune`` sets ``every`` from the rate of
+    values since the last retune, so that about ``LATENCY_SAMPLES_PER_S`` a second reach Ray.
+    Every k-th, not the first n of each second: the sample is spread over the interval."""
+
+    # Why sample: a Ray histogram's observe costs the partition's thread 2 µs in a tight loop
+    # and several times that between requests (caches cold). Observing each commit's and each
+    # append's latency took 35–40 µs of a 64-partition commit's ~400 in the partition's thread
+    # (bench/wire-findings.md, "Latency histograms sampled"); counting stays exact (the counters).
+
+    __slots__ = ("histogram", "every", "_until", "_seen")
+
+    def __init__(self, histogram) -> None:
+        self.histogram = histogram
+        self.every = 1
+        self._until = 1
+        self._seen = 0
+
+    def observe(self, value: float, tags: dict) -> None:
+        self._seen += 1
+        self._until -= 1
+        if self._until <= 0:
+            self._until = self.every
+            self.histogram.observe(value, tags)
+
+    def retune(self, seconds: float) -> None:
+        self.every = max(1, int(self._seen / seconds / LATENCY_SAMPLES_PER_S))
+        self._seen = 0
 
 
 class RayMetrics:
@@ -104,32 +137,27 @@ class RayMetrics:
         self.listeners = ListenerMetrics()
         self._summed = (self.commits, self.committed_offsets, self.appends, self.records)
         self._counts: dict[int, list[int]] = {}  # partition -> _pending's counts
+        self._tags: dict[int, dict[str, str]] = {}  # partition -> its label, made once
         self._pushed_at = time.monotonic()
-        self.sample_every = 1  # observe every k-th commit's latency (push_counters sets k)
-        self._until_sample = 1
+        self.commit_latency = Sampled(self.commit_seconds)
+        self.append_latency = Sampled(self.append_seconds)
 
     # Counters are summed here and handed to Ray at most every COUNTER_PUSH_INTERVAL_S (and at
     # every ``groups`` call, every few seconds): each Ray metric call costs ~6 µs of the
     # partition's thread, three per commit were ~10 % of a commit's CPU, and Ray exports every
-    # few seconds anyway. The commit histogram is sampled above LATENCY_SAMPLES_PER_S (module
-    # docstring): its one call per commit made ``committed`` cost 2.2 µs in a Ray worker,
-    # against 0.56 µs at k = 8, where a partition with network processes spends ~28 µs a
-    # commit here (bench/wire-findings.md, "Network processes").
+    # few seconds anyway. The latency histograms are sampled (Sampled).
     def committed(self, partition: int, offsets: int, seconds: float) -> None:
         pending = self._pending(partition)
         pending[0] += 1
         pending[1] += offsets
-        self._until_sample -= 1
-        if self._until_sample <= 0:
-            self._until_sample = self.sample_every
-            self.commit_seconds.observe(seconds, {"partition": str(partition)})
+        self.commit_latency.observe(seconds, self._tags[partition])
         self._maybe_push()
 
     def appended(self, partition: int, records: int, seconds: float) -> None:
         pending = self._pending(partition)
         pending[2] += 1
         pending[3] += records
-        self.append_seconds.observe(seconds, {"partition": str(partition)})
+        self.append_latency.observe(seconds, self._tags[partition])
         self._maybe_push()
 
     def _pending(self, partition: int) -> list[int]:
@@ -137,6 +165,7 @@ class RayMetrics:
         pending = self._counts.get(partition)
         if pending is None:
             pending = self._counts[partition] = [0, 0, 0, 0]
+            self._tags[partition] = {"partition": str(partition)}
         return pending
 
     def _maybe_push(self) -> None:
@@ -144,15 +173,15 @@ class RayMetrics:
             self.push_counters()
 
     def push_counters(self) -> None:
-        """Hand the summed counters to Ray, and set the commit histogram's sampling from the
-        commit rate since the last push."""
+        """Hand the summed counters to Ray, and retune the latency histograms' sampling to the
+        rates since the last push."""
         now = time.monotonic()
-        commits = sum(pending[0] for pending in self._counts.values())
-        rate = commits / max(now - self._pushed_at, COUNTER_PUSH_INTERVAL_S)
-        self.sample_every = max(1, int(rate / LATENCY_SAMPLES_PER_S))
+        seconds = max(now - self._pushed_at, COUNTER_PUSH_INTERVAL_S)
+        self.commit_latency.retune(seconds)
+        self.append_latency.retune(seconds)
         self._pushed_at = now
         for partition, pending in self._counts.items():
-            tags = {"partition": str(partition)}
+            tags = self._tags[partition]
             for counter, value in zip(self._summed, pending, strict=True):
                 if value:
                     counter.inc(value, tags)

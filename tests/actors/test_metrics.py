@@ -52,31 +52,46 @@ class _Observed:
         self.values.append(value)
 
 
-def test_commit_latency_is_observed_for_every_commit_until_the_rate_passes_the_sample_rate(
-    ray_session, monkeypatch
+@pytest.mark.parametrize("histogram", ["commit", "append"])
+def test_latency_is_observed_for_every_value_until_the_rate_passes_the_sample_rate(
+    ray_session, monkeypatch, histogram
 ):
     metrics = RayMetrics()
-    metrics.commit_seconds = observed = _Observed()
-    for n in range(50):  # slow: every commit is observed
-        metrics.committed(0, 1, n / 1000)
-    assert observed.values == [n / 1000 for n in range(50)]
-    # A push after 100 times the sample rate's commits in one second: every 100th from then.
+    observed, counted = _Observed(), _Counted()
+    if histogram == "commit":
+        metrics.commit_latency.histogram = observed
+        metrics._summed = (counted, *metrics._summed[1:])
+        record = metrics.committed
+    else:
+        metrics.append_latency.histogram = observed
+        metrics._summed = (*metrics._summed[:2], counted, metrics._summed[3])
+        record = metrics.appended
     clock = [time.monotonic()]
     monkeypatch.setattr("groupcoord.actors.metrics.time.monotonic", lambda: clock[0])
     metrics.push_counters()
+    for n in range(50):  # slow: every value is observed
+        record(0, 1, n / 1000)
+    assert observed.values == [n / 1000 for n in range(50)]
+    # A push after 100 times the sample rate's values in one second: every 100th from then.
     for _ in range(100 * LATENCY_SAMPLES_PER_S):
-        metrics.committed(0, 1, 0.002)
+        record(0, 1, 0.002)
     clock[0] += 1.0
     metrics.push_counters()
-    assert metrics.sample_every == 100
     observed.values.clear()
     for n in range(1_000):
-        metrics.committed(0, 1, n)
+        record(0, 1, n)
     assert observed.values == list(range(0, 1_000, 100))  # evenly spread, not the first ten
-    # The rate falls: every commit again after the next push.
+    # The rate falls (those 1,000 over ten seconds): every value again after the next push.
+    clock[0] += 1_000 / LATENCY_SAMPLES_PER_S
+    metrics.push_counters()
+    observed.values.clear()
+    for n in range(5):
+        record(0, 1, n)
+    assert observed.values == list(range(5))
+    # The counters count every value, sampled or not.
     clock[0] += 1.0
     metrics.push_counters()
-    assert metrics.sample_every == 1
+    assert sum(value for value, _ in counted.calls) == 50 + 100 * LATENCY_SAMPLES_PER_S + 1_005
 
 
 class _Counted:
