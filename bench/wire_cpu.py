@@ -21,9 +21,10 @@ answer. Measured over exactly those requests:
   poll) on the loop thread: counts that, unlike CPU time, barely move with the machine's load.
 
 Rows: Heartbeat from one member on 8 connections; OffsetCommit of 4 partitions from one member
-on 1 and on 16 connections, of 64 partitions on 16 (what bench/wire.py's 1-member row sends),
-and of 1 partition on 64 (its 64-member row). Each CPU figure is the least of ``--trials`` runs
-(other load on the machine only adds to it), each rate the median.
+on 1 and on 16 connections, of 64 partitions on 1 (what bench/wire.py's 1-member row sends:
+one request at a time) and on 16, and of 1 partition on 64 (its 64-member row). Each CPU
+figure is the least of ``--trials`` runs (other load on the machine only adds to it), each rate
+the median.
 
 Rejoins: a settled group of 10 and of 100 raw-wire members rejoining all at once, as in
 bench/wire.py's rejoin rows (``rebalance_times``, from another process), ``REJOINS`` times:
@@ -80,8 +81,9 @@ ROWS = (
     ("heartbeats, 8 connections", ApiKey.HEARTBEAT, 8, 0),
     ("commits, 1 connection", ApiKey.OFFSET_COMMIT, 1, COMMIT_PARTITIONS),
     ("commits, 16 connections", ApiKey.OFFSET_COMMIT, 16, COMMIT_PARTITIONS),
-    # bench/wire.py's 1-member row commits every partition of its topic in each request, its
-    # 64-member row one partition from each of 64 connections.
+    # bench/wire.py's 1-member row commits every partition of its topic in each request, one
+    # request at a time, its 64-member row one partition from each of 64 connections.
+    ("commits of 64, 1 connection", ApiKey.OFFSET_COMMIT, 1, 64),
     ("commits of 64, 16 connections", ApiKey.OFFSET_COMMIT, 16, 64),
     ("commits of 1, 64 connections", ApiKey.OFFSET_COMMIT, 64, 1),
 )
