@@ -228,9 +228,6 @@ class TurnSends:
         sender = open_batch_sender(MAX_BATCH)
         return None if sender is None else cls(sender, at_turn_end)
 
-    def __contains__(self, writer: Writer) -> bool:
-        return writer in self._queued
-
     def queue(self, writer: Writer, frame: bytes) -> None:
         """Send ``frame`` at the turn's end, after what ``writer`` has queued already (or now,
         through its transport, with them, past ``MAX_QUEUED_BYTES``); the caller makes sure

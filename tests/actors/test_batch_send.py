@@ -171,12 +171,22 @@ def test_what_a_socket_does_not_take_goes_to_the_transport(turn, pairs):
 
 def test_past_its_bound_a_connection_writes_through_its_transport(turn, pairs):
     sends, ends = turn
-    connection = _Connection(pairs[0][0])
+    ours, theirs = pairs[0]
+    theirs.setblocking(False)
+    connection = _Connection(ours)
+
+    def nothing_left_queued():
+        written = list(connection.to_transport)
+        sends.flush()
+        assert connection.to_transport == written
+        with pytest.raises(BlockingIOError):
+            theirs.recv(16)
+
     sends.queue(connection, b"x" * (MAX_QUEUED_BYTES - 1))
     sends.queue(connection, b"yz")  # over the bound: both go to the transport, in order
     assert connection.to_transport == [b"x" * (MAX_QUEUED_BYTES - 1) + b"yz"]
-    assert connection not in sends
+    nothing_left_queued()
     big = b"w" * (MAX_QUEUED_BYTES + 1)
     sends.queue(connection, big)  # too big to queue at all
     assert connection.to_transport[-1] == big
-    assert connection not in sends
+    nothing_left_queued()
