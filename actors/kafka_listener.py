@@ -25,7 +25,8 @@ connection:
   together, at the end of the partition's loop turn, in one io_uring submission
   (``batch_send``): on loopback every send wakes its client's thread, which the kernel lets
   preempt the sender when the call returns, and one call is one preemption rather than one
-  per answer. A connection's answers queue only while nothing of it is buffered in its
+  per answer (a turn that answered one connection writes through its transport: one send has
+  no preemption to save). A connection's answers queue only while nothing of it is buffered in its
   transport (order holds); what a socket does not take goes to its transport; a connection
   that closes hands its queued answers to the transport first, which sends them before it
   closes. Without io_uring (a container's seccomp profile, ``kernel.io_uring_disabled``),

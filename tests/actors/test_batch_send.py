@@ -150,16 +150,33 @@ def test_a_connection_closed_before_the_turn_ends_is_not_sent_to(turn):
         peer.close()
 
 
+def test_a_turn_with_one_connections_answers_writes_them_through_its_transport(turn, pairs):
+    # One send gains nothing from the ring, and a transport's write costs less than its call.
+    sends, ends = turn
+    ours, theirs = pairs[0]
+    connection = _Connection(ours)
+    sends.queue(connection, b"a1;")
+    sends.queue(connection, b"a2;")
+    assert connection.to_transport == []  # held until the turn's end
+    ends.pop()()
+    assert connection.to_transport == [b"a1;a2;"]  # one write, in order
+    theirs.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        theirs.recv(16)  # not sent through the ring as well
+
+
 def test_what_a_socket_does_not_take_goes_to_the_transport(turn, pairs):
     sends, _ = turn
-    ours, theirs = pairs[0]
+    (ours, theirs), (other, other_peer) = pairs[0], pairs[1]
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    connection = _Connection(ours)
+    connection, bystander = _Connection(ours), _Connection(other)
     frames = [bytes([i]) * 4096 for i in range(MAX_QUEUED_BYTES // 4096)]
     for frame in frames:
         sends.queue(connection, frame)
+    sends.queue(bystander, b"b;")  # two connections: the turn's sends go through the ring
     sends.flush()
+    assert other_peer.recv(16) == b"b;" and bystander.to_transport == []
     [rest] = connection.to_transport
     whole = b"".join(frames)
     assert 0 < len(rest) < len(whole) and whole.endswith(rest)
