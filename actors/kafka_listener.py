@@ -21,16 +21,17 @@ connection:
   then the transport stops reading until the answer is written (TCP pushes back on the client),
   and it stops too while the client is not reading its answers (the transport's write buffer is
   over its high-water mark);
-* a partition's listener (given ``at_turn_end``) on a plaintext socket sends a turn's answers
-  together, at the end of the partition's loop turn, in one io_uring submission
+* a listener given ``at_turn_end`` (a partition's, a network process's) on a plaintext socket
+  sends a turn's answers together, at the end of the loop turn, in one io_uring submission
   (``batch_send``): on loopback every send wakes its client's thread, which the kernel lets
   preempt the sender when the call returns, and one call is one preemption rather than one
   per answer (a turn that answered one connection writes through its transport: one send has
-  no preemption to save). A connection's answers queue only while nothing of it is buffered in its
-  transport (order holds); what a socket does not take goes to its transport; a connection
-  that closes hands its queued answers to the transport first, which sends them before it
-  closes. Without io_uring (a container's seccomp profile, ``kernel.io_uring_disabled``),
-  over TLS, and in network processes, each answer is written as it is made;
+  no preemption to save). A connection's answers queue only while nothing of it is buffered
+  in its transport (order holds); what a socket does not take goes to its transport; a
+  connection that closes hands its queued answers to the transport first, which sends them
+  before it closes. Without io_uring (a container's seccomp profile,
+  ``kernel.io_uring_disabled``), over TLS, and on the bootstrap listener, each answer is
+  written as it is made;
 * a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
   a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
   with a request it cannot parse; neither changes the partition's state;
@@ -145,8 +146,8 @@ class KafkaListener:
     port; ``await close()`` stops accepting and closes every connection. ``submit``, when
     given, takes the requests it can answer by callback (``KafkaGateway.submit``);
     ``respond`` answers the rest. ``at_turn_end``, when given (a partition's listener:
-    ``PartitionRuntime.call_at_turn_end``), sends a turn's answers together (module
-    docstring)."""
+    ``PartitionRuntime.call_at_turn_end``; a network process's: its loop's ``call_soon``),
+    sends a turn's answers together (module docstring)."""
 
     def __init__(
         self,

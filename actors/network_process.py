@@ -189,6 +189,9 @@ async def serve(
         max_frame_bytes=config.max_frame_bytes,
         max_buffered_bytes=DEFAULT_MAX_BUFFERED_BYTES // shares,
         security=config.security,
+        # A turn's answers (the replies one read of the channel settles, mostly) go out in
+        # one batched send, as a partition's listener sends its own (``batch_send``).
+        at_turn_end=loop.call_soon,
     )
     await listener.start(sock=listening)
     reporting = asyncio.get_running_loop().create_task(

@@ -12,9 +12,14 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from groupcoord.actors.batch_send import MAX_BATCH
 from groupcoord.actors.kafka_listener import ListenerCounters
 from groupcoord.actors.network_frames import REQUEST, frame
 from groupcoord.coordinator import Errors, HeartbeatResponse
+from groupcoord.wire import apis
+from groupcoord.wire.apis import ApiKey
+from tests.kafka.rawwire import make
+from tests.wire.frames import request_frame, split_response
 
 from .helpers import wait_for
 from .kafka_inproc import WirePartition
@@ -22,6 +27,8 @@ from .kafka_inproc import WirePartition
 TOPICS = {"events": 2}
 RESTART_WAIT_S = 10.0
 COUNTED_WITHIN_S = 5.0  # a network process reports its counters every second
+RAW_COMMIT_VERSION = 8  # flexible: response header v1
+RAW_ROUNDS = 50  # of commits from 8 connections at once, at most
 
 
 @pytest.fixture
@@ -123,3 +130,80 @@ def test_counters_sum_the_processes_and_keep_what_an_ended_one_counted(served):
     assert partition.counters() == ListenerCounters(connections=0, protocol_errors=1)
     idle.close()
     bad.close()
+
+
+def _ring_sends(pid: int) -> int | None:
+    """Sends a process has submitted through its batched sends' io_uring (the ring's
+    submission tail, from the kernel's fdinfo), or None when it has no such ring. Theirs is
+    the ring of ``MAX_BATCH`` entries: libuv keeps one of its own, smaller, for file work."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[io_uring]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                fields = dict(line.split(":", 1) for line in info if ":" in line)
+        except FileNotFoundError:  # closed meanwhile
+            continue
+        if int(fields["SqMask"], 16) + 1 == MAX_BATCH:
+            return int(fields["SqTail"])
+    return None
+
+
+def _raw_commit(correlation_id: int, offset: int) -> bytes:
+    partition = {
+        "partition_index": 0,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": "",
+    }
+    return request_frame(
+        make(
+            apis.request_class(ApiKey.OFFSET_COMMIT, RAW_COMMIT_VERSION),
+            dict(
+                group_id="batched",
+                generation_id_or_member_epoch=-1,  # a simple group: no member, no generation
+                member_id="",
+                group_instance_id=None,
+                topics=[{"name": "events", "partitions": [partition]}],
+            ),
+        ),
+        correlation_id=correlation_id,
+    )
+
+
+def test_a_network_process_sends_a_turns_answers_together(served):
+    # As a partition's own listener does (actors/batch_send.py): the replies one read of the
+    # channel settles are answered in one turn, and several connections' answers in one
+    # batched send. Commits from several connections at once, until the ring has sent some
+    # (a turn that answers one connection writes through its transport).
+    partition, address = served
+    [pid] = _on_loop(partition, lambda: partition.pool.pids)
+    port = int(address.rsplit(":", 1)[1])
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
+    answer_cls = apis.response_class(ApiKey.OFFSET_COMMIT, RAW_COMMIT_VERSION)
+    try:
+        for round_ in range(RAW_ROUNDS):
+            for i, sock in enumerate(socks):
+                sock.sendall(_raw_commit(100 * round_ + i, round_))
+            for i, sock in enumerate(socks):
+                size = _read_exact(sock, 4)
+                body = _read_exact(sock, struct.unpack(">i", size)[0])
+                correlation_id, answer = split_response(size + body, answer_cls, header_version=1)
+                assert correlation_id == 100 * round_ + i
+                assert [p.error_code for t in answer.topics for p in t.partitions] == [0]
+            if (_ring_sends(pid) or 0) > 1:
+                break
+        else:
+            raise AssertionError(f"no batched send in {RAW_ROUNDS} rounds: {_ring_sends(pid)}")
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "the connection closed"
+        data += chunk
+    return data
