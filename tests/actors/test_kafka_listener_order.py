@@ -17,10 +17,10 @@ import pytest
 
 from groupcoord.wire import apis
 from groupcoord.wire.apis import ApiKey
-from tests.kafka.rawwire import make
-from tests.wire.frames import request_frame, split_response
+from tests.wire.frames import split_response
 
 from .kafka_inproc import WirePartition
+from .raw_frames import COMMIT_VERSION, frame, read_frame, simple_commit
 
 TOPICS = {"events": 2}
 IO_TIMEOUT_S = 10
@@ -28,7 +28,6 @@ HOLD_LOOP_S = 0.3  # long enough for both connections' requests to arrive
 # OffsetFetch answers of ~20 KB each, three a connection: a turn's ~60 KB, under MAX_QUEUED_BYTES.
 WIDE_FETCH_PARTITIONS = 1000
 WIDE_FETCHES = 3
-COMMIT_VERSION = 8  # flexible: response header v1
 FETCH_VERSION = 7
 
 
@@ -42,33 +41,12 @@ def port(tmp_path_factory, request):
     partition.stop()
 
 
-def _frame(api_key: ApiKey, version: int, correlation_id: int, **values) -> bytes:
-    return request_frame(
-        make(apis.request_class(api_key, version), values), correlation_id=correlation_id
-    )
-
-
 def _commit(correlation_id: int, offset: int) -> bytes:
-    partition = {
-        "partition_index": 0,
-        "committed_offset": offset,
-        "committed_leader_epoch": -1,
-        "committed_metadata": "",
-    }
-    return _frame(
-        ApiKey.OFFSET_COMMIT,
-        COMMIT_VERSION,
-        correlation_id,
-        group_id="ordered",
-        generation_id_or_member_epoch=-1,  # a simple group: no member, no generation
-        member_id="",
-        group_instance_id=None,
-        topics=[{"name": "events", "partitions": [partition]}],
-    )
+    return simple_commit(correlation_id, "ordered", "events", offset)
 
 
 def _fetch(correlation_id: int) -> bytes:
-    return _frame(
+    return frame(
         ApiKey.OFFSET_FETCH,
         FETCH_VERSION,
         correlation_id,
@@ -78,21 +56,6 @@ def _fetch(correlation_id: int) -> bytes:
     )
 
 
-def _read_exact(sock: socket.socket, count: int) -> bytes:
-    # Not MSG_WAITALL: a socket with a timeout is non-blocking underneath, and returns less.
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, f"closed after {len(data)} of {count} bytes"
-        data += chunk
-    return bytes(data)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    size = _read_exact(sock, 4)
-    return size + _read_exact(sock, struct.unpack(">i", size)[0])
-
-
 def test_requests_in_one_write_are_answered_in_order(port):
     with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT_S) as sock:
         sock.settimeout(IO_TIMEOUT_S)
@@ -100,10 +63,10 @@ def test_requests_in_one_write_are_answered_in_order(port):
         commit_cls = apis.response_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
         fetch_cls = apis.response_class(ApiKey.OFFSET_FETCH, FETCH_VERSION)
         answers = [
-            split_response(_read_frame(sock), commit_cls, header_version=1),
-            split_response(_read_frame(sock), commit_cls, header_version=1),
-            split_response(_read_frame(sock), fetch_cls, header_version=1),
-            split_response(_read_frame(sock), commit_cls, header_version=1),
+            split_response(read_frame(sock), commit_cls, header_version=1),
+            split_response(read_frame(sock), commit_cls, header_version=1),
+            split_response(read_frame(sock), fetch_cls, header_version=1),
+            split_response(read_frame(sock), commit_cls, header_version=1),
         ]
     assert [correlation_id for correlation_id, _ in answers] == [1, 2, 3, 4]
     for _, commit in (answers[0], answers[1], answers[3]):
@@ -174,7 +137,7 @@ def test_answers_to_many_connections_go_out_through_batched_sends(wide):
                 sock.sendall(_commit(100 * round_ + i, round_))
             for i, sock in enumerate(socks):
                 correlation_id, commit = split_response(
-                    _read_frame(sock), commit_cls, header_version=1
+                    read_frame(sock), commit_cls, header_version=1
                 )
                 assert correlation_id == 100 * round_ + i
                 assert [p.error_code for t in commit.topics for p in t.partitions] == [0]
@@ -191,7 +154,7 @@ def test_answers_to_many_connections_go_out_through_batched_sends(wide):
 def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
     fetch_cls = apis.response_class(ApiKey.OFFSET_FETCH, FETCH_VERSION)
     wide_fetch = [
-        _frame(
+        frame(
             ApiKey.OFFSET_FETCH,
             FETCH_VERSION,
             correlation_id,
@@ -212,7 +175,7 @@ def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
             sock.settimeout(IO_TIMEOUT_S)
             sock.connect(("127.0.0.1", _port(wide)))
             sock.sendall(wide_fetch[0])  # answered: the listener has the connection now
-            got, _ = split_response(_read_frame(sock), fetch_cls, header_version=1)
+            got, _ = split_response(read_frame(sock), fetch_cls, header_version=1)
             assert got == 0
             # And a small send buffer on the listener's side of it.
             [client] = [
@@ -231,7 +194,7 @@ def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
             sock.sendall(b"".join(wide_fetch[1:]))
         for sock in socks:  # what one socket does not take waits in its transport meanwhile
             for correlation_id in range(1, 1 + WIDE_FETCHES):
-                got, fetched = split_response(_read_frame(sock), fetch_cls, header_version=1)
+                got, fetched = split_response(read_frame(sock), fetch_cls, header_version=1)
                 assert got == correlation_id
                 assert len(fetched.topics[0].partitions) == WIDE_FETCH_PARTITIONS
     finally:
@@ -247,7 +210,7 @@ def test_answers_before_a_bad_frame_are_sent_before_the_close(wide):
     with socket.create_connection(("127.0.0.1", _port(wide)), timeout=IO_TIMEOUT_S) as sock:
         sock.settimeout(IO_TIMEOUT_S)
         sock.sendall(_commit(7, 70) + garbage)
-        correlation_id, commit = split_response(_read_frame(sock), commit_cls, header_version=1)
+        correlation_id, commit = split_response(read_frame(sock), commit_cls, header_version=1)
         assert correlation_id == 7
         assert [p.error_code for t in commit.topics for p in t.partitions] == [0]
         assert sock.recv(1) == b""  # then closed

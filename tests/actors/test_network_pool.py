@@ -18,16 +18,15 @@ from groupcoord.actors.network_frames import REQUEST, frame
 from groupcoord.coordinator import Errors, HeartbeatResponse
 from groupcoord.wire import apis
 from groupcoord.wire.apis import ApiKey
-from tests.kafka.rawwire import make
-from tests.wire.frames import request_frame, split_response
+from tests.wire.frames import split_response
 
 from .helpers import wait_for
 from .kafka_inproc import WirePartition
+from .raw_frames import COMMIT_VERSION, read_frame, simple_commit
 
 TOPICS = {"events": 2}
 RESTART_WAIT_S = 10.0
 COUNTED_WITHIN_S = 5.0  # a network process reports its counters every second
-RAW_COMMIT_VERSION = 8  # flexible: response header v1
 RAW_ROUNDS = 50  # of commits from 8 connections at once, at most
 
 
@@ -149,28 +148,6 @@ def _ring_sends(pid: int) -> int | None:
     return None
 
 
-def _raw_commit(correlation_id: int, offset: int) -> bytes:
-    partition = {
-        "partition_index": 0,
-        "committed_offset": offset,
-        "committed_leader_epoch": -1,
-        "committed_metadata": "",
-    }
-    return request_frame(
-        make(
-            apis.request_class(ApiKey.OFFSET_COMMIT, RAW_COMMIT_VERSION),
-            dict(
-                group_id="batched",
-                generation_id_or_member_epoch=-1,  # a simple group: no member, no generation
-                member_id="",
-                group_instance_id=None,
-                topics=[{"name": "events", "partitions": [partition]}],
-            ),
-        ),
-        correlation_id=correlation_id,
-    )
-
-
 def test_a_network_process_sends_a_turns_answers_together(served):
     # As a partition's own listener does (actors/batch_send.py): the replies one read of the
     # channel settles are answered in one turn, and several connections' answers in one
@@ -180,15 +157,15 @@ def test_a_network_process_sends_a_turns_answers_together(served):
     [pid] = _on_loop(partition, lambda: partition.pool.pids)
     port = int(address.rsplit(":", 1)[1])
     socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
-    answer_cls = apis.response_class(ApiKey.OFFSET_COMMIT, RAW_COMMIT_VERSION)
+    answer_cls = apis.response_class(ApiKey.OFFSET_COMMIT, COMMIT_VERSION)
     try:
         for round_ in range(RAW_ROUNDS):
             for i, sock in enumerate(socks):
-                sock.sendall(_raw_commit(100 * round_ + i, round_))
+                sock.sendall(simple_commit(100 * round_ + i, "batched", "events", round_))
             for i, sock in enumerate(socks):
-                size = _read_exact(sock, 4)
-                body = _read_exact(sock, struct.unpack(">i", size)[0])
-                correlation_id, answer = split_response(size + body, answer_cls, header_version=1)
+                correlation_id, answer = split_response(
+                    read_frame(sock), answer_cls, header_version=1
+                )
                 assert correlation_id == 100 * round_ + i
                 assert [p.error_code for t in answer.topics for p in t.partitions] == [0]
             if (_ring_sends(pid) or 0) > 1:
@@ -198,12 +175,3 @@ def test_a_network_process_sends_a_turns_answers_together(served):
     finally:
         for sock in socks:
             sock.close()
-
-
-def _read_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the connection closed"
-        data += chunk
-    return data
