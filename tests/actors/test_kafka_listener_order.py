@@ -28,6 +28,7 @@ HOLD_LOOP_S = 0.3  # long enough for both connections' requests to arrive
 # OffsetFetch answers of ~20 KB each, three a connection: a turn's ~60 KB, under MAX_QUEUED_BYTES.
 WIDE_FETCH_PARTITIONS = 1000
 WIDE_FETCHES = 3
+LATER_FETCHES = 30  # sent while the socket's earlier answers still wait in its transport
 FETCH_VERSION = 7
 
 
@@ -162,7 +163,7 @@ def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
             topics=[{"name": "wide", "partition_indexes": list(range(WIDE_FETCH_PARTITIONS))}],
             require_stable=False,
         )
-        for correlation_id in range(1 + WIDE_FETCHES)
+        for correlation_id in range(1 + WIDE_FETCHES + LATER_FETCHES)
     ]
     counting = _CountingSender(wide.listener.sends._sender)
     wide.listener.sends._sender = counting
@@ -191,9 +192,15 @@ def test_a_socket_that_takes_part_of_its_answers_gets_the_rest_in_order(wide):
         # socket takes all of its own.
         _hold_loop(wide)
         for sock in socks:
-            sock.sendall(b"".join(wide_fetch[1:]))
-        for sock in socks:  # what one socket does not take waits in its transport meanwhile
-            for correlation_id in range(1, 1 + WIDE_FETCHES):
+            sock.sendall(b"".join(wide_fetch[1 : 1 + WIDE_FETCHES]))
+        for sock in socks:
+            got, _ = split_response(read_frame(sock), fetch_cls, header_version=1)
+            assert got == 1
+        # More while the rest waits in the transports: answered after it, through them.
+        for sock in socks:
+            sock.sendall(b"".join(wide_fetch[1 + WIDE_FETCHES :]))
+        for sock in socks:
+            for correlation_id in range(2, len(wide_fetch)):
                 got, fetched = split_response(read_frame(sock), fetch_cls, header_version=1)
                 assert got == correlation_id
                 assert len(fetched.topics[0].partitions) == WIDE_FETCH_PARTITIONS
