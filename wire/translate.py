@@ -25,7 +25,9 @@ Kafka's:
   v2+, and Kafka closes the connection of a v1 request holding one.
 - ListGroups v5 filters on group type ("classic" or "consumer", case-insensitive as Kafka's).
 - DescribeGroups never computes authorized operations: it answers Kafka's "not provided"
-  value, as a broker does when they were not asked for.
+  value, as a broker does when they were not asked for. From v6 (KIP-1043) a group that does
+  not exist as a classic group, which the core describes as Dead with no error, is
+  GROUP_ID_NOT_FOUND with a message, still in state Dead; older versions keep the Dead answer.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import msgspec
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import Payload
 
+from groupcoord.coordinator import GroupState
 from groupcoord.coordinator import messages as core
 from groupcoord.coordinator.errors import Errors
 
@@ -47,6 +50,7 @@ from .apis import ApiKey
 from .connection import WireRequest
 
 _MS = datetime.timedelta(milliseconds=1)
+_DEAD = GroupState.DEAD.value  # how the core describes a group that does not exist
 
 
 def millis(delta: datetime.timedelta) -> int:
@@ -202,7 +206,7 @@ def response_from_core(request: WireRequest, response: msgspec.Struct) -> Payloa
         case ApiKey.OFFSET_COMMIT:
             return build(cls, topics=_partition_errors(cls, "OffsetCommit", response.partitions))
         case ApiKey.DESCRIBE_GROUPS:
-            return _describe_groups(cls, response)
+            return _describe_groups(cls, version, response)
         case ApiKey.LIST_GROUPS:
             types_filter = {t.lower() for t in getattr(request.body, "types_filter", ())}
             listed_cls = apis.nested_class(cls, "ListedGroup")
@@ -320,7 +324,7 @@ def _leave_group(cls: type, version: int, response: core.LeaveGroupResponse):
     )
 
 
-def _describe_groups(cls: type, response: core.DescribeGroupsResponse):
+def _describe_groups(cls: type, version: int, response: core.DescribeGroupsResponse):
     group_cls = apis.nested_class(cls, "DescribedGroup")
     member_cls = apis.nested_class(cls, "DescribedGroupMember")
     return build(
@@ -328,7 +332,7 @@ def _describe_groups(cls: type, response: core.DescribeGroupsResponse):
         groups=tuple(
             build(
                 group_cls,
-                error_code=_code(g.error),
+                **_describe_error(version, g),
                 group_id=g.group_id,
                 group_state=g.group_state,
                 protocol_type=g.protocol_type,
@@ -349,6 +353,16 @@ def _describe_groups(cls: type, response: core.DescribeGroupsResponse):
             for g in response.groups
         ),
     )
+
+
+def _describe_error(version: int, group: core.DescribedGroup) -> dict:
+    """A described group's error fields at ``version`` (module docstring: v6's not found)."""
+    if version >= 6 and group.error == Errors.NONE and group.group_state == _DEAD:
+        return {
+            "error_code": _code(Errors.GROUP_ID_NOT_FOUND),
+            "error_message": f"Group {group.group_id} not found.",
+        }
+    return {"error_code": _code(group.error)}
 
 
 def offset_fetch_from_core(

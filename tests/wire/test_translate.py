@@ -384,6 +384,57 @@ def test_version_rules_applied_to_core_responses():
         offset_fetch_from_core(request, [loading])
 
 
+def test_describe_groups_v6_names_an_unknown_group_not_found():
+    """KIP-1043: from v6 a group that does not exist is GROUP_ID_NOT_FOUND (still "Dead"), with
+    a message; before v6 it is Dead with no error. Other errors carry no message at any version,
+    and an existing group is described alike at both."""
+    client = Client(new_shard())
+    committed = client.call(  # a simple group: it exists, Empty, with one offset
+        ApiKey.OFFSET_COMMIT,
+        9,
+        group_id=GROUP,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        _topics="OffsetCommitRequestTopic",
+        topics=[
+            dict(
+                name="events",
+                _partitions="OffsetCommitRequestPartition",
+                partitions=[dict(partition_index=0, committed_offset=5, committed_metadata="")],
+            )
+        ],
+    )
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+    for version, code, message in (
+        (5, ErrorCode.none, None),
+        (6, ErrorCode.group_id_not_found, "Group nobody not found."),
+    ):
+        described = client.call(
+            ApiKey.DESCRIBE_GROUPS,
+            version,
+            groups=("nobody", GROUP),
+            include_authorized_operations=False,
+        )
+        unknown, known = described.groups
+        assert (unknown.group_id, unknown.error_code, unknown.group_state) == (
+            "nobody",
+            code,
+            "Dead",
+        )
+        assert getattr(unknown, "error_message", None) == message
+        assert (known.error_code, known.group_state, known.members) == (ErrorCode.none, "Empty", ())
+        assert getattr(known, "error_message", None) is None
+    request = client.wire(
+        ApiKey.DESCRIBE_GROUPS, 6, groups=("nobody",), include_authorized_operations=False
+    )
+    refused = core.DescribeGroupsResponse(
+        [core.DescribedGroup(Errors.NOT_COORDINATOR, "nobody", "", "", "", [], -1, "")]
+    )
+    (group,) = client.answer(request, response_from_core(request, refused)).groups
+    assert (group.error_code, group.error_message) == (ErrorCode.not_coordinator, None)
+
+
 def test_offset_fetch_v1_has_no_null_topic_list():
     """Null ("all topics") arrived in v2; Kafka cannot read a v1 request holding it and closes
     the connection, and the listener does the same on this ValueError."""
