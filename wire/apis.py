@@ -6,11 +6,13 @@ what current clients negotiate (librdkafka 2.x, kafka-python 2.x, aiokafka, the 
 4.x): a client picks the highest version both sides support, so only the floor matters for old
 clients. Versions are left out where their meaning needs state groupcoord does not keep:
 OffsetCommit v10 and OffsetFetch v10 (KIP-848's topic ids), Fetch v13+ (partitions by topic
-id: Fetch is answered by topic name, v12 and below), Metadata v13 adds nothing a coordinator can
-fill. Produce is listed (v3-12: v13 names topics by id) only so that librdkafka fetches (see
-``builders``); every Produce is refused. OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0,
-Fetch v0-3 and Produce v0-2 are gone from Kafka 4's schemas (KIP-896) and so from kio; no
-current client needs them.
+id: Fetch is answered by topic name, v12 and below), ListOffsets v11 (it only admits tiered
+storage's earliest-pending-upload offset, KIP-1023); Metadata v13 adds nothing a coordinator
+can fill. Every other version Kafka 4.3 announces for these APIs is here (DescribeGroups v6 too:
+a missing group is GROUP_ID_NOT_FOUND, ``translate``). Produce is listed (v3-12: v13 names
+topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
+OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
+Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
 """
 
 from __future__ import annotations
