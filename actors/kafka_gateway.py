@@ -72,7 +72,7 @@ from groupcoord.wire import (
     request_to_core,
     response_from_core,
 )
-from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer
+from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer, authorized_operations
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.consumer_groups import (
     consumer_describe_from_core,
@@ -82,7 +82,7 @@ from groupcoord.wire.consumer_groups import (
 )
 from groupcoord.wire.sasl import ANONYMOUS, illegal_state_response
 from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
-from groupcoord.wire.translate import millis
+from groupcoord.wire.translate import millis, with_authorized_operations
 
 # The longest an empty Fetch is held (Kafka's fetch.max.wait.ms default is 500 ms).
 DEFAULT_MAX_FETCH_WAIT_MS = 500
@@ -174,6 +174,9 @@ class KafkaGateway:
         def allowed(operation: str, group_id: str) -> bool:
             return self._allowed(principal, client_host, operation, group_id)
 
+        def operations_of(group_id: str) -> int:
+            return authorized_operations(lambda operation: allowed(operation, group_id))
+
         match request.api_key:
             case ApiKey.API_VERSIONS:
                 return api_versions_answer(request)
@@ -218,7 +221,10 @@ class KafkaGateway:
                     listed = ListGroupsResponse(listed.error, visible)
                 return response_from_core(request, listed)
             case ApiKey.DESCRIBE_GROUPS:
-                return response_from_core(request, await self._describe(request, allowed))
+                described = response_from_core(request, await self._describe(request, allowed))
+                if request.api_version >= 3 and request.body.include_authorized_operations:
+                    return with_authorized_operations(described, operations_of)
+                return described
             case ApiKey.DELETE_GROUPS:
                 return response_from_core(request, await self._delete(request, allowed))
             case ApiKey.CONSUMER_GROUP_HEARTBEAT:
@@ -232,9 +238,12 @@ class KafkaGateway:
                     answer = ConsumerGroupHeartbeatResponse(_DENIED)
                 return consumer_heartbeat_from_core(request, answer, topic_ids)
             case ApiKey.CONSUMER_GROUP_DESCRIBE:
-                return consumer_describe_from_core(
+                described = consumer_describe_from_core(
                     request, await self._consumer_describe(request, allowed), self._topic_ids()
                 )
+                if request.body.include_authorized_operations:
+                    return with_authorized_operations(described, operations_of)
+                return described
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 changes = topic_changes(request)
                 if self.authorizer is not None and not self.authorizer.is_super_user(principal):

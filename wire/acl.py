@@ -16,12 +16,19 @@ the group, it is the literal ``*``, or its prefix starts the group id.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 READ, DESCRIBE, DELETE, ALL = "Read", "Describe", "Delete", "All"
 OPERATIONS = (READ, DESCRIBE, DELETE, ALL)
+# A group's config operations: no rule here names them, so only All (or being a super user, or
+# no rule naming the group with allow_everyone_if_no_acl_found) grants them, as in Kafka.
+DESCRIBE_CONFIGS, ALTER_CONFIGS = "DescribeConfigs", "AlterConfigs"
+# Kafka's AclOperation code of each operation a group has (AclEntry.supportedOperations), the bits
+# of the authorized_operations field of DescribeGroups and ConsumerGroupDescribe.
+GROUP_OPERATION_CODES = {READ: 3, DELETE: 6, DESCRIBE: 8, DESCRIBE_CONFIGS: 10, ALTER_CONFIGS: 11}
 # Operations whose allow rules imply Describe (Kafka: Read, Write, Delete, Alter).
 _IMPLY_DESCRIBE = frozenset((READ, DELETE, ALL))
 WILDCARD = "*"
@@ -92,7 +99,7 @@ class Authorizer:
         self._super_users = frozenset(acls.super_users)
 
     def allowed(self, principal: str, host: str, operation: str, group: str) -> bool:
-        if operation not in (READ, DESCRIBE, DELETE):
+        if operation not in GROUP_OPERATION_CODES:
             raise ValueError(f"not a group operation: {operation!r}")
         if principal in self._super_users:
             return True
@@ -112,3 +119,10 @@ class Authorizer:
 
     def is_super_user(self, principal: str) -> bool:
         return principal in self._super_users
+
+
+def authorized_operations(allowed: Callable[[str], bool]) -> int:
+    """Kafka's bitfield of the group operations ``allowed(operation)`` grants: what DescribeGroups
+    and ConsumerGroupDescribe answer when asked for a group's authorized operations (every
+    operation where no authorizer is set, as a broker without one answers)."""
+    return sum(1 << code for operation, code in GROUP_OPERATION_CODES.items() if allowed(operation))

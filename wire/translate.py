@@ -24,8 +24,8 @@ Kafka's:
   with offset -1 (``OffsetFetchRequest.getErrorResponse``); a null topic list (all topics) is
   v2+, and Kafka closes the connection of a v1 request holding one.
 - ListGroups v5 filters on group type ("classic" or "consumer", case-insensitive as Kafka's).
-- DescribeGroups never computes authorized operations: it answers Kafka's "not provided"
-  value, as a broker does when they were not asked for. From v6 (KIP-1043) a group that does
+- DescribeGroups answers Kafka's "not provided" authorized operations; a listener asked for
+  them (v3+) fills them in with ``with_authorized_operations``. From v6 (KIP-1043) a group that does
   not exist as a classic group, which the core describes as Dead with no error, is
   GROUP_ID_NOT_FOUND with a message, still in state Dead; older versions keep the Dead answer.
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 
 import msgspec
@@ -363,6 +363,21 @@ def _describe_error(version: int, group: core.DescribedGroup) -> dict:
             "error_message": f"Group {group.group_id} not found.",
         }
     return {"error_code": _code(group.error)}
+
+
+def with_authorized_operations(response: Payload, operations_of: Callable[[str], int]) -> Payload:
+    """``response`` (kio's DescribeGroups v3+ or ConsumerGroupDescribe) with each group that has
+    no error carrying ``operations_of(group_id)`` as its authorized operations: Kafka fills them
+    in when the request asked for them (``include_authorized_operations``), and only then."""
+    return dataclasses.replace(
+        response,
+        groups=tuple(
+            dataclasses.replace(g, authorized_operations=operations_of(g.group_id))
+            if g.error_code == ErrorCode.none
+            else g
+            for g in response.groups
+        ),
+    )
 
 
 def offset_fetch_from_core(

@@ -4,9 +4,9 @@ Real clients authenticate as Kafka users do: librdkafka (confluent-kafka) with S
 PLAIN over SASL_PLAINTEXT and with SCRAM over SASL_SSL (a self-signed certificate made here with
 the openssl CLI, tls.py), kafka-python with SCRAM-SHA-256. A wrong password or an unauthenticated
 request is refused and changes nothing. With an ACL file, a principal without Read cannot join
-or commit, ListGroups hides the groups it may not Describe, DeleteGroups needs Delete, and
-topic changes need a super user. On an SSL listener with a CA file, a client certificate is
-the identity (``User:CN=...``).
+or commit, ListGroups hides the groups it may not Describe, DeleteGroups needs Delete,
+DescribeGroups names the operations a principal may do, and topic changes need a super user. On
+an SSL listener with a CA file, a client certificate is the identity (``User:CN=...``).
 """
 
 from __future__ import annotations
@@ -328,6 +328,35 @@ def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext
         created["alices-topic"].result()
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "alices-topic" not in served.topics
+
+
+def test_described_groups_carry_the_operations_the_acls_grant(sasl_plaintext):
+    """Asked for them, DescribeGroups answers the operations the caller's ACLs grant on each
+    group, Kafka's bitfield that librdkafka reads: Read (with Describe) for alice, Describe for
+    bob, every group operation for the super user."""
+    served, address = sasl_plaintext
+    admin = _config(address, "admin", "SCRAM-SHA-512")
+    consumer = _consumer(admin, "app-described")
+    consumer.commit(offsets=[TopicPartition("events", 0, 1)], asynchronous=False)
+    consumer.close()
+
+    def operations(user: str) -> set[str]:
+        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
+        futures = client.describe_consumer_groups(
+            ["app-described"], include_authorized_operations=True, request_timeout=10
+        )
+        described = futures["app-described"].result()
+        return {op.name for op in described.authorized_operations}
+
+    assert operations("alice") == {"READ", "DESCRIBE"}
+    assert operations("bob") == {"DESCRIBE"}
+    assert operations("admin") == {
+        "READ",
+        "DESCRIBE",
+        "DELETE",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }
 
 
 def _scram_login(sock: socket.socket, user: str) -> None:

@@ -108,8 +108,9 @@ def fetch(label: str, groups: dict[str, dict[str, list[int]] | None], require_st
     return Step(label, "admin", ApiKey.OFFSET_FETCH, body, first)
 
 
-def describe(label: str, *groups: str):
-    body = dict(groups=[name(g) for g in groups], include_authorized_operations=False)
+def describe(label: str, *groups: str, operations: bool = False):
+    """DescribeGroups of ``groups``; ``operations``: asking for their authorized operations."""
+    body = dict(groups=[name(g) for g in groups], include_authorized_operations=operations)
     return Step(label, "admin", ApiKey.DESCRIBE_GROUPS, body)
 
 
@@ -179,8 +180,9 @@ def consumer_heartbeat(label: str, member: str, **fields):
     return Step(label, member, ApiKey.CONSUMER_GROUP_HEARTBEAT, body | fields)
 
 
-def consumer_describe(label: str, *groups: str):
-    body = dict(group_ids=[name(g) for g in groups], include_authorized_operations=False)
+def consumer_describe(label: str, *groups: str, operations: bool = False):
+    """ConsumerGroupDescribe of ``groups``; ``operations`` as ``describe``'s."""
+    body = dict(group_ids=[name(g) for g in groups], include_authorized_operations=operations)
     return Step(label, "admin", ApiKey.CONSUMER_GROUP_DESCRIBE, body)
 
 

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from groupcoord.wire.acl import AclFile, AclRule, Authorizer, parse_acl_file
+from groupcoord.wire.acl import (
+    AclFile,
+    AclRule,
+    Authorizer,
+    authorized_operations,
+    parse_acl_file,
+)
 
 
 def _authorizer(*rules: AclRule, **options) -> Authorizer:
@@ -149,6 +155,31 @@ host = "10.0.0.9"
 def test_bad_acl_files_are_refused_with_the_reason(document, complaint):
     with pytest.raises(ValueError, match=complaint):
         parse_acl_file(document.encode(), toml=False)
+
+
+def test_authorized_operations_are_kafkas_bitfield_of_what_the_acls_grant():
+    """Kafka's AclOperation codes: Read 3, Delete 6, Describe 8, DescribeConfigs 10, AlterConfigs
+    11. The config operations have no rule of their own: All grants them, as in Kafka."""
+    read, delete, describe, configs = 1 << 3, 1 << 6, 1 << 8, (1 << 10) | (1 << 11)
+    auth = _authorizer(
+        AclRule("User:alice", "orders", ("Read",)),
+        AclRule("User:bob", "orders", ("Delete",)),
+        AclRule("User:carol", "orders", ("All",)),
+        AclRule("User:carol", "orders", ("Delete",), permission="deny"),
+        super_users=("User:root",),
+    )
+    lenient = _authorizer(allow_everyone_if_no_acl_found=True)
+
+    def bits(authorizer, user, group="orders"):
+        return authorized_operations(lambda op: authorizer.allowed(user, "h", op, group))
+
+    assert bits(auth, "User:alice") == read | describe
+    assert bits(auth, "User:bob") == delete | describe
+    assert bits(auth, "User:carol") == read | describe | configs
+    assert bits(auth, "User:dave") == 0
+    assert bits(auth, "User:root") == read | delete | describe | configs == 3400
+    assert bits(lenient, "User:anyone", "unnamed") == 3400
+    assert authorized_operations(lambda op: True) == 3400  # no authorizer: a broker's answer
 
 
 def test_only_group_operations_are_decided():
