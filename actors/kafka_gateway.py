@@ -72,7 +72,14 @@ from groupcoord.wire import (
     request_to_core,
     response_from_core,
 )
-from groupcoord.wire.acl import DELETE, DESCRIBE, READ, Authorizer, authorized_operations
+from groupcoord.wire.acl import (
+    DELETE,
+    DESCRIBE,
+    READ,
+    Authorizer,
+    authorized_operations,
+    catalog_authorized_operations,
+)
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.consumer_groups import (
     consumer_describe_from_core,
@@ -193,6 +200,7 @@ class KafkaGateway:
                     partitions=self._topics(),
                     cluster_id=self.cluster_id,
                     topic_ids=self._topic_ids(),
+                    operations=catalog_authorized_operations(self.authorizer, principal),
                 )
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request, allowed)

@@ -126,3 +126,24 @@ def authorized_operations(allowed: Callable[[str], bool]) -> int:
     and ConsumerGroupDescribe answer when asked for a group's authorized operations (every
     operation where no authorizer is set, as a broker without one answers)."""
     return sum(1 << code for operation, code in GROUP_OPERATION_CODES.items() if allowed(operation))
+
+
+# Kafka's AclOperation codes (Read 3, Write 4, Create 5, Delete 6, Alter 7, Describe 8,
+# ClusterAction 9, DescribeConfigs 10, AlterConfigs 11, IdempotentWrite 12) of the operations a
+# topic and the cluster have, and of those that change them: with ACLs, a super user's alone
+# here, as groupcoord has no topic ACLs (its catalog changes need a super user).
+_TOPIC_CODES, _TOPIC_CHANGES = (3, 4, 5, 6, 7, 8, 10, 11), frozenset((5, 6, 7, 11))
+_CLUSTER_CODES, _CLUSTER_CHANGES = (5, 7, 8, 9, 10, 11, 12), frozenset((5, 7, 9, 11))
+
+
+def catalog_authorized_operations(authorizer: Authorizer | None, principal: str) -> tuple[int, int]:
+    """Kafka's (topic, cluster) bitfields of what ``principal`` may do, for Metadata asked for
+    them: every operation without an authorizer (as a broker without one answers) or for a
+    super user; else every one but the changes (create, delete, alter, alter configs, cluster
+    actions)."""
+    everything = authorizer is None or authorizer.is_super_user(principal)
+
+    def bits(codes: tuple[int, ...], changes: frozenset[int]) -> int:
+        return sum(1 << code for code in codes if everything or code not in changes)
+
+    return bits(_TOPIC_CODES, _TOPIC_CHANGES), bits(_CLUSTER_CODES, _CLUSTER_CHANGES)

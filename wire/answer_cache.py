@@ -12,7 +12,8 @@ every request that asks the same thing:
   only, and is encoded once per version. The two refusals (``apis.api_versions_refusal``) are
   built per request.
 * ``MetadataAnswers``: a Metadata answer (``metadata_response``) depends on the request's
-  version and the topics it names, and on the listener's view: its brokers, the leader it
+  version, the topics it names and the authorized operations it asks for (the caller's), and
+  on the listener's view: its brokers, the leader it
   names, the cluster id and the topic catalog. At most ``MAX_ENTRIES`` answers are kept (least
   recently used first out), and none whose body is over ``MAX_BODY_BYTES``: an answer listing a
   huge catalog is built per request, as before. The view is copied into each entry and compared
@@ -70,14 +71,19 @@ class MetadataAnswers:
         partitions: Mapping[str, int],
         cluster_id: str | None,
         topic_ids: Mapping[str, uuid.UUID],
+        operations: tuple[int, int],
     ) -> EncodedResponse:
-        asked = request.body.topics
+        body = request.body
+        asked = body.topics
         key = (
             request.api_version,
             None if asked is None else tuple((t.name, getattr(t, "topic_id", None)) for t in asked),
             tuple(brokers),
             leader_id,
             cluster_id,
+            getattr(body, "include_topic_authorized_operations", False),
+            getattr(body, "include_cluster_authorized_operations", False),
+            operations,
         )
         entry = self._entries.get(key)
         if entry is not None and entry[0] == partitions and entry[1] == topic_ids:
@@ -90,6 +96,7 @@ class MetadataAnswers:
             partitions=partitions,
             cluster_id=cluster_id,
             topic_ids=topic_ids,
+            operations=operations,
         )
         encoded = EncodedResponse(request.api_key, request.api_version, encode_body(response))
         if len(encoded.body) <= MAX_BODY_BYTES:

@@ -117,14 +117,28 @@ def metadata_response(
     partitions: Mapping[str, int],
     cluster_id: str | None = None,
     topic_ids: Mapping[str, uuid.UUID] | None = None,
+    operations: tuple[int, int] = (AUTHORIZED_OPERATIONS_OMITTED, AUTHORIZED_OPERATIONS_OMITTED),
 ) -> Payload:
     """Answer Metadata from the topic catalog ``partitions`` ({topic: partition count}) and
     ``topic_ids`` ({topic: id}; a topic without one has the zero id): every partition is led
     by ``leader_id``; unknown topics get UNKNOWN_TOPIC_OR_PARTITION, a topic asked by an
     unknown id (v10+) UNKNOWN_TOPIC_ID (nothing is created). No topics asked (v0: an empty
-    list; v1+: null) means all of them."""
+    list; v1+: null) means all of them. ``operations``, the (topic, cluster) authorized
+    operations of the caller (``acl.catalog_authorized_operations``), are answered where the
+    request asks for them (v8+; the cluster's up to v10), on every topic, as Kafka does."""
     cls = apis.response_class(request.api_key, request.api_version)
     version = request.api_version
+    body = request.body
+    topic_operations = (
+        operations[0]
+        if getattr(body, "include_topic_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    cluster_operations = (
+        operations[1]
+        if getattr(body, "include_cluster_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
     broker_cls = apis.nested_class(cls, "MetadataResponseBroker")
     topic_cls = apis.nested_class(cls, "MetadataResponseTopic")
     partition_cls = apis.nested_class(cls, "MetadataResponsePartition")
@@ -157,7 +171,7 @@ def metadata_response(
                 name=name if name is not None or version >= 12 else "",
                 is_internal=False,
                 partitions=(),
-                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                topic_authorized_operations=topic_operations,
             )
         return build(
             topic_cls,
@@ -178,7 +192,7 @@ def metadata_response(
                 )
                 for index in range(count)
             ),
-            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            topic_authorized_operations=topic_operations,
         )
 
     return build(
@@ -190,7 +204,7 @@ def metadata_response(
         cluster_id=cluster_id,
         controller_id=leader_id,
         topics=tuple(topic(name) for name in names),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_operations,
     )
 
 

@@ -21,7 +21,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
@@ -330,10 +330,10 @@ def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext
     assert "alices-topic" not in served.topics
 
 
-def test_described_groups_carry_the_operations_the_acls_grant(sasl_plaintext):
+def test_described_groups_and_topics_carry_the_operations_the_acls_grant(sasl_plaintext):
     """Asked for them, DescribeGroups answers the operations the caller's ACLs grant on each
     group, Kafka's bitfield that librdkafka reads: Read (with Describe) for alice, Describe for
-    bob, every group operation for the super user."""
+    bob, every group operation for the super user; Metadata those on each topic."""
     served, address = sasl_plaintext
     admin = _config(address, "admin", "SCRAM-SHA-512")
     consumer = _consumer(admin, "app-described")
@@ -354,6 +354,26 @@ def test_described_groups_carry_the_operations_the_acls_grant(sasl_plaintext):
         "READ",
         "DESCRIBE",
         "DELETE",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }
+
+    def topic_operations(user: str) -> set[str]:
+        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
+        futures = client.describe_topics(
+            TopicCollection(["events"]), include_authorized_operations=True, request_timeout=10
+        )
+        return {op.name for op in futures["events"].result().authorized_operations}
+
+    # No topic ACLs here: changing a topic needs a super user, nothing else is refused.
+    assert topic_operations("alice") == {"READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"}
+    assert topic_operations("admin") == {
+        "READ",
+        "WRITE",
+        "CREATE",
+        "DELETE",
+        "ALTER",
+        "DESCRIBE",
         "DESCRIBE_CONFIGS",
         "ALTER_CONFIGS",
     }

@@ -157,8 +157,14 @@ def create_topics(label: str, topics: dict[str, int]):
     return Step(label, "admin", ApiKey.CREATE_TOPICS, body)
 
 
-def metadata(label: str, *topics: str):
+def metadata(label: str, *topics: str, operations: bool = False):
+    """Metadata of ``topics``; ``operations``: asking for the topics' and the cluster's
+    authorized operations."""
     body = dict(topics=[{"name": name(t), "topic_id": None} for t in topics], **METADATA_FLAGS)
+    if operations:
+        body |= dict(
+            include_cluster_authorized_operations=True, include_topic_authorized_operations=True
+        )
     return Step(label, "admin", ApiKey.METADATA, body)
 
 

@@ -108,6 +108,7 @@ SCENARIOS = {
         create_topics("create T again", {"T": 2}),
         create_topics("create with 0 partitions", {"T9": 0}),
         metadata("metadata of T, T2 and an unknown topic", "T", "T2", "T9"),
+        metadata("metadata with authorized operations", "T", "T9", operations=True),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,

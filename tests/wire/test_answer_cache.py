@@ -27,15 +27,22 @@ FLAGS = dict(
 )
 
 
-def metadata_request(version: int, topics, correlation_id: int = 1):
-    values = {**FLAGS, "topics": topics}
+def metadata_request(version: int, topics, correlation_id: int = 1, **flags):
+    values = {**FLAGS, "topics": topics, **flags}
     body = make(apis.request_class(ApiKey.METADATA, version), values)
     (request,) = Connection().receive_data(request_frame(body, correlation_id=correlation_id))
     return request
 
 
-def view(catalog, ids, brokers=NODES):
-    return dict(brokers=brokers, leader_id=0, partitions=catalog, cluster_id="gc", topic_ids=ids)
+def view(catalog, ids, brokers=NODES, operations=(3576, 8096)):
+    return dict(
+        brokers=brokers,
+        leader_id=0,
+        partitions=catalog,
+        cluster_id="gc",
+        topic_ids=ids,
+        operations=operations,
+    )
 
 
 def built(request, **view_values) -> bytes:
@@ -76,6 +83,41 @@ def test_a_changed_view_is_answered_afresh():
     moved = [Node(0, "p0.local", 19092), NODES[1]]
     again = answers.answer(request, **view(catalog, ids, moved))
     assert encode_response(request, again) == built(request, **view(catalog, ids, moved))
+
+
+@pytest.mark.parametrize("version", [8, 10, 11, 12])
+def test_authorized_operations_are_answered_when_asked_for_each_caller(version):
+    """Kafka fills them in only when asked (the cluster's up to v10), on every topic named,
+    known or not; two callers with different rights get their own answers from the cache."""
+    catalog, ids = {"events": 2}, {"events": uuid.uuid4()}
+    topics = [{"name": n, "topic_id": ZERO_TOPIC_ID} for n in ("events", "nothing-here")]
+    answers = MetadataAnswers()
+    request = metadata_request(version, topics)
+    plain = answers.answer(request, **view(catalog, ids))
+    assert encode_response(request, plain) == built(request, **view(catalog, ids))
+    for flags in (
+        dict(include_topic_authorized_operations=True),
+        dict(include_cluster_authorized_operations=True),
+    ):
+        request = metadata_request(version, topics, **flags)
+        for operations in ((3576, 8096), (280, 4352)):
+            encoded = answers.answer(request, **view(catalog, ids, operations=operations))
+            frame = encode_response(request, encoded)
+            assert frame == built(request, **view(catalog, ids, operations=operations))
+    described = metadata_response(
+        metadata_request(version, topics, include_topic_authorized_operations=True),
+        **view(catalog, ids, operations=(280, 4352)),
+    )
+    assert [t.topic_authorized_operations for t in described.topics] == [280, 280]
+    cluster = metadata_response(
+        metadata_request(version, topics, include_cluster_authorized_operations=True),
+        **view(catalog, ids, operations=(280, 4352)),
+    )
+    omitted = -(2**31)
+    assert [t.topic_authorized_operations for t in cluster.topics] == [omitted, omitted]
+    assert getattr(cluster, "cluster_authorized_operations", omitted) == (
+        4352 if version <= 10 else omitted
+    )
 
 
 def test_the_cache_is_bounded():
