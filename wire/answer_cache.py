@@ -12,12 +12,12 @@ every request that asks the same thing:
   only, and is encoded once per version. The two refusals (``apis.api_versions_refusal``) are
   built per request.
 * ``MetadataAnswers``: a Metadata answer (``metadata_response``) depends on the request's
-  version, the topics it names and the authorized operations it asks for (the caller's), and
-  on the listener's view: its brokers, the leader it
-  names, the cluster id and the topic catalog. At most ``MAX_ENTRIES`` answers are kept (least
-  recently used first out), and none whose body is over ``MAX_BODY_BYTES``: an answer listing a
-  huge catalog is built per request, as before. The view is copied into each entry and compared
-  by value, so a catalog changed in place is seen too.
+  version, the topics it names and the authorized operations it asks for (the caller's), and on
+  the listener's view: its brokers, the leader it names, the cluster id and the topic catalog.
+  At most ``MAX_ENTRIES`` answers are kept (least recently used first out), and none whose body
+  is over ``MAX_BODY_BYTES``: an answer listing a huge catalog is built per request, as before.
+  The view is copied into each entry and compared by value, so a catalog changed in place is
+  seen too.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from kio.static.protocol import Payload
 
 from .apis import ApiKey, api_versions_ranges, api_versions_refusal
-from .builders import Node, metadata_response
+from .builders import Node, answered_operations, metadata_response
 from .connection import EncodedResponse, WireRequest, encode_body
 
 MAX_ENTRIES = 32
@@ -73,17 +73,14 @@ class MetadataAnswers:
         topic_ids: Mapping[str, uuid.UUID],
         operations: tuple[int, int],
     ) -> EncodedResponse:
-        body = request.body
-        asked = body.topics
+        asked = request.body.topics
         key = (
             request.api_version,
             None if asked is None else tuple((t.name, getattr(t, "topic_id", None)) for t in asked),
             tuple(brokers),
             leader_id,
             cluster_id,
-            getattr(body, "include_topic_authorized_operations", False),
-            getattr(body, "include_cluster_authorized_operations", False),
-            operations,
+            answered_operations(request, operations),
         )
         entry = self._entries.get(key)
         if entry is not None and entry[0] == partitions and entry[1] == topic_ids:

@@ -109,6 +109,21 @@ def find_coordinator_response(
     )
 
 
+def answered_operations(request: WireRequest, operations: tuple[int, int]) -> tuple[int, int]:
+    """The (topic, cluster) authorized operations a Metadata answer to ``request`` carries: the
+    caller's ``operations`` where the request asks for them (v8+; the cluster's up to v10),
+    else Kafka's "not provided"."""
+    body = request.body
+    return (
+        operations[0]
+        if getattr(body, "include_topic_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED,
+        operations[1]
+        if getattr(body, "include_cluster_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
 def metadata_response(
     request: WireRequest,
     *,
@@ -128,17 +143,7 @@ def metadata_response(
     request asks for them (v8+; the cluster's up to v10), on every topic, as Kafka does."""
     cls = apis.response_class(request.api_key, request.api_version)
     version = request.api_version
-    body = request.body
-    topic_operations = (
-        operations[0]
-        if getattr(body, "include_topic_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
-    cluster_operations = (
-        operations[1]
-        if getattr(body, "include_cluster_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    topic_operations, cluster_operations = answered_operations(request, operations)
     broker_cls = apis.nested_class(cls, "MetadataResponseBroker")
     topic_cls = apis.nested_class(cls, "MetadataResponseTopic")
     partition_cls = apis.nested_class(cls, "MetadataResponsePartition")

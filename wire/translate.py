@@ -25,8 +25,8 @@ Kafka's:
   v2+, and Kafka closes the connection of a v1 request holding one.
 - ListGroups v5 filters on group type ("classic" or "consumer", case-insensitive as Kafka's).
 - DescribeGroups answers Kafka's "not provided" authorized operations; a listener asked for
-  them (v3+) fills them in with ``with_authorized_operations``. From v6 (KIP-1043) a group that does
-  not exist as a classic group, which the core describes as Dead with no error, is
+  them (v3+) fills them in with ``with_authorized_operations``. From v6 (KIP-1043) a group that
+  does not exist as a classic group, which the core describes as Dead with no error, is
   GROUP_ID_NOT_FOUND with a message, still in state Dead; older versions keep the Dead answer.
 """
 
