@@ -230,9 +230,7 @@ class KafkaGateway:
                 return response_from_core(request, listed)
             case ApiKey.DESCRIBE_GROUPS:
                 described = response_from_core(request, await self._describe(request, allowed))
-                if request.api_version >= 3 and request.body.include_authorized_operations:
-                    return with_authorized_operations(described, operations_of)
-                return described
+                return with_authorized_operations(request, described, operations_of)
             case ApiKey.DELETE_GROUPS:
                 return response_from_core(request, await self._delete(request, allowed))
             case ApiKey.CONSUMER_GROUP_HEARTBEAT:
@@ -249,9 +247,7 @@ class KafkaGateway:
                 described = consumer_describe_from_core(
                     request, await self._consumer_describe(request, allowed), self._topic_ids()
                 )
-                if request.body.include_authorized_operations:
-                    return with_authorized_operations(described, operations_of)
-                return described
+                return with_authorized_operations(request, described, operations_of)
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 changes = topic_changes(request)
                 if self.authorizer is not None and not self.authorizer.is_super_user(principal):

@@ -365,10 +365,15 @@ def _describe_error(version: int, group: core.DescribedGroup) -> dict:
     return {"error_code": _code(group.error)}
 
 
-def with_authorized_operations(response: Payload, operations_of: Callable[[str], int]) -> Payload:
-    """``response`` (kio's DescribeGroups v3+ or ConsumerGroupDescribe) with each group that has
-    no error carrying ``operations_of(group_id)`` as its authorized operations: Kafka fills them
-    in when the request asked for them (``include_authorized_operations``), and only then."""
+def with_authorized_operations(
+    request: WireRequest, response: Payload, operations_of: Callable[[str], int]
+) -> Payload:
+    """``response`` (kio's DescribeGroups or ConsumerGroupDescribe) with each group that has no
+    error carrying ``operations_of(group_id)`` as its authorized operations where ``request``
+    asked for them (``include_authorized_operations``, DescribeGroups v3+), as Kafka does;
+    else ``response`` as it is."""
+    if not getattr(request.body, "include_authorized_operations", False):
+        return response
     return dataclasses.replace(
         response,
         groups=tuple(
