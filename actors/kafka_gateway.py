@@ -30,7 +30,9 @@ the answer is per group) and its partition never sees the request; ListGroups le
 groups the principal may not Describe. Topic catalog changes (CreateTopics, DeleteTopics,
 CreatePartitions) need a super user once ACLs are on (TOPIC_AUTHORIZATION_FAILED otherwise):
 groupcoord has no topic ACLs. Metadata, ListOffsets, Produce and Fetch describe the catalog
-only and are answered to any authenticated principal.
+only and are answered to any authenticated principal, and so is DescribeConfigs of a topic or a
+broker; a group's configs need DescribeConfigs on the group (which only All grants,
+``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from groupcoord.coordinator import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatResponse,
+    CoordinatorConfig,
     DeletableGroupResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -75,12 +78,19 @@ from groupcoord.wire import (
 from groupcoord.wire.acl import (
     DELETE,
     DESCRIBE,
+    DESCRIBE_CONFIGS,
     READ,
     Authorizer,
     authorized_operations,
     catalog_authorized_operations,
 )
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
+from groupcoord.wire.configs import (
+    describe_configs,
+    describe_configs_response,
+    resources,
+    too_many_resources,
+)
 from groupcoord.wire.consumer_groups import (
     consumer_describe_from_core,
     consumer_describe_to_core,
@@ -90,6 +100,8 @@ from groupcoord.wire.consumer_groups import (
 from groupcoord.wire.sasl import ANONYMOUS, illegal_state_response
 from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
 from groupcoord.wire.translate import millis, with_authorized_operations
+
+from .catalog import CatalogError, check_topic_name
 
 # The longest an empty Fetch is held (Kafka's fetch.max.wait.ms default is 500 ms).
 DEFAULT_MAX_FETCH_WAIT_MS = 500
@@ -127,6 +139,7 @@ class KafkaGateway:
     decides group ACLs (None: everything is allowed). ``submit_route(group_id, core_request,
     reply)``, where the partition is in this process (a partition's own listener), takes a
     single-group request and calls ``reply(core response)`` once (``submit``).
+    ``coordinator_config`` is the deployment's, which DescribeConfigs reports (``wire.configs``).
     """
 
     def __init__(
@@ -141,6 +154,7 @@ class KafkaGateway:
         change_topics: ChangeTopics,
         cluster_id: str,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
+        coordinator_config: CoordinatorConfig,
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
         authorizer: Authorizer | None = None,
         submit_route: SubmitRoute | None = None,
@@ -156,6 +170,7 @@ class KafkaGateway:
         self._change_topics = change_topics
         self._topic_ids = topic_ids
         self.cluster_id = cluster_id
+        self.coordinator_config = coordinator_config
         self.max_fetch_wait_ms = max_fetch_wait_ms
         self.authorizer = authorizer
         self._submit_route = submit_route
@@ -256,6 +271,8 @@ class KafkaGateway:
                     )
                     return topics_response(request, [denied] * len(changes))
                 return topics_response(request, await self._change_topics(changes))
+            case ApiKey.DESCRIBE_CONFIGS:
+                return self._describe_configs(request, allowed)
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
 
     def submit(
@@ -296,6 +313,29 @@ class KafkaGateway:
         if not brokers or any(b.node_id == self.node.node_id for b in brokers):
             return self.node.node_id
         return brokers[0].node_id
+
+    def _describe_configs(
+        self, request: WireRequest, allowed: Callable[[str, str], bool]
+    ) -> object:
+        refused = too_many_resources(request)
+        if refused is not None:
+            return describe_configs_response(request, [refused] * len(request.body.resources))
+        ids = [self.node.node_id, *(broker.node_id for broker in self._brokers())]
+        node_ids = frozenset(i for i in ids if i >= 0)  # not the bootstrap listener's -1
+        topics = self._topics()
+        answers = [
+            describe_configs(
+                resource_type,
+                name,
+                config=self.coordinator_config,
+                node_ids=node_ids,
+                topics=topics,
+                topic_name_error=_topic_name_error,
+                may_describe_group=lambda group_id: allowed(DESCRIBE_CONFIGS, group_id),
+            )
+            for resource_type, name in resources(request)
+        ]
+        return describe_configs_response(request, answers)
 
     async def _find_coordinator(
         self, request: WireRequest, allowed: Callable[[str, str], bool]
@@ -345,6 +385,14 @@ class KafkaGateway:
             answer = await self._route(group_id, DeleteGroupsRequest([group_id]))
             results.extend(answer.results)
         return DeleteGroupsResponse(results)
+
+
+def _topic_name_error(name: str) -> str | None:
+    try:
+        check_topic_name(name)
+    except CatalogError as exc:
+        return str(exc)
+    return None
 
 
 def _group_request(request: WireRequest, client_host: str) -> Any:

@@ -37,6 +37,7 @@ from typing import Any
 
 import msgspec
 
+from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator import consumer_messages as cm
 from groupcoord.coordinator import messages as m
 from groupcoord.wire import Node
@@ -72,15 +73,17 @@ TYPE_INDEX = {kind: index for index, kind in enumerate(MESSAGE_TYPES)}
 
 
 class NetworkView(msgspec.Struct, frozen=True):
-    """What a network process answers Metadata and FindCoordinator from: its partition's
-    listener (``node``), every partition's (``nodes``), the brokers Metadata names and the
-    topic catalog. Sent at start and whenever the partition adopts a new directory."""
+    """What a network process answers Metadata, FindCoordinator and DescribeConfigs from: its
+    partition's listener (``node``), every partition's (``nodes``), the brokers Metadata names,
+    the topic catalog and the deployment's ``CoordinatorConfig``. Sent at start and whenever the
+    partition adopts a new directory."""
 
     node: Node
     nodes: dict[int, Node]
     brokers: list[Node]
     topics: dict[str, int]
     topic_ids: dict[str, uuid.UUID]
+    coordinator_config: CoordinatorConfig
 
 
 class ChannelError(Exception):

@@ -175,6 +175,7 @@ class RouterActor:
                     self.change_topics,
                     self.catalog.topic_ids,
                     os.path.join(log_dir, "bootstrap-listener"),
+                    config,
                 )
                 loop = asyncio.get_running_loop()
                 self._bootstrap_started = loop.create_task(self._bootstrap.start())

@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 from ray.exceptions import RayActorError
 
-from groupcoord.coordinator import Errors, partition_for
+from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.wire import Node
 
 from .kafka_gateway import KafkaGateway
@@ -117,6 +117,7 @@ class PartitionListener:
             change_topics=self._change_topics,
             cluster_id=f"groupcoord-{self.num_partitions}",
             topic_ids=lambda: self.directory.topic_ids,
+            coordinator_config=self._runtime.config,
             authorizer=self.config.security.authorizer(),
             submit_route=self._submit_route,
         )
@@ -169,6 +170,7 @@ class PartitionListener:
             list(self._brokers()),
             dict(directory.topics),
             dict(directory.topic_ids),
+            self._runtime.config,
         )
 
     async def close(self) -> None:
@@ -248,6 +250,7 @@ class BootstrapListener:
         change_topics: Any,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
         log_key: str,
+        coordinator_config: CoordinatorConfig,
     ) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._log_key = log_key
@@ -265,6 +268,7 @@ class BootstrapListener:
             change_topics=change_topics,
             cluster_id=f"groupcoord-{num_partitions}",
             topic_ids=topic_ids,
+            coordinator_config=coordinator_config,
             authorizer=config.security.authorizer(),
         )
 

@@ -9,7 +9,8 @@ OffsetCommit v10 and OffsetFetch v10 (KIP-848's topic ids), Fetch v13+ (partitio
 id: Fetch is answered by topic name, v12 and below), ListOffsets v11 (it only admits tiered
 storage's earliest-pending-upload offset, KIP-1023); Metadata v13 adds nothing a coordinator
 can fill. Every other version Kafka 4.3 announces for these APIs is here (DescribeGroups v6 too:
-a missing group is GROUP_ID_NOT_FOUND, ``translate``). Produce is listed (v3-12: v13 names
+a missing group is GROUP_ID_NOT_FOUND, ``translate``), and DescribeConfigs v1-4 answers what
+admin tools read of topics, brokers and groups (``configs``). Produce is listed (v3-12: v13 names
 topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
 OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
 Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
@@ -52,6 +53,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -79,6 +81,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 is gone from Kafka 4 (KIP-896)
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),

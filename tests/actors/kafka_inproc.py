@@ -119,6 +119,7 @@ class WirePartition:
             change_topics=change_topics,
             cluster_id="groupcoord-test",
             topic_ids=self.catalog.topic_ids,
+            coordinator_config=self.config,
             authorizer=self.security.authorizer(),
             submit_route=submit_route,
         )
@@ -143,7 +144,9 @@ class WirePartition:
         return asyncio.run_coroutine_threadsafe(read(), self.loop).result(START_TIMEOUT_S)
 
     def _view(self, node: Node) -> NetworkView:
-        return NetworkView(node, {0: node}, [node], dict(self.topics), self.catalog.topic_ids())
+        return NetworkView(
+            node, {0: node}, [node], dict(self.topics), self.catalog.topic_ids(), self.config
+        )
 
     def stop(self) -> None:
         async def _stop():

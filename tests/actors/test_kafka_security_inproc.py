@@ -26,11 +26,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
+from kio.schema.describe_configs.v4.request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.static.primitive import i8
 
 from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_file
 from groupcoord.wire import parse_acl_file
@@ -377,6 +383,45 @@ def test_described_groups_and_topics_carry_the_operations_the_acls_grant(sasl_pl
         "DESCRIBE_CONFIGS",
         "ALTER_CONFIGS",
     }
+
+
+def test_a_groups_configs_need_describe_configs_on_the_group(sasl_plaintext):
+    """DescribeConfigs answers a topic's and a broker's configs to any authenticated principal
+    (groupcoord has no topic ACLs), a group's only where the ACLs grant DescribeConfigs on it
+    (All, or a super user): alice, with Read on app- groups, is refused that one resource."""
+    served, address = sasl_plaintext
+    asked = (
+        (32, "app-configs", None),
+        (2, "events", None),
+        (4, "0", ("group.max.size",)),
+    )
+    request = DescribeConfigsRequest(
+        resources=tuple(
+            DescribeConfigsResource(
+                resource_type=i8(kind), resource_name=name, configuration_keys=keys
+            )
+            for kind, name, keys in asked
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+
+    def described(user: str) -> list[tuple[ErrorCode, int]]:
+        with _connect(address) as sock:
+            _scram_login(sock, user)
+            sock.sendall(request_frame(request))
+            frame = _answer(sock)
+        _, body = split_response(
+            struct.pack(">i", len(frame)) + frame, DescribeConfigsResponse, header_version=1
+        )
+        return [(result.error_code, len(result.configs)) for result in body.results]
+
+    assert described("alice") == [
+        (ErrorCode.group_authorization_failed, 0),
+        (ErrorCode.none, 0),
+        (ErrorCode.none, 1),
+    ]
+    assert described("admin") == [(ErrorCode.none, 3), (ErrorCode.none, 0), (ErrorCode.none, 1)]
 
 
 def _scram_login(sock: socket.socket, user: str) -> None:

@@ -194,3 +194,17 @@ def consumer_describe(label: str, *groups: str, operations: bool = False):
 
 def member(of: str, instance: str | None = None, reason: str | None = None) -> dict:
     return {"member_id": member_id(of), "group_instance_id": instance, "reason": reason}
+
+
+def describe_configs(label: str, *resources: tuple, synonyms: bool = False):
+    """DescribeConfigs of ``resources``, each (resource type, name, configuration keys or None
+    for all); ``synonyms``: asking for each entry's synonyms."""
+    body = dict(
+        resources=[
+            {"resource_type": kind, "resource_name": named, "configuration_keys": keys}
+            for kind, named, keys in resources
+        ],
+        include_synonyms=synonyms,
+        include_documentation=False,
+    )
+    return Step(label, "admin", ApiKey.DESCRIBE_CONFIGS, body)

@@ -19,7 +19,8 @@ times, node ids, hosts, ports and cluster ids are dropped; member lists whose or
 does not define (JoinGroup's, DescribeGroups') are sorted, and ListGroups keeps only the run's
 own groups (the servers are shared with other tests). OffsetFetch's topics and partitions are
 sorted too (Kafka answers a fetch of all offsets in its hash maps' order), and so are the groups
-of answers about several groups (Kafka answers them by offsets partition).
+of answers about several groups (Kafka answers them by offsets partition), and DescribeConfigs'
+results and their entries (Kafka answers them in its own order; clients map them by name).
 """
 
 from __future__ import annotations
@@ -448,6 +449,12 @@ def normalise(answer: Answer, run: Run, topic_ids: dict[str, str]) -> dict:
                 items.sort(key=lambda t: str(t.get("topic_id")))
             if answer.api == ApiKey.OFFSET_FETCH and key in ("topics", "partitions"):
                 items.sort(key=lambda t: (t.get("name", ""), t.get("partition_index", 0)))
+            # DescribeConfigs' clients map results by resource and entries by name: Kafka
+            # answers both in an order of its own.
+            if answer.api == ApiKey.DESCRIBE_CONFIGS and key == "results":
+                items.sort(key=lambda r: (r["resource_type"], r["resource_name"]))
+            if answer.api == ApiKey.DESCRIBE_CONFIGS and key == "configs":
+                items.sort(key=lambda c: c["name"])
             if (answer.api, key) in _BY_GROUP:
                 items.sort(key=lambda g: g["group_id"])
             if key == "groups" and answer.api == ApiKey.LIST_GROUPS:

@@ -50,6 +50,7 @@ from tests.kafka.diff_steps import (
     create_topics,
     delete_groups,
     describe,
+    describe_configs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -75,6 +76,7 @@ from tests.kafka.differential import (
     epoch,
     error_codes,
     generation,
+    name,
     new_member_id,
     normalise,
     subscription,
@@ -83,6 +85,19 @@ from tests.kafka.rawwire import api_versions
 
 # groupcoord_listeners' deployment (conftest.py) has two partitions.
 GROUPCOORD_PARTITIONS = 2
+
+# DescribeConfigs' resource types (Kafka's ConfigResource.Type).
+TOPIC_CONFIGS, BROKER_CONFIGS, GROUP_CONFIGS = 2, 4, 32
+# Settings both servers have at the same value and source (javakafka.broker_properties sets
+# the same initial delay and KIP-848 heartbeat interval as conftest's deployment).
+COMPARED_BROKER_SETTINGS = (
+    "group.min.session.timeout.ms",
+    "group.initial.rebalance.delay.ms",
+    "group.consumer.heartbeat.interval.ms",
+    "group.max.size",
+)
+# Two of Kafka's log settings of a topic, which groupcoord (no records) does not have.
+KAFKA_TOPIC_SETTINGS = ("cleanup.policy", "retention.ms")
 
 SETUP = [
     create_topics("create T (2 partitions) and T2 (1)", {"T": 2, "T2": 1}),
@@ -109,6 +124,31 @@ SCENARIOS = {
         create_topics("create with 0 partitions", {"T9": 0}),
         metadata("metadata of T, T2 and an unknown topic", "T", "T2", "T9"),
         metadata("metadata with authorized operations", "T", "T9", operations=True),
+        describe_configs(
+            "configs of missing and illegal resources",
+            (TOPIC_CONFIGS, name("T9"), None),
+            (TOPIC_CONFIGS, "", None),
+            (TOPIC_CONFIGS, "bad/name", None),
+            (BROKER_CONFIGS, "x", None),
+            (BROKER_CONFIGS, "7", None),
+            (GROUP_CONFIGS, "", None),
+        ),
+        # (Kafka refuses a whole request naming a type it does not describe: kept apart.)
+        describe_configs("configs of unsupported resource types", (8, "1", None), (0, "x", None)),
+        describe_configs(
+            "a broker's group settings, with synonyms",
+            (BROKER_CONFIGS, "1", [*COMPARED_BROKER_SETTINGS, "no.such.setting"]),
+            synonyms=True,
+        ),
+        describe_configs(
+            "a group's settings",
+            (
+                GROUP_CONFIGS,
+                name("G"),
+                ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"],
+            ),
+        ),
+        describe_configs("a topic's settings", (TOPIC_CONFIGS, T, list(KAFKA_TOPIC_SETTINGS))),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,
@@ -473,7 +513,13 @@ CONSUMER_SCENARIOS = {
 # What each scenario is for: error codes Kafka's answers must include, so that a scenario that
 # stopped reaching its paths (a typo, a changed default) fails instead of comparing nothing.
 EXPECTED_KAFKA_ERRORS = {
-    "topics": {"topic_already_exists", "invalid_partitions", "unknown_topic_or_partition"},
+    "topics": {
+        "topic_already_exists",
+        "invalid_partitions",
+        "unknown_topic_or_partition",
+        "invalid_topic_exception",
+        "invalid_request",
+    },
     "join_sync_heartbeat_commit": {
         "member_id_required",
         "illegal_generation",
@@ -607,6 +653,22 @@ DELIBERATE_DIFFERENCES = [
         "interval: it then takes them soon after their release instead of an interval later.",
     ),
     Difference(
+        ApiKey.DESCRIBE_CONFIGS,
+        r"\.results\[\d+\]\.configs",
+        lambda kafka, groupcoord: (
+            groupcoord == [] and {c["name"] for c in kafka} <= set(KAFKA_TOPIC_SETTINGS)
+        ),
+        "A topic has no configs: Kafka's topic settings are about storing records, which "
+        "groupcoord does not do (CreateTopics accepts them and keeps none).",
+    ),
+    Difference(
+        ApiKey.DESCRIBE_CONFIGS,
+        r"\.results\[\d+\]\.configs\[\d+\]\.read_only",
+        lambda kafka, groupcoord: (kafka, groupcoord) == (False, True),
+        "A group's settings are read-only: groupcoord keeps no per-group settings (it serves "
+        "neither AlterConfigs nor IncrementalAlterConfigs); each is the deployment's value.",
+    ),
+    Difference(
         ApiKey.JOIN_GROUP,
         r"\.leader",
         lambda kafka, groupcoord: groupcoord == "",
@@ -644,6 +706,7 @@ COMPARED_APIS = (
     ApiKey.DELETE_GROUPS,
     ApiKey.OFFSET_DELETE,
     ApiKey.CREATE_TOPICS,
+    ApiKey.DESCRIBE_CONFIGS,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
 # lowest version both announce (not below OLDEST_FLOOR).
@@ -667,6 +730,7 @@ OLD_VERSIONS = {
     ApiKey.DELETE_GROUPS: 1,
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.CREATE_TOPICS: 4,
+    ApiKey.DESCRIBE_CONFIGS: 2,
 }
 
 

@@ -25,6 +25,7 @@ from groupcoord.actors.network_frames import (
     max_channel_frame_bytes,
 )
 from groupcoord.coordinator import (
+    CoordinatorConfig,
     Errors,
     HeartbeatResponse,
     OffsetCommitRequest,
@@ -36,7 +37,9 @@ from groupcoord.wire.topics import TopicChange, TopicResult
 
 COMMIT = OffsetCommitRequest("g", 3, "m-1", [OffsetCommitRequestPartition("t", 0, 42, 5, "meta")])
 NODE = Node(0, "127.0.0.1", 9093)
-VIEW_BODY = NetworkView(NODE, {0: NODE}, [NODE], {"t": 4}, {"t": uuid.uuid4()})
+VIEW_BODY = NetworkView(
+    NODE, {0: NODE}, [NODE], {"t": 4}, {"t": uuid.uuid4()}, CoordinatorConfig(group_max_size=7)
+)
 
 
 def test_every_kind_reads_back_as_it_was_written_across_any_split():

@@ -1,0 +1,89 @@
+"""What Kafka's admin tools read of configs, against each coordinator under test: `kafka-topics
+--describe` (which asks for the topic's configs besides its partitions), `kafka-configs
+--describe` of a broker and of a group, and confluent-kafka's `describe_configs`.
+
+The assertions hold for both servers: a broker's group settings and a group's KIP-848 settings
+that both run with (conftest's deployment and javakafka's broker set the same initial rebalance
+delay and heartbeat interval), shown alike, sources and synonyms included. A topic's settings
+are not asserted: Kafka's are about storing records, and groupcoord has none (wire.configs).
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import ConfigResource, ConfigSource
+
+from tests.kafka.admin import ADMIN_TIMEOUT_S, admin_client, create_topic, unique_name
+from tests.kafka.javakafka import run_tool
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"
+CONFIGS_MAIN = "kafka.admin.ConfigCommand"
+TOOL_TIMEOUT_S = 120.0
+BROKER_ID = "1"  # Kafka's node id; groupcoord's second partition listener
+
+
+def tool(main_class: str, bootstrap: str, *args: str) -> str:
+    done = run_tool(main_class, ["--bootstrap-server", bootstrap, *args], TOOL_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_kafka_topics_describes_a_topic(bootstrap):
+    topic = create_topic(bootstrap, 3)
+    described = tool(TOPICS_MAIN, bootstrap, "--describe", "--topic", topic)
+    assert f"Topic: {topic}\tTopicId: " in described
+    assert "PartitionCount: 3\tReplicationFactor: 1\tConfigs: " in described
+    assert [line.split("\t")[2] for line in described.splitlines()[1:]] == [
+        f"Partition: {p}" for p in range(3)
+    ]
+
+
+def test_kafka_configs_describes_broker_and_group_settings(bootstrap):
+    broker = tool(
+        CONFIGS_MAIN, bootstrap, "--describe", "--entity-type", "brokers",
+        "--entity-name", BROKER_ID, "--all",
+    )  # fmt: skip
+    assert f"All configs for broker {BROKER_ID} are:" in broker
+    lines = {line.strip() for line in broker.splitlines()}
+    assert (
+        "group.min.session.timeout.ms=6000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:group.min.session.timeout.ms=6000}"
+    ) in lines
+    assert (
+        "group.initial.rebalance.delay.ms=0 sensitive=false "
+        "synonyms={STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0, "
+        "DEFAULT_CONFIG:group.initial.rebalance.delay.ms=3000}"
+    ) in lines
+
+    group = unique_name("configs")
+    described = tool(
+        CONFIGS_MAIN, bootstrap, "--describe", "--entity-type", "groups",
+        "--entity-name", group, "--all",
+    )  # fmt: skip
+    assert f"All configs for group {group} are:" in described
+    settings = {line.strip().split(" ")[0] for line in described.splitlines()[1:]}
+    assert {"consumer.session.timeout.ms=45000", "consumer.heartbeat.interval.ms=500"} <= settings
+
+
+def test_confluent_admin_describes_configs(bootstrap):
+    admin = admin_client(bootstrap)
+    topic = create_topic(bootstrap, 1)
+    resources = [
+        ConfigResource(ConfigResource.Type.BROKER, BROKER_ID),
+        ConfigResource(ConfigResource.Type.TOPIC, topic),
+        ConfigResource(ConfigResource.Type.TOPIC, unique_name("missing")),
+    ]
+    futures = admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S)
+    broker = futures[resources[0]].result(timeout=ADMIN_TIMEOUT_S)
+    delay = broker["group.initial.rebalance.delay.ms"]
+    assert (delay.value, delay.source, delay.is_read_only) == (
+        "0",
+        ConfigSource.STATIC_BROKER_CONFIG.value,
+        True,
+    )
+    assert broker["group.max.session.timeout.ms"].value == "1800000"
+    assert isinstance(futures[resources[1]].result(timeout=ADMIN_TIMEOUT_S), dict)
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        futures[resources[2]].result(timeout=ADMIN_TIMEOUT_S)

@@ -1,0 +1,191 @@
+"""DescribeConfigs without sockets: a client's request bytes at each version through Connection,
+``wire.configs``' answers, and the response bytes read back with kio's decoder."""
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.wire import ApiKey, Connection, apis
+from groupcoord.wire.configs import (
+    BROKER,
+    DEFAULT_CONFIG,
+    GROUP,
+    INT,
+    LIST,
+    MAX_RESOURCES_PER_REQUEST,
+    STATIC_BROKER_CONFIG,
+    TOPIC,
+    broker_entries,
+    describe_configs,
+    describe_configs_response,
+    group_entries,
+    resources,
+    too_many_resources,
+)
+
+from .frames import build_nested, request_frame, split_response
+
+CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, consumer_group_max_size=50)
+TOPICS = {"orders": 3}
+VERSIONS = range(1, 5)
+RESOURCE = "DescribeConfigsResource"  # kio's nested entity of the request
+
+
+def answer(resource_type: int, name: str, *, config=CONFIG, allowed=True):
+    return describe_configs(
+        resource_type,
+        name,
+        config=config,
+        node_ids=frozenset({0, 1}),
+        topics=TOPICS,
+        topic_name_error=lambda n: None if n.isalnum() else f"illegal topic name {n!r}",
+        may_describe_group=lambda group: allowed,
+    )
+
+
+def round_trip(version: int, asked: list[dict], answers=None, **flags):
+    """The decoded response a client at ``version`` reads for ``asked`` (the module's answer
+    for each resource unless ``answers`` is given)."""
+    conn = Connection()
+    cls = apis.request_class(ApiKey.DESCRIBE_CONFIGS, version)
+    body = build_nested(cls, {"resources": asked, "_resources": RESOURCE, **flags})
+    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
+    if answers is None:
+        answers = [answer(kind, name) for kind, name in resources(request)]
+    frame = conn.send_response(request, describe_configs_response(request, answers))
+    response_cls = apis.response_class(ApiKey.DESCRIBE_CONFIGS, version)
+    header = 1 if apis.request_is_flexible(ApiKey.DESCRIBE_CONFIGS, version) else 0
+    return split_response(frame, response_cls, header_version=header)[1]
+
+
+def resource(kind: int, name: str, keys=None) -> dict:
+    keys = None if keys is None else tuple(keys)
+    return {"resource_type": kind, "resource_name": name, "configuration_keys": keys}
+
+
+def test_broker_entries_name_kafkas_settings_with_their_values_and_sources():
+    entries = {e.name: e for e in broker_entries(CONFIG)}
+    delay = entries["group.initial.rebalance.delay.ms"]
+    assert (delay.value, delay.default, delay.source) == ("0", "3000", STATIC_BROKER_CONFIG)
+    minimum = entries["group.min.session.timeout.ms"]
+    assert (minimum.value, minimum.config_type, minimum.source) == ("6000", INT, DEFAULT_CONFIG)
+    assert entries["group.consumer.assignors"].value == "uniform,range"
+    assert entries["group.consumer.assignors"].config_type == LIST
+    assert entries["offsets.retention.minutes"].value == str(7 * 24 * 60)
+    assert entries["group.consumer.max.size"].value == "50"
+
+
+def test_a_retention_of_no_whole_minutes_is_left_out():
+    names = {e.name for e in broker_entries(CoordinatorConfig(offsets_retention_ms=90_500))}
+    assert "offsets.retention.minutes" not in names
+    assert "offsets.retention.check.interval.ms" in names
+
+
+def test_group_entries_are_the_deployments_kip848_settings():
+    config = CoordinatorConfig(consumer_group_heartbeat_interval_ms=500)
+    entries = {e.name: (e.value, e.source) for e in group_entries(config)}
+    assert entries == {
+        "consumer.session.timeout.ms": ("45000", DEFAULT_CONFIG),
+        "consumer.heartbeat.interval.ms": ("500", STATIC_BROKER_CONFIG),
+        "consumer.assignment.interval.ms": ("0", DEFAULT_CONFIG),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "error"),
+    [
+        (TOPIC, "orders", Errors.NONE),
+        (TOPIC, "missing", Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (TOPIC, "bad/name", Errors.INVALID_TOPIC_EXCEPTION),
+        (BROKER, "", Errors.NONE),
+        (BROKER, "1", Errors.NONE),
+        (BROKER, "7", Errors.INVALID_REQUEST),
+        (BROKER, "one", Errors.INVALID_REQUEST),
+        (GROUP, "g", Errors.NONE),
+        (GROUP, "", Errors.INVALID_REQUEST),
+        (8, "1", Errors.INVALID_REQUEST),  # broker loggers
+        (16, "metrics", Errors.INVALID_REQUEST),  # client metrics
+    ],
+)
+def test_each_resource_kind_and_its_errors(kind, name, error):
+    got = answer(kind, name)
+    assert got.error == error
+    assert (got.message is None) == (error in (Errors.NONE, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+    expect_entries = (kind, name) in ((BROKER, "1"), (GROUP, "g"))
+    assert bool(got.entries) == expect_entries
+    if error != Errors.NONE:
+        assert got.entries == ()
+
+
+def test_a_group_the_caller_may_not_describe_is_refused():
+    got = answer(GROUP, "g", allowed=False)
+    assert (got.error, got.entries) == (Errors.GROUP_AUTHORIZATION_FAILED, ())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_answers_read_back_at_every_version(version):
+    asked = [
+        resource(BROKER, "0", ["group.initial.rebalance.delay.ms", "no.such.setting"]),
+        resource(TOPIC, "missing"),
+        resource(GROUP, "g"),
+        resource(TOPIC, "orders"),
+    ]
+    response = round_trip(version, asked, include_synonyms=True)
+    broker, missing, group, topic = response.results
+    assert [(r.resource_type, r.resource_name) for r in response.results] == [
+        (a["resource_type"], a["resource_name"]) for a in asked
+    ]
+    (delay,) = broker.configs
+    assert (delay.name, delay.value, delay.read_only, delay.config_source) == (
+        "group.initial.rebalance.delay.ms",
+        "0",
+        True,
+        STATIC_BROKER_CONFIG,
+    )
+    # In Kafka's order of precedence: the value in force, then the default it overrides.
+    assert [(s.value, s.source) for s in delay.synonyms] == [
+        ("0", STATIC_BROKER_CONFIG),
+        ("3000", DEFAULT_CONFIG),
+    ]
+    if version >= 3:
+        assert delay.config_type == INT
+    assert (broker.error_code, broker.error_message) == (ErrorCode.none, "")
+    assert (missing.error_code, missing.configs) == (ErrorCode.unknown_topic_or_partition, ())
+    assert {c.name for c in group.configs} == {
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+        "consumer.assignment.interval.ms",
+    }
+    assert (topic.error_code, topic.configs) == (ErrorCode.none, ())
+
+
+def test_synonyms_only_when_asked():
+    response = round_trip(4, [resource(BROKER, "1", ["group.max.size"])])
+    (entry,) = response.results[0].configs
+    assert entry.synonyms == ()
+
+
+@pytest.mark.parametrize("keys", [None, []])
+def test_no_keys_means_every_entry(keys):
+    response = round_trip(2, [resource(BROKER, "1", keys)])
+    assert len(response.results[0].configs) == len(broker_entries(CONFIG))
+
+
+def test_a_request_over_the_resource_bound_is_refused_whole():
+    refused = too_many_resources(_request_of(MAX_RESOURCES_PER_REQUEST + 1))
+    assert refused is not None and refused.error == Errors.INVALID_REQUEST
+    assert too_many_resources(_request_of(MAX_RESOURCES_PER_REQUEST)) is None
+
+
+def _request_of(count: int):
+    conn = Connection()
+    cls = apis.request_class(ApiKey.DESCRIBE_CONFIGS, 4)
+    body = build_nested(cls, {"resources": [resource(BROKER, "1")] * count, "_resources": RESOURCE})
+    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
+    return request
+
+
+def test_answers_must_match_the_resources_asked():
+    request = _request_of(2)
+    with pytest.raises(ValueError, match="2 resources asked, 1 answers"):
+        describe_configs_response(request, [answer(BROKER, "1")])

@@ -1,0 +1,236 @@
+"""DescribeConfigs: what Kafka's admin tools read of topics, brokers and groups.
+
+``kafka-topics --describe`` asks for every topic's configs, ``kafka-configs --describe`` for
+a topic's, a broker's or a group's. groupcoord answers from what it has:
+
+* a topic (resource type 2) has no configs: groupcoord stores no records, so none of Kafka's
+  log settings apply (CreateTopics accepts and ignores them, ``topics``). A topic missing from
+  the catalog is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION, as Kafka;
+* a broker (4) has the group coordinator's settings, each under the name of the Kafka setting
+  it stands for (``CoordinatorConfig.group_min_session_timeout_ms`` is
+  ``group.min.session.timeout.ms``), read-only. Kafka answers only for its own broker id or for
+  "" (the cluster-wide dynamic defaults, none here); every listener of a deployment shares one
+  configuration, so any broker id the listener names in Metadata is answered alike;
+* a group (32) has KIP-848's per-group settings, each the deployment's value (groupcoord keeps
+  no per-group overrides, so these are read-only too, where Kafka's may be altered).
+
+A value's source is ``DEFAULT_CONFIG`` when it is groupcoord's default, else
+``STATIC_BROKER_CONFIG`` (set when the deployment started), as Kafka reports a value from its
+properties file. Any other resource type is INVALID_REQUEST. ``configuration_keys`` picks
+entries by name; a name groupcoord does not have is left out, as Kafka leaves out a key it does
+not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import msgspec
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+
+from groupcoord.coordinator import CoordinatorConfig, Errors
+
+from . import apis
+from .connection import WireRequest
+from .translate import build
+
+TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type codes
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # Kafka's ConfigSource codes
+STRING, INT, LONG, LIST = 2, 3, 5, 7  # Kafka's ConfigType codes (DescribeConfigs v3+)
+_MINUTE_MS = 60_000
+# Kafka bounds a DescribeConfigs only by its bytes; here by count too, as CoordinatorConfig bounds
+# the group APIs (shard_offsets' "Request bounds"): past it every resource is INVALID_REQUEST.
+MAX_RESOURCES_PER_REQUEST = 10_000
+
+
+class ConfigEntry(msgspec.Struct, frozen=True):
+    """One setting as Kafka names it: ``value`` (Kafka's text form), ``config_type`` (a
+    ConfigType code) and ``default`` (groupcoord's default, in the same form)."""
+
+    name: str
+    value: str
+    config_type: int
+    default: str
+
+    @property
+    def source(self) -> int:
+        return DEFAULT_CONFIG if self.value == self.default else STATIC_BROKER_CONFIG
+
+
+class ConfigsAnswer(msgspec.Struct, frozen=True):
+    """One resource's answer: an error (``message`` may say why) or its entries."""
+
+    error: Errors = Errors.NONE
+    message: str | None = None
+    entries: tuple[ConfigEntry, ...] = ()
+
+
+# Kafka's broker setting -> (CoordinatorConfig field, ConfigType). offsets.retention.minutes is
+# in minutes (offsets_retention_ms divided, when it is whole minutes: ``_text``).
+_BROKER_SETTINGS = {
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", INT),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", INT),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", INT),
+    "group.max.size": ("group_max_size", INT),
+    "offsets.retention.minutes": ("offsets_retention_ms", INT),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", LONG),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", INT),
+    "group.consumer.session.timeout.ms": ("consumer_group_session_timeout_ms", INT),
+    "group.consumer.heartbeat.interval.ms": ("consumer_group_heartbeat_interval_ms", INT),
+    "group.consumer.max.size": ("consumer_group_max_size", INT),
+    "group.consumer.assignors": ("consumer_group_assignors", LIST),
+    "group.consumer.migration.policy": ("consumer_group_migration_policy", STRING),
+    "group.consumer.assignment.interval.ms": ("consumer_group_assignment_interval_ms", INT),
+}
+# Kafka's group setting -> the broker setting whose value it takes when the group sets none.
+_GROUP_SETTINGS = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+    "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
+}
+_DEFAULTS = CoordinatorConfig()
+
+
+def broker_entries(config: CoordinatorConfig) -> tuple[ConfigEntry, ...]:
+    """A broker's entries: the coordinator's settings under Kafka's names, in Kafka's text."""
+    entries = []
+    for name, (field, config_type) in _BROKER_SETTINGS.items():
+        value = _text(name, getattr(config, field))
+        if value is not None:
+            default = _text(name, getattr(_DEFAULTS, field))
+            entries.append(ConfigEntry(name, value, config_type, default or ""))
+    return tuple(entries)
+
+
+def group_entries(config: CoordinatorConfig) -> tuple[ConfigEntry, ...]:
+    """A group's entries: each of KIP-848's group settings at the deployment's value."""
+    of_broker = {entry.name: entry for entry in broker_entries(config)}
+    return tuple(
+        ConfigEntry(name, entry.value, entry.config_type, entry.default)
+        for name, entry in ((n, of_broker[b]) for n, b in _GROUP_SETTINGS.items())
+    )
+
+
+def _text(name: str, value: object) -> str | None:
+    """Kafka's text for ``value``: a list joined by commas; None for a retention that is not a
+    whole number of minutes (Kafka's setting cannot say it, so it is not reported)."""
+    if name == "offsets.retention.minutes":
+        assert isinstance(value, int)
+        return None if value % _MINUTE_MS else str(value // _MINUTE_MS)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def describe_configs(
+    resource_type: int,
+    name: str,
+    *,
+    config: CoordinatorConfig,
+    node_ids: frozenset[int],
+    topics: Mapping[str, int],
+    topic_name_error: Callable[[str], str | None],
+    may_describe_group: Callable[[str], bool],
+) -> ConfigsAnswer:
+    """The answer for one resource (module docstring). ``node_ids``: the broker ids answered;
+    ``topic_name_error(name)``: why a topic name is illegal, or None; ``may_describe_group``:
+    whether the caller may describe that group's configs (GROUP_AUTHORIZATION_FAILED if not)."""
+    if resource_type == TOPIC:
+        if name in topics:
+            return ConfigsAnswer()
+        why = topic_name_error(name)
+        if why is not None:
+            return ConfigsAnswer(Errors.INVALID_TOPIC_EXCEPTION, why)
+        return ConfigsAnswer(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    if resource_type == BROKER:
+        if name == "":
+            return ConfigsAnswer()  # no cluster-wide dynamic defaults: nothing is dynamic
+        if not name.lstrip("-").isdigit():
+            return ConfigsAnswer(
+                Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            )
+        if int(name) not in node_ids:
+            expected = ", ".join(map(str, sorted(node_ids)))
+            return ConfigsAnswer(
+                Errors.INVALID_REQUEST,
+                f"Unexpected broker id, expected one of {expected} or empty string, "
+                f"but received {name}",
+            )
+        return ConfigsAnswer(entries=broker_entries(config))
+    if resource_type == GROUP:
+        if name == "":
+            return ConfigsAnswer(Errors.INVALID_REQUEST, "Group name must not be empty")
+        if not may_describe_group(name):
+            return ConfigsAnswer(Errors.GROUP_AUTHORIZATION_FAILED)
+        return ConfigsAnswer(entries=group_entries(config))
+    return ConfigsAnswer(
+        Errors.INVALID_REQUEST,
+        f"groupcoord describes the configs of topics (2), brokers (4) and groups (32), "
+        f"not of resource type {resource_type}",
+    )
+
+
+def resources(request: WireRequest) -> list[tuple[int, str]]:
+    """The (resource type, name) pairs a DescribeConfigs request asks about, in order."""
+    return [(r.resource_type, r.resource_name) for r in request.body.resources]
+
+
+def too_many_resources(request: WireRequest) -> ConfigsAnswer | None:
+    """The answer to every resource of a request over ``MAX_RESOURCES_PER_REQUEST``, else None."""
+    count = len(request.body.resources)
+    if count <= MAX_RESOURCES_PER_REQUEST:
+        return None
+    return ConfigsAnswer(
+        Errors.INVALID_REQUEST,
+        f"{count} resources in one DescribeConfigs; the most is {MAX_RESOURCES_PER_REQUEST}",
+    )
+
+
+def describe_configs_response(request: WireRequest, answers: Sequence[ConfigsAnswer]):
+    """kio's DescribeConfigs response: one result per resource of ``request``, from ``answers``
+    in the same order, each resource's entries narrowed to its ``configuration_keys``."""
+    asked = request.body.resources
+    if len(asked) != len(answers):
+        raise ValueError(f"{len(asked)} resources asked, {len(answers)} answers")
+    cls = apis.response_class(request.api_key, request.api_version)
+    result_cls = apis.nested_class(cls, "DescribeConfigsResult")
+    entry_cls = apis.nested_class(cls, "DescribeConfigsResourceResult")
+    synonym_cls = apis.nested_class(cls, "DescribeConfigsSynonym")
+    synonyms = request.body.include_synonyms
+
+    def entry(one: ConfigEntry):
+        listed = []
+        if synonyms:  # in Kafka's order of precedence: the value in force, then the default
+            listed.append(synonym_cls(name=one.name, value=one.value, source=i8(one.source)))
+            if one.source != DEFAULT_CONFIG:
+                listed.append(
+                    synonym_cls(name=one.name, value=one.default, source=i8(DEFAULT_CONFIG))
+                )
+        return build(
+            entry_cls,
+            name=one.name,
+            value=one.value,
+            read_only=True,
+            config_source=i8(one.source),
+            is_sensitive=False,
+            synonyms=tuple(listed),
+            config_type=i8(one.config_type),
+            documentation=None,
+        )
+
+    results = []
+    for resource, answer in zip(asked, answers, strict=True):
+        keys = resource.configuration_keys
+        wanted = answer.entries if not keys else [e for e in answer.entries if e.name in keys]
+        results.append(
+            build(
+                result_cls,
+                error_code=ErrorCode(int(answer.error)),
+                error_message=answer.message or "",  # Kafka's "no message": empty, not null
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=tuple(entry(e) for e in wanted),
+            )
+        )
+    return build(cls, results=tuple(results))
