@@ -29,10 +29,10 @@ Delete. A denied group is answered GROUP_AUTHORIZATION_FAILED (per group where
 the answer is per group) and its partition never sees the request; ListGroups leaves out the
 groups the principal may not Describe. Topic catalog changes (CreateTopics, DeleteTopics,
 CreatePartitions) need a super user once ACLs are on (TOPIC_AUTHORIZATION_FAILED otherwise):
-groupcoord has no topic ACLs. Metadata, ListOffsets, Produce and Fetch describe the catalog
-only and are answered to any authenticated principal, and so is DescribeConfigs of a topic or a
-broker; a group's configs need DescribeConfigs on the group (which only All grants,
-``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
+groupcoord has no topic ACLs. Metadata, DescribeCluster, ListOffsets, Produce and Fetch
+describe the catalog only and are answered to any authenticated principal, and so is
+DescribeConfigs of a topic or a broker; a group's configs need DescribeConfigs on the group
+(which only All grants, ``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from groupcoord.wire import (
     ApiKey,
     Node,
     WireRequest,
+    describe_cluster_response,
     error_response,
     fast_response,
     fetch_response,
@@ -216,6 +217,15 @@ class KafkaGateway:
                     cluster_id=self.cluster_id,
                     topic_ids=self._topic_ids(),
                     operations=catalog_authorized_operations(self.authorizer, principal),
+                )
+            case ApiKey.DESCRIBE_CLUSTER:
+                brokers = self._brokers()
+                return describe_cluster_response(
+                    request,
+                    brokers=brokers,
+                    controller_id=self._leader_id(brokers),  # as Metadata names it
+                    cluster_id=self.cluster_id,
+                    cluster_operations=catalog_authorized_operations(self.authorizer, principal)[1],
                 )
             case ApiKey.FIND_COORDINATOR:
                 return await self._find_coordinator(request, allowed)

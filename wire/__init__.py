@@ -33,6 +33,7 @@ from .acl import AclFile, AclRule, Authorizer, parse_acl_file
 from .apis import SUPPORTED_VERSIONS, ApiKey, api_versions_response
 from .builders import (
     Node,
+    describe_cluster_response,
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
@@ -86,6 +87,7 @@ __all__ = [
     "error_response",
     "fast_response",
     "fetch_response",
+    "describe_cluster_response",
     "find_coordinator_response",
     "list_offsets_response",
     "metadata_response",

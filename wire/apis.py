@@ -10,7 +10,8 @@ id: Fetch is answered by topic name, v12 and below), ListOffsets v11 (it only ad
 storage's earliest-pending-upload offset, KIP-1023); Metadata v13 adds nothing a coordinator
 can fill. Every other version Kafka 4.3 announces for these APIs is here (DescribeGroups v6 too:
 a missing group is GROUP_ID_NOT_FOUND, ``translate``), and DescribeConfigs v1-4 answers what
-admin tools read of topics, brokers and groups (``configs``). Produce is listed (v3-12: v13 names
+admin tools read of topics, brokers and groups (``configs``), DescribeCluster v0-2 what
+Metadata says of the cluster (``builders``). Produce is listed (v3-12: v13 names
 topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
 OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
 Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
@@ -58,6 +59,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -86,6 +88,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848 (consumer_groups)
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }

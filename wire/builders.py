@@ -1,6 +1,6 @@
 """Pure builders for the answers that have no core message: FindCoordinator, Metadata,
-ListOffsets, Fetch and Produce. Each takes what the caller knows and returns kio's response at the
-request's version.
+DescribeCluster, ListOffsets, Fetch and Produce. Each takes what the caller knows and returns
+kio's response at the request's version.
 
 groupcoord holds no topic data, only a topic catalog ({topic: partition count}, and each topic's
 id). So Metadata names one node as leader, sole replica and in-sync replica of every partition
@@ -121,6 +121,74 @@ def answered_operations(request: WireRequest, operations: tuple[int, int]) -> tu
         operations[1]
         if getattr(body, "include_cluster_authorized_operations", False)
         else AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+# DescribeCluster's endpoint types (KIP-919): what a client asks to be told about.
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+
+
+def describe_cluster_response(
+    request: WireRequest,
+    *,
+    brokers: Sequence[Node],
+    controller_id: int,
+    cluster_id: str,
+    cluster_operations: int,
+) -> Payload:
+    """Answer DescribeCluster (Java's ``Admin.describeCluster``, kafka-python's
+    ``describe_cluster``) with what Metadata says: ``brokers``, none of them fenced,
+    ``controller_id`` and ``cluster_id``; ``cluster_operations`` (the caller's,
+    ``acl.catalog_authorized_operations``) where the request asks for them. Every listener is
+    a broker endpoint: asked for controllers (v1+) the answer is MISMATCHED_ENDPOINT_TYPE, for
+    any other type UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers."""
+    cls = apis.response_class(request.api_key, request.api_version)
+    body = request.body
+    endpoint_type = getattr(body, "endpoint_type", BROKER_ENDPOINT)
+    common = dict(
+        endpoint_type=BROKER_ENDPOINT, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+    )
+    if endpoint_type == CONTROLLER_ENDPOINT:
+        return build(
+            cls,
+            error_code=ErrorCode.mismatched_endpoint_type,
+            error_message="groupcoord's listeners are brokers; it has no controller endpoint",
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            **common,
+        )
+    if endpoint_type != BROKER_ENDPOINT:
+        return build(
+            cls,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"Unsupported endpoint type {endpoint_type}",
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            **common,
+        )
+    broker_cls = apis.nested_class(cls, "DescribeClusterBroker")
+    if body.include_cluster_authorized_operations:
+        common["cluster_authorized_operations"] = cluster_operations
+    return build(
+        cls,
+        error_code=ErrorCode.none,
+        error_message=None,
+        cluster_id=cluster_id,
+        controller_id=controller_id,
+        brokers=tuple(
+            build(
+                broker_cls,
+                broker_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=None,
+                is_fenced=False,
+            )
+            for b in brokers
+        ),
+        **common,
     )
 
 

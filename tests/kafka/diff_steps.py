@@ -208,3 +208,14 @@ def describe_configs(label: str, *resources: tuple, synonyms: bool = False):
         include_documentation=False,
     )
     return Step(label, "admin", ApiKey.DESCRIBE_CONFIGS, body)
+
+
+def describe_cluster(label: str, *, operations: bool = False, endpoint_type: int = 1):
+    """DescribeCluster; ``operations``: asking for the cluster's authorized operations;
+    ``endpoint_type`` (v1+): 1 brokers, 2 controllers (KIP-919)."""
+    body = dict(
+        include_cluster_authorized_operations=operations,
+        endpoint_type=endpoint_type,
+        include_fenced_brokers=True,
+    )
+    return Step(label, "admin", ApiKey.DESCRIBE_CLUSTER, body)

@@ -1,6 +1,7 @@
-"""What Kafka's admin tools read of configs, against each coordinator under test: `kafka-topics
---describe` (which asks for the topic's configs besides its partitions), `kafka-configs
---describe` of a broker and of a group, and confluent-kafka's `describe_configs`.
+"""What Kafka's admin tools read of configs and of the cluster, against each coordinator under
+test: `kafka-topics --describe` (which asks for the topic's configs besides its partitions),
+`kafka-configs --describe` of a broker and of a group, confluent-kafka's `describe_configs` and
+kafka-python's `describe_cluster` (DescribeCluster).
 
 The assertions hold for both servers: a broker's group settings and a group's KIP-848 settings
 that both run with (conftest's deployment and javakafka's broker set the same initial rebalance
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.admin import ConfigResource, ConfigSource
+from kafka.admin import KafkaAdminClient
 
 from tests.kafka.admin import ADMIN_TIMEOUT_S, admin_client, create_topic, unique_name
 from tests.kafka.javakafka import run_tool
@@ -87,3 +89,25 @@ def test_confluent_admin_describes_configs(bootstrap):
     assert isinstance(futures[resources[1]].result(timeout=ADMIN_TIMEOUT_S), dict)
     with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
         futures[resources[2]].result(timeout=ADMIN_TIMEOUT_S)
+
+
+def test_kafka_python_describes_the_cluster(bootstrap):
+    """kafka-python asks DescribeCluster where the broker announces it: every broker, none
+    fenced, and the cluster's operations (all of them: no ACLs here)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
+    try:
+        cluster = admin.describe_cluster()
+    finally:
+        admin.close()
+    assert cluster["brokers"], cluster
+    assert all(b["is_fenced"] is False for b in cluster["brokers"])
+    assert cluster["controller_id"] in {b["broker_id"] for b in cluster["brokers"]}
+    assert set(cluster["authorized_operations"]) == {
+        "CREATE",
+        "ALTER",
+        "DESCRIBE",
+        "CLUSTER_ACTION",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE",
+    }

@@ -50,6 +50,7 @@ from tests.kafka.diff_steps import (
     create_topics,
     delete_groups,
     describe,
+    describe_cluster,
     describe_configs,
     fetch,
     find_coordinator,
@@ -149,6 +150,10 @@ SCENARIOS = {
             ),
         ),
         describe_configs("a topic's settings", (TOPIC_CONFIGS, T, list(KAFKA_TOPIC_SETTINGS))),
+        describe_cluster("describe the cluster"),
+        describe_cluster("describe the cluster with authorized operations", operations=True),
+        describe_cluster("describe the controllers", endpoint_type=2),
+        describe_cluster("describe an unknown endpoint type", endpoint_type=3),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,
@@ -519,6 +524,8 @@ EXPECTED_KAFKA_ERRORS = {
         "unknown_topic_or_partition",
         "invalid_topic_exception",
         "invalid_request",
+        "mismatched_endpoint_type",
+        "unsupported_endpoint_type",
     },
     "join_sync_heartbeat_commit": {
         "member_id_required",
@@ -707,6 +714,7 @@ COMPARED_APIS = (
     ApiKey.OFFSET_DELETE,
     ApiKey.CREATE_TOPICS,
     ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.DESCRIBE_CLUSTER,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
 # lowest version both announce (not below OLDEST_FLOOR).
@@ -731,6 +739,7 @@ OLD_VERSIONS = {
     ApiKey.OFFSET_DELETE: 0,
     ApiKey.CREATE_TOPICS: 4,
     ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.DESCRIBE_CLUSTER: 1,
 }
 
 

@@ -13,6 +13,7 @@ from groupcoord.wire import (
     Connection,
     Node,
     apis,
+    describe_cluster_response,
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
@@ -52,6 +53,61 @@ def exchange(api: ApiKey, version: int, answer, **values):
     return split_response(
         frame, apis.response_class(api, version), header_version=1 if flexible else 0
     )[1]
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.DESCRIBE_CLUSTER))
+@pytest.mark.parametrize("operations", [False, True])
+def test_describe_cluster(version, operations):
+    def answer(request):
+        return describe_cluster_response(
+            request,
+            brokers=[NODE, Node(4, "coordinator-4.local", 9096)],
+            controller_id=3,
+            cluster_id="gc",
+            cluster_operations=8096,
+        )
+
+    described = exchange(
+        ApiKey.DESCRIBE_CLUSTER,
+        version,
+        answer,
+        include_cluster_authorized_operations=operations,
+        endpoint_type=1,
+        include_fenced_brokers=True,
+    )
+    assert described.error_code == ErrorCode.none
+    assert (described.cluster_id, described.controller_id) == ("gc", 3)
+    assert [(b.broker_id, b.host, b.port) for b in described.brokers] == [
+        (3, "coordinator-3.local", 9095),
+        (4, "coordinator-4.local", 9096),
+    ]
+    if version >= 2:
+        assert not any(b.is_fenced for b in described.brokers)
+    assert described.cluster_authorized_operations == (8096 if operations else -(2**31))
+
+
+@pytest.mark.parametrize("version", range(1, 3))
+@pytest.mark.parametrize(
+    ("endpoint_type", "error"),
+    [(2, ErrorCode.mismatched_endpoint_type), (0, ErrorCode.unsupported_endpoint_type)],
+)
+def test_describe_cluster_answers_for_brokers_only(version, endpoint_type, error):
+    def answer(request):
+        return describe_cluster_response(
+            request, brokers=[NODE], controller_id=3, cluster_id="gc", cluster_operations=8096
+        )
+
+    described = exchange(
+        ApiKey.DESCRIBE_CLUSTER,
+        version,
+        answer,
+        include_cluster_authorized_operations=True,
+        endpoint_type=endpoint_type,
+        include_fenced_brokers=False,
+    )
+    assert (described.error_code, described.endpoint_type) == (error, 1)
+    assert (described.brokers, described.controller_id) == ((), -1)
+    assert described.error_message
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FIND_COORDINATOR))
