@@ -33,6 +33,7 @@ groupcoord has no topic ACLs. Metadata, DescribeCluster, ListOffsets, Produce an
 describe the catalog only and are answered to any authenticated principal, and so is
 DescribeConfigs of a topic or a broker; a group's configs need DescribeConfigs on the group
 (which only All grants, ``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
+DescribeAcls lists the ACL file's rules to super users only (``wire.acl_list``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ from groupcoord.wire.acl import (
     authorized_operations,
     catalog_authorized_operations,
 )
+from groupcoord.wire.acl_list import describe_acls_response
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.configs import (
     describe_configs,
@@ -281,6 +283,13 @@ class KafkaGateway:
                     )
                     return topics_response(request, [denied] * len(changes))
                 return topics_response(request, await self._change_topics(changes))
+            case ApiKey.DESCRIBE_ACLS:
+                authorizer = self.authorizer
+                return describe_acls_response(
+                    request,
+                    None if authorizer is None else authorizer.acls,
+                    allowed=authorizer is None or authorizer.is_super_user(principal),
+                )
             case ApiKey.DESCRIBE_CONFIGS:
                 return self._describe_configs(request, allowed)
         raise ValueError(f"api key {request.api_key} is not answered by this listener")

@@ -11,7 +11,8 @@ storage's earliest-pending-upload offset, KIP-1023); Metadata v13 adds nothing a
 can fill. Every other version Kafka 4.3 announces for these APIs is here (DescribeGroups v6 too:
 a missing group is GROUP_ID_NOT_FOUND, ``translate``), and DescribeConfigs v1-4 answers what
 admin tools read of topics, brokers and groups (``configs``), DescribeCluster v0-2 what
-Metadata says of the cluster (``builders``). Produce is listed (v3-12: v13 names
+Metadata says of the cluster (``builders``), DescribeAcls v1-3 the ACL file's rules
+(``acl_list``). Produce is listed (v3-12: v13 names
 topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
 OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
 Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
@@ -54,6 +55,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_ACLS = 29
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -83,6 +85,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DESCRIBE_ACLS: (1, 3),  # v0 is gone from Kafka 4 (KIP-896)
     ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 is gone from Kafka 4 (KIP-896)
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),

@@ -22,10 +22,20 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_acls.v3.response import DescribeAclsResponse
 from kio.schema.describe_configs.v4.request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
@@ -422,6 +432,52 @@ def test_a_groups_configs_need_describe_configs_on_the_group(sasl_plaintext):
         (ErrorCode.none, 1),
     ]
     assert described("admin") == [(ErrorCode.none, 3), (ErrorCode.none, 0), (ErrorCode.none, 1)]
+
+
+def test_acls_are_listed_to_super_users(sasl_plaintext):
+    """librdkafka's describe_acls reads the ACL file's rules as Kafka bindings (one per
+    operation) for a super user; anyone else is refused CLUSTER_AUTHORIZATION_FAILED."""
+    served, address = sasl_plaintext
+    every = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+
+    def listed(user: str):
+        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
+        return client.describe_acls(every, request_timeout=10).result()
+
+    found = {
+        (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name)
+        for b in listed("admin")
+    }
+    assert found == {
+        ("GROUP", "app-", "PREFIXED", "User:alice", "READ"),
+        ("GROUP", "app-", "PREFIXED", "User:bob", "DESCRIBE"),
+    }
+    # librdkafka answers an empty list for a refused DescribeAcls: the error, read raw.
+    refused = DescribeAclsRequest(
+        resource_type_filter=i8(1),
+        resource_name_filter=None,
+        pattern_type_filter=i8(1),
+        principal_filter=None,
+        host_filter=None,
+        operation=i8(1),
+        permission_type=i8(1),
+    )
+    with _connect(address) as sock:
+        _scram_login(sock, "alice")
+        sock.sendall(request_frame(refused))
+        frame = _answer(sock)
+    _, body = split_response(
+        struct.pack(">i", len(frame)) + frame, DescribeAclsResponse, header_version=1
+    )
+    assert (body.error_code, body.resources) == (ErrorCode.cluster_authorization_failed, ())
 
 
 def _scram_login(sock: socket.socket, user: str) -> None:

@@ -219,3 +219,17 @@ def describe_cluster(label: str, *, operations: bool = False, endpoint_type: int
         include_fenced_brokers=True,
     )
     return Step(label, "admin", ApiKey.DESCRIBE_CLUSTER, body)
+
+
+def describe_acls(label: str, **filters):
+    """DescribeAcls with every filter element ANY (or null) but ``filters``."""
+    body = dict(
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
+    return Step(label, "admin", ApiKey.DESCRIBE_ACLS, body | filters)

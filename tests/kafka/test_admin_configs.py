@@ -1,7 +1,7 @@
 """What Kafka's admin tools read of configs and of the cluster, against each coordinator under
 test: `kafka-topics --describe` (which asks for the topic's configs besides its partitions),
-`kafka-configs --describe` of a broker and of a group, confluent-kafka's `describe_configs` and
-kafka-python's `describe_cluster` (DescribeCluster).
+`kafka-configs --describe` of a broker and of a group, confluent-kafka's `describe_configs`,
+kafka-python's `describe_cluster` (DescribeCluster) and `kafka-acls --list` (DescribeAcls).
 
 The assertions hold for both servers: a broker's group settings and a group's KIP-848 settings
 that both run with (conftest's deployment and javakafka's broker set the same initial rebalance
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 
 TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"
 CONFIGS_MAIN = "kafka.admin.ConfigCommand"
+ACLS_MAIN = "org.apache.kafka.tools.AclCommand"
 TOOL_TIMEOUT_S = 120.0
 BROKER_ID = "1"  # Kafka's node id; groupcoord's second partition listener
 
@@ -111,3 +112,11 @@ def test_kafka_python_describes_the_cluster(bootstrap):
         "ALTER_CONFIGS",
         "IDEMPOTENT_WRITE",
     }
+
+
+def test_kafka_acls_lists_nothing_without_an_authorizer(bootstrap):
+    """Neither server under test has ACLs: the tool says so, in Kafka's words for it
+    (SECURITY_DISABLED), rather than that the API is unsupported."""
+    done = run_tool(ACLS_MAIN, ["--bootstrap-server", bootstrap, "--list"], TOOL_TIMEOUT_S)
+    assert done.returncode == 1
+    assert "SecurityDisabledException" in done.stdout, done.stdout + done.stderr

@@ -50,6 +50,7 @@ from tests.kafka.diff_steps import (
     create_topics,
     delete_groups,
     describe,
+    describe_acls,
     describe_cluster,
     describe_configs,
     fetch,
@@ -154,6 +155,7 @@ SCENARIOS = {
         describe_cluster("describe the cluster with authorized operations", operations=True),
         describe_cluster("describe the controllers", endpoint_type=2),
         describe_cluster("describe an unknown endpoint type", endpoint_type=3),
+        describe_acls("list ACLs without an authorizer"),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,
@@ -526,6 +528,7 @@ EXPECTED_KAFKA_ERRORS = {
         "invalid_request",
         "mismatched_endpoint_type",
         "unsupported_endpoint_type",
+        "security_disabled",
     },
     "join_sync_heartbeat_commit": {
         "member_id_required",
@@ -715,6 +718,7 @@ COMPARED_APIS = (
     ApiKey.CREATE_TOPICS,
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.DESCRIBE_ACLS,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
 # lowest version both announce (not below OLDEST_FLOOR).
@@ -740,6 +744,7 @@ OLD_VERSIONS = {
     ApiKey.CREATE_TOPICS: 4,
     ApiKey.DESCRIBE_CONFIGS: 2,
     ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
 }
 
 
