@@ -33,7 +33,9 @@ groupcoord has no topic ACLs. Metadata, DescribeCluster, ListOffsets, Produce an
 describe the catalog only and are answered to any authenticated principal, and so is
 DescribeConfigs of a topic or a broker; a group's configs need DescribeConfigs on the group
 (which only All grants, ``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
-DescribeAcls lists the ACL file's rules to super users only (``wire.acl_list``).
+DescribeAcls lists the ACL file's rules to super users only (``wire.acl_list``). AlterConfigs and
+IncrementalAlterConfigs are refused POLICY_VIOLATION (settings are read-only), after the same
+checks, a group's needing AlterConfigs on it.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from groupcoord.wire import (
     response_from_core,
 )
 from groupcoord.wire.acl import (
+    ALTER_CONFIGS,
     DELETE,
     DESCRIBE,
     DESCRIBE_CONFIGS,
@@ -89,6 +92,8 @@ from groupcoord.wire.acl import (
 from groupcoord.wire.acl_list import describe_acls_response
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.configs import (
+    alter_configs_response,
+    alter_refusal,
     describe_configs,
     describe_configs_response,
     resources,
@@ -290,8 +295,8 @@ class KafkaGateway:
                     None if authorizer is None else authorizer.acls,
                     allowed=authorizer is None or authorizer.is_super_user(principal),
                 )
-            case ApiKey.DESCRIBE_CONFIGS:
-                return self._describe_configs(request, allowed)
+            case ApiKey.DESCRIBE_CONFIGS | ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
+                return self._configs(request, allowed)
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
 
     def submit(
@@ -333,15 +338,18 @@ class KafkaGateway:
             return self.node.node_id
         return brokers[0].node_id
 
-    def _describe_configs(
-        self, request: WireRequest, allowed: Callable[[str, str], bool]
-    ) -> object:
+    def _configs(self, request: WireRequest, allowed: Callable[[str, str], bool]) -> object:
+        """DescribeConfigs; AlterConfigs and IncrementalAlterConfigs, refused (``wire.configs``)."""
+        describing = request.api_key == ApiKey.DESCRIBE_CONFIGS
+        respond = describe_configs_response if describing else alter_configs_response
         refused = too_many_resources(request)
         if refused is not None:
-            return describe_configs_response(request, [refused] * len(request.body.resources))
+            return respond(request, [refused] * len(request.body.resources))
         ids = [self.node.node_id, *(broker.node_id for broker in self._brokers())]
         node_ids = frozenset(i for i in ids if i >= 0)  # not the bootstrap listener's -1
         topics = self._topics()
+        operation = DESCRIBE_CONFIGS if describing else ALTER_CONFIGS
+        asked = resources(request)
         answers = [
             describe_configs(
                 resource_type,
@@ -350,11 +358,16 @@ class KafkaGateway:
                 node_ids=node_ids,
                 topics=topics,
                 topic_name_error=_topic_name_error,
-                may_describe_group=lambda group_id: allowed(DESCRIBE_CONFIGS, group_id),
+                may_access_group=lambda group_id: allowed(operation, group_id),
             )
-            for resource_type, name in resources(request)
+            for resource_type, name in asked
         ]
-        return describe_configs_response(request, answers)
+        if not describing:
+            answers = [
+                alter_refusal(kind, name, checked)
+                for (kind, name), checked in zip(asked, answers, strict=True)
+            ]
+        return respond(request, answers)
 
     async def _find_coordinator(
         self, request: WireRequest, allowed: Callable[[str, str], bool]

@@ -37,6 +37,7 @@ class Errors(IntEnum):
     INVALID_PARTITIONS = 37
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    POLICY_VIOLATION = 44  # a settings change refused (wire.configs: read-only)
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69

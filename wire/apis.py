@@ -12,7 +12,8 @@ can fill. Every other version Kafka 4.3 announces for these APIs is here (Descri
 a missing group is GROUP_ID_NOT_FOUND, ``translate``), and DescribeConfigs v1-4 answers what
 admin tools read of topics, brokers and groups (``configs``), DescribeCluster v0-2 what
 Metadata says of the cluster (``builders``), DescribeAcls v1-3 the ACL file's rules
-(``acl_list``). Produce is listed (v3-12: v13 names
+(``acl_list``); AlterConfigs and IncrementalAlterConfigs are answered only to say why nothing
+changes. Produce is listed (v3-12: v13 names
 topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
 OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
 Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
@@ -57,9 +58,11 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DESCRIBE_ACLS = 29
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -87,9 +90,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DESCRIBE_ACLS: (1, 3),  # v0 is gone from Kafka 4 (KIP-896)
     ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 is gone from Kafka 4 (KIP-896)
+    ApiKey.ALTER_CONFIGS: (0, 2),  # refused: settings are read-only (configs)
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # refused as AlterConfigs
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848 (consumer_groups)

@@ -14,6 +14,11 @@ a topic's, a broker's or a group's. groupcoord answers from what it has:
 * a group (32) has KIP-848's per-group settings, each the deployment's value (groupcoord keeps
   no per-group overrides, so these are read-only too, where Kafka's may be altered).
 
+AlterConfigs and IncrementalAlterConfigs (``kafka-configs --alter``) are answered, not left
+unsupported, so that the tool says why nothing changed: after the same checks of the resource
+(and AlterConfigs on a group, which only All grants), each is POLICY_VIOLATION with a message
+naming where the setting is set instead (``alter_refusal``).
+
 A value's source is ``DEFAULT_CONFIG`` when it is groupcoord's default, else
 ``STATIC_BROKER_CONFIG`` (set when the deployment started), as Kafka reports a value from its
 properties file. Any other resource type is INVALID_REQUEST. ``configuration_keys`` picks
@@ -131,11 +136,12 @@ def describe_configs(
     node_ids: frozenset[int],
     topics: Mapping[str, int],
     topic_name_error: Callable[[str], str | None],
-    may_describe_group: Callable[[str], bool],
+    may_access_group: Callable[[str], bool],
 ) -> ConfigsAnswer:
     """The answer for one resource (module docstring). ``node_ids``: the broker ids answered;
-    ``topic_name_error(name)``: why a topic name is illegal, or None; ``may_describe_group``:
-    whether the caller may describe that group's configs (GROUP_AUTHORIZATION_FAILED if not)."""
+    ``topic_name_error(name)``: why a topic name is illegal, or None; ``may_access_group``:
+    whether the caller may describe (or, for ``alter_refusal``, alter) that group's configs
+    (GROUP_AUTHORIZATION_FAILED if not)."""
     if resource_type == TOPIC:
         if name in topics:
             return ConfigsAnswer()
@@ -161,7 +167,7 @@ def describe_configs(
     if resource_type == GROUP:
         if name == "":
             return ConfigsAnswer(Errors.INVALID_REQUEST, "Group name must not be empty")
-        if not may_describe_group(name):
+        if not may_access_group(name):
             return ConfigsAnswer(Errors.GROUP_AUTHORIZATION_FAILED)
         return ConfigsAnswer(entries=group_entries(config))
     return ConfigsAnswer(
@@ -171,8 +177,54 @@ def describe_configs(
     )
 
 
+# Why a change to a resource's settings is refused, by resource type.
+_READ_ONLY = {
+    TOPIC: "groupcoord keeps no topic settings: it stores no records",
+    BROKER: "groupcoord's settings are read-only while it runs: set them with the flags of "
+    "`groupcoord serve` (group.min.session.timeout.ms is --group-min-session-timeout-ms)",
+    GROUP: "groupcoord keeps no per-group settings: every group has the deployment's, set with "
+    "`groupcoord serve` (consumer.session.timeout.ms is --consumer-group-session-timeout-ms)",
+}
+
+
+def alter_refusal(resource_type: int, name: str, checked: ConfigsAnswer) -> ConfigsAnswer:
+    """The answer to a change of the settings of resource ``name``, from ``describe_configs``'
+    answer for it (``checked``, asked with ``may_access_group`` saying whether the caller may
+    alter the group's configs): its error (a missing topic named in the message, as Kafka
+    does here), else POLICY_VIOLATION saying where the setting is set instead."""
+    if checked.error == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+        return ConfigsAnswer(checked.error, f"topic {name!r} does not exist")
+    if checked.error != Errors.NONE:
+        return checked
+    return ConfigsAnswer(Errors.POLICY_VIOLATION, _READ_ONLY[resource_type])
+
+
+def alter_configs_response(request: WireRequest, answers: Sequence[ConfigsAnswer]):
+    """kio's AlterConfigs or IncrementalAlterConfigs response: one result per resource of
+    ``request``, from ``answers`` in the same order."""
+    asked = request.body.resources
+    if len(asked) != len(answers):
+        raise ValueError(f"{len(asked)} resources asked, {len(answers)} answers")
+    cls = apis.response_class(request.api_key, request.api_version)
+    result_cls = apis.nested_class(cls, "AlterConfigsResourceResponse")
+    return build(
+        cls,
+        responses=tuple(
+            build(
+                result_cls,
+                error_code=ErrorCode(int(answer.error)),
+                error_message=answer.message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+            for resource, answer in zip(asked, answers, strict=True)
+        ),
+    )
+
+
 def resources(request: WireRequest) -> list[tuple[int, str]]:
-    """The (resource type, name) pairs a DescribeConfigs request asks about, in order."""
+    """The (resource type, name) pairs a DescribeConfigs, AlterConfigs or
+    IncrementalAlterConfigs request names, in order."""
     return [(r.resource_type, r.resource_name) for r in request.body.resources]
 
 
@@ -183,7 +235,7 @@ def too_many_resources(request: WireRequest) -> ConfigsAnswer | None:
         return None
     return ConfigsAnswer(
         Errors.INVALID_REQUEST,
-        f"{count} resources in one DescribeConfigs; the most is {MAX_RESOURCES_PER_REQUEST}",
+        f"{count} resources in one request; the most is {MAX_RESOURCES_PER_REQUEST}",
     )
 
 

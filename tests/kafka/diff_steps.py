@@ -233,3 +233,23 @@ def describe_acls(label: str, **filters):
         permission_type=1,
     )
     return Step(label, "admin", ApiKey.DESCRIBE_ACLS, body | filters)
+
+
+def alter_configs(label: str, *resources: tuple, validate_only: bool = True):
+    """IncrementalAlterConfigs of ``resources``, each (resource type, name, {setting: value})
+    set; ``validate_only`` (the default) so that Kafka's settings stay as they are."""
+    body = dict(
+        resources=[
+            {
+                "resource_type": kind,
+                "resource_name": named,
+                "configs": [
+                    {"name": key, "config_operation": 0, "value": value}
+                    for key, value in settings.items()
+                ],
+            }
+            for kind, named, settings in resources
+        ],
+        validate_only=validate_only,
+    )
+    return Step(label, "admin", ApiKey.INCREMENTAL_ALTER_CONFIGS, body)

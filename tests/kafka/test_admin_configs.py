@@ -120,3 +120,22 @@ def test_kafka_acls_lists_nothing_without_an_authorizer(bootstrap):
     done = run_tool(ACLS_MAIN, ["--bootstrap-server", bootstrap, "--list"], TOOL_TIMEOUT_S)
     assert done.returncode == 1
     assert "SecurityDisabledException" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("bootstrap", ["groupcoord"], indirect=True)
+def test_kafka_configs_alter_says_why_nothing_changes(bootstrap):
+    """groupcoord's settings are read-only (Kafka would store a group's override): the tool
+    fails with the reason and where to set the setting, not with 'upgrade your brokers'."""
+    group = unique_name("configs")
+    done = run_tool(
+        CONFIGS_MAIN,
+        [
+            *("--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups"),
+            *("--entity-name", group, "--add-config", "consumer.session.timeout.ms=50000"),
+        ],
+        TOOL_TIMEOUT_S,
+    )
+    assert done.returncode == 1
+    output = done.stdout + done.stderr
+    assert "PolicyViolationException: groupcoord keeps no per-group settings" in output, output
+    assert "--consumer-group-session-timeout-ms" in output

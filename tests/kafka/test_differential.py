@@ -44,6 +44,7 @@ from tests.kafka.diff_steps import (
     SHORT_REBALANCE_MS,
     T2,
     T,
+    alter_configs,
     commit,
     consumer_describe,
     consumer_heartbeat,
@@ -156,6 +157,12 @@ SCENARIOS = {
         describe_cluster("describe the controllers", endpoint_type=2),
         describe_cluster("describe an unknown endpoint type", endpoint_type=3),
         describe_acls("list ACLs without an authorizer"),
+        alter_configs(
+            "alter settings of missing and illegal resources",
+            (TOPIC_CONFIGS, name("T9"), {"retention.ms": "1000"}),
+            (BROKER_CONFIGS, "x", {"group.max.size": "10"}),
+            (GROUP_CONFIGS, "", {"consumer.session.timeout.ms": "50000"}),
+        ),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,
@@ -719,6 +726,7 @@ COMPARED_APIS = (
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.DESCRIBE_CLUSTER,
     ApiKey.DESCRIBE_ACLS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
 # lowest version both announce (not below OLDEST_FLOOR).
@@ -745,6 +753,7 @@ OLD_VERSIONS = {
     ApiKey.DESCRIBE_CONFIGS: 2,
     ApiKey.DESCRIBE_CLUSTER: 1,
     ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
 }
 
 

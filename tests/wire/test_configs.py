@@ -15,6 +15,8 @@ from groupcoord.wire.configs import (
     MAX_RESOURCES_PER_REQUEST,
     STATIC_BROKER_CONFIG,
     TOPIC,
+    alter_configs_response,
+    alter_refusal,
     broker_entries,
     describe_configs,
     describe_configs_response,
@@ -39,7 +41,7 @@ def answer(resource_type: int, name: str, *, config=CONFIG, allowed=True):
         node_ids=frozenset({0, 1}),
         topics=TOPICS,
         topic_name_error=lambda n: None if n.isalnum() else f"illegal topic name {n!r}",
-        may_describe_group=lambda group: allowed,
+        may_access_group=lambda group: allowed,
     )
 
 
@@ -189,3 +191,58 @@ def test_answers_must_match_the_resources_asked():
     request = _request_of(2)
     with pytest.raises(ValueError, match="2 resources asked, 1 answers"):
         describe_configs_response(request, [answer(BROKER, "1")])
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "error"),
+    [
+        (TOPIC, "orders", Errors.POLICY_VIOLATION),
+        (TOPIC, "missing", Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (TOPIC, "bad/name", Errors.INVALID_TOPIC_EXCEPTION),
+        (BROKER, "1", Errors.POLICY_VIOLATION),
+        (BROKER, "7", Errors.INVALID_REQUEST),
+        (GROUP, "g", Errors.POLICY_VIOLATION),
+        (GROUP, "", Errors.INVALID_REQUEST),
+        (8, "1", Errors.INVALID_REQUEST),
+    ],
+)
+def test_every_change_is_refused_saying_why(kind, name, error):
+    refused = alter_refusal(kind, name, answer(kind, name))
+    assert refused.error == error
+    assert refused.message  # every refusal says why
+    assert refused.entries == ()
+
+
+def test_a_group_change_is_checked_against_the_acls_first():
+    refused = alter_refusal(GROUP, "g", answer(GROUP, "g", allowed=False))
+    assert refused.error == Errors.GROUP_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize(
+    ("api", "version"),
+    [(ApiKey.ALTER_CONFIGS, v) for v in range(3)]
+    + [(ApiKey.INCREMENTAL_ALTER_CONFIGS, v) for v in range(2)],
+)
+def test_refusals_read_back_at_every_version(api, version):
+    setting = {"name": "group.max.size", "value": "10", "config_operation": 0}
+    asked = [  # (config_operation is IncrementalAlterConfigs' only: left out of the others)
+        {"resource_type": BROKER, "resource_name": "1", "configs": [setting]},
+        {"resource_type": TOPIC, "resource_name": "missing", "configs": []},
+    ]
+    for resource in asked:
+        resource["_configs"] = "AlterableConfig"
+    conn = Connection()
+    cls = apis.request_class(api, version)
+    body = build_nested(
+        cls, {"resources": asked, "_resources": "AlterConfigsResource", "validate_only": False}
+    )
+    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
+    answers = [alter_refusal(kind, name, answer(kind, name)) for kind, name in resources(request)]
+    frame = conn.send_response(request, alter_configs_response(request, answers))
+    header = 1 if apis.request_is_flexible(api, version) else 0
+    response = split_response(frame, apis.response_class(api, version), header_version=header)[1]
+    assert [(r.error_code, r.resource_type, r.resource_name) for r in response.responses] == [
+        (ErrorCode.policy_violation, BROKER, "1"),
+        (ErrorCode.unknown_topic_or_partition, TOPIC, "missing"),
+    ]
+    assert all(r.error_message for r in response.responses)
