@@ -34,7 +34,7 @@ describe the catalog only and are answered to any authenticated principal, and s
 DescribeConfigs of a topic or a broker; a group's configs need DescribeConfigs on the group
 (which only All grants, ``wire.acl``), else GROUP_AUTHORIZATION_FAILED for that group.
 DescribeAcls lists the ACL file's rules to super users only (``wire.acl_list``). AlterConfigs and
-IncrementalAlterConfigs are refused POLICY_VIOLATION (settings are read-only), after the same
+IncrementalAlterConfigs are refused (settings are read-only, ``wire.configs``), after the same
 checks, a group's needing AlterConfigs on it.
 """
 

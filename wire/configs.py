@@ -16,8 +16,10 @@ a topic's, a broker's or a group's. groupcoord answers from what it has:
 
 AlterConfigs and IncrementalAlterConfigs (``kafka-configs --alter``) are answered, not left
 unsupported, so that the tool says why nothing changed: after the same checks of the resource
-(and AlterConfigs on a group, which only All grants), each is POLICY_VIOLATION with a message
-naming where the setting is set instead (``alter_refusal``).
+(and AlterConfigs on a group, which only All grants), a broker's change is INVALID_REQUEST, as
+Kafka answers a change of a setting it cannot change while running, and a topic's or a group's
+(which Kafka would store) POLICY_VIOLATION; each message names where the setting is set
+instead (``alter_refusal``).
 
 A value's source is ``DEFAULT_CONFIG`` when it is groupcoord's default, else
 ``STATIC_BROKER_CONFIG`` (set when the deployment started), as Kafka reports a value from its
@@ -191,12 +193,13 @@ def alter_refusal(resource_type: int, name: str, checked: ConfigsAnswer) -> Conf
     """The answer to a change of the settings of resource ``name``, from ``describe_configs``'
     answer for it (``checked``, asked with ``may_access_group`` saying whether the caller may
     alter the group's configs): its error (a missing topic named in the message, as Kafka
-    does here), else POLICY_VIOLATION saying where the setting is set instead."""
+    does here), else the refusal (module docstring) saying where the setting is set instead."""
     if checked.error == Errors.UNKNOWN_TOPIC_OR_PARTITION:
         return ConfigsAnswer(checked.error, f"topic {name!r} does not exist")
     if checked.error != Errors.NONE:
         return checked
-    return ConfigsAnswer(Errors.POLICY_VIOLATION, _READ_ONLY[resource_type])
+    error = Errors.INVALID_REQUEST if resource_type == BROKER else Errors.POLICY_VIOLATION
+    return ConfigsAnswer(error, _READ_ONLY[resource_type])
 
 
 def alter_configs_response(request: WireRequest, answers: Sequence[ConfigsAnswer]):

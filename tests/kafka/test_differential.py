@@ -163,6 +163,10 @@ SCENARIOS = {
             (BROKER_CONFIGS, "x", {"group.max.size": "10"}),
             (GROUP_CONFIGS, "", {"consumer.session.timeout.ms": "50000"}),
         ),
+        alter_configs(
+            "alter a broker's setting that cannot change while it runs",
+            (BROKER_CONFIGS, "1", {"group.max.size": "10"}),
+        ),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,
