@@ -30,6 +30,7 @@ not know.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
@@ -46,6 +47,7 @@ TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type codes
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # Kafka's ConfigSource codes
 STRING, INT, LONG, LIST = 2, 3, 5, 7  # Kafka's ConfigType codes (DescribeConfigs v3+)
 _MINUTE_MS = 60_000
+_INT32 = re.compile(r"-?[0-9]{1,10}")  # Java's Integer.parseInt, ASCII digits only
 # Kafka bounds a DescribeConfigs only by its bytes; here by count too, as CoordinatorConfig bounds
 # the group APIs (shard_offsets' "Request bounds"): past it every resource is INVALID_REQUEST.
 MAX_RESOURCES_PER_REQUEST = 10_000
@@ -154,7 +156,7 @@ def describe_configs(
     if resource_type == BROKER:
         if name == "":
             return ConfigsAnswer()  # no cluster-wide dynamic defaults: nothing is dynamic
-        if not name.lstrip("-").isdigit():
+        if not _INT32.fullmatch(name) or not -(2**31) <= int(name) < 2**31:
             return ConfigsAnswer(
                 Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
             )

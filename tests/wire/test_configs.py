@@ -103,6 +103,9 @@ def test_group_entries_are_the_deployments_kip848_settings():
         (BROKER, "1", Errors.NONE),
         (BROKER, "7", Errors.INVALID_REQUEST),
         (BROKER, "one", Errors.INVALID_REQUEST),
+        (BROKER, "²", Errors.INVALID_REQUEST),  # a digit to str.isdigit, not to int()
+        (BROKER, "9" * 5000, Errors.INVALID_REQUEST),  # past int32 (and int()'s digit limit)
+        (BROKER, "2147483648", Errors.INVALID_REQUEST),
         (GROUP, "g", Errors.NONE),
         (GROUP, "", Errors.INVALID_REQUEST),
         (8, "1", Errors.INVALID_REQUEST),  # broker loggers
