@@ -1,4 +1,4 @@
-"""DescribeConfigs: what Kafka's admin tools read of topics, brokers and groups.
+"""DescribeConfigs, and the config changes refused: Kafka's admin tools on topics, brokers, groups.
 
 ``kafka-topics --describe`` asks for every topic's configs, ``kafka-configs --describe`` for
 a topic's, a broker's or a group's. groupcoord answers from what it has:
@@ -116,8 +116,8 @@ def group_entries(config: CoordinatorConfig) -> tuple[ConfigEntry, ...]:
     """A group's entries: each of KIP-848's group settings at the deployment's value."""
     of_broker = {entry.name: entry for entry in broker_entries(config)}
     return tuple(
-        ConfigEntry(name, entry.value, entry.config_type, entry.default)
-        for name, entry in ((n, of_broker[b]) for n, b in _GROUP_SETTINGS.items())
+        msgspec.structs.replace(of_broker[broker_name], name=name)
+        for name, broker_name in _GROUP_SETTINGS.items()
     )
 
 
