@@ -127,6 +127,10 @@ SCENARIOS = {
         create_topics("create with 0 partitions", {"T9": 0}),
         metadata("metadata of T, T2 and an unknown topic", "T", "T2", "T9"),
         metadata("metadata with authorized operations", "T", "T9", operations=True),
+    ],
+    # What admin tools read and try to change besides groups: settings, the cluster, ACLs.
+    "admin": [
+        *SETUP,
         describe_configs(
             "configs of missing and illegal resources",
             (TOPIC_CONFIGS, name("T9"), None),
@@ -531,9 +535,8 @@ CONSUMER_SCENARIOS = {
 # What each scenario is for: error codes Kafka's answers must include, so that a scenario that
 # stopped reaching its paths (a typo, a changed default) fails instead of comparing nothing.
 EXPECTED_KAFKA_ERRORS = {
-    "topics": {
-        "topic_already_exists",
-        "invalid_partitions",
+    "topics": {"topic_already_exists", "invalid_partitions", "unknown_topic_or_partition"},
+    "admin": {
         "unknown_topic_or_partition",
         "invalid_topic_exception",
         "invalid_request",
