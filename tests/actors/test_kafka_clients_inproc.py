@@ -9,7 +9,6 @@ librdkafka producer's records are refused.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import time
 
@@ -29,12 +28,7 @@ TOPICS = {"events": 4}
 POLL_LIMIT = 200  # polls of 0.1 s: the most a test waits for an assignment
 
 
-@pytest.fixture(autouse=True)
-def _free_clients():
-    """librdkafka clients end when freed; one held by a ``pytest.raises`` traceback cycle
-    would otherwise outlive its test's listener and retry that address every second."""
-    yield
-    gc.collect()
+pytestmark = pytest.mark.usefixtures("free_clients")  # conftest.py
 
 
 # Every test on both event loops: Ray's actors run on uvloop, whose transports are not

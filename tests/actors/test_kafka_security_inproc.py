@@ -5,117 +5,52 @@ PLAIN over SASL_PLAINTEXT and with SCRAM over SASL_SSL (a self-signed certificat
 the openssl CLI, tls.py), kafka-python with SCRAM-SHA-256. A wrong password or an unauthenticated
 request is refused and changes nothing. With an ACL file, a principal without Read cannot join
 or commit, ListGroups hides the groups it may not Describe, DeleteGroups needs Delete,
-DescribeGroups names the operations a principal may do, and topic changes need a super user. On
+and topic changes need a super user. On
 an SSL listener with a CA file, a client certificate is the identity (``User:CN=...``).
+What the ACLs let a principal see through admin requests: test_kafka_security_admin.py.
 """
 
 from __future__ import annotations
 
-import base64
-import gc
-import hashlib
-import hmac
 import json
 import socket
 import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import (
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 from kafka.structs import OffsetAndMetadata
-from kio.schema.describe_acls.v3.request import DescribeAclsRequest
-from kio.schema.describe_acls.v3.response import DescribeAclsResponse
-from kio.schema.describe_configs.v4.request import (
-    DescribeConfigsRequest,
-    DescribeConfigsResource,
-)
-from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.static.primitive import i8
 
-from groupcoord.actors.security import ListenerSecurity, UsersFile, read_acl_file
+from groupcoord.actors.security import ListenerSecurity
 from groupcoord.wire import parse_acl_file
 
 from ..kafka.members import subscribe_knowing_topic
-from ..wire.frames import request_frame, split_response
+from ..wire.frames import request_frame
 from .helpers import errors_until_refused, wait_for
 from .kafka_inproc import WirePartition
-from .tls import self_signed_cert, signed_client_cert
+from .kafka_security import (
+    IO_TIMEOUT_S,
+    PASSWORDS,
+    TOPICS,
+    authenticate_answer,
+    connect,
+    consumer_for,
+    read_answer,
+    sasl_config,
+    scram_login,
+)
+from .tls import signed_client_cert
 
-TOPICS = {"events": 2}
+pytestmark = pytest.mark.usefixtures("free_clients")
 POLL_LIMIT = 200  # polls of 0.05 s
-IO_TIMEOUT_S = 10
 COUNTED_WITHIN_S = 5  # a network process reports its counters every second
-PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}
-ACLS = {
-    "super_users": ["User:admin"],
-    "acls": [
-        {"principal": "User:alice", "group": "app-", "pattern": "prefixed", "operations": ["Read"]},
-        {
-            "principal": "User:bob",
-            "group": "app-",
-            "pattern": "prefixed",
-            "operations": ["Describe"],
-        },
-    ],
-}
-
-
-@pytest.fixture(autouse=True)
-def _free_clients():
-    """librdkafka clients end when freed; one held by a ``pytest.raises`` traceback cycle
-    would otherwise outlive its test's listener and retry that address every second."""
-    yield
-    gc.collect()
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("security")
-    users = UsersFile(str(root / "users.json"))
-    for name, password in PASSWORDS.items():
-        users.add(name, password)
-    acl_path = root / "acls.json"
-    acl_path.write_text(json.dumps(ACLS))
-    cert, key = self_signed_cert(root)
-    return root, users.path, str(acl_path), str(cert), str(key)
-
-
-# Also served by network processes (WireConfig.network_processes): the same listener code in
-# other processes, with the users file, the ACLs and the TLS files read there.
-@pytest.fixture(scope="module", params=[0, 2], ids=["own-loop", "network-processes"])
-def sasl_plaintext(files, request):
-    root, users, acl_file, _, _ = files
-    security = ListenerSecurity(
-        "SASL_PLAINTEXT",
-        sasl_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
-        users_file=users,
-        acls=read_acl_file(acl_file),
-    )
-    served = WirePartition(
-        str(root / f"plain-log-{request.param}"),
-        TOPICS,
-        security=security,
-        network_processes=request.param,
-    )
-    address = served.start()
-    yield served, address
-    served.stop()
 
 
 # TLS transports differ between loops; network processes run uvloop.
@@ -141,32 +76,9 @@ def sasl_ssl(files, request):
     served.stop()
 
 
-def _config(address: str, user: str, mechanism: str, password: str | None = None, **extra):
-    return {
-        "bootstrap.servers": address,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user,
-        "sasl.password": PASSWORDS[user] if password is None else password,
-        **extra,
-    }
-
-
-def _consumer(config: dict, group: str) -> Consumer:
-    return Consumer(
-        config
-        | {
-            "group.id": group,
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
-
-
 def _join_commit_fetch(config: dict, group: str) -> None:
     """Subscribe, get both partitions, commit, read the commits back, leave."""
-    consumer = _consumer(config, group)
+    consumer = consumer_for(config, group)
     consumer.subscribe(["events"])
     for _ in range(POLL_LIMIT):
         message = consumer.poll(0.05)
@@ -182,7 +94,7 @@ def _join_commit_fetch(config: dict, group: str) -> None:
 
 
 def _listed(address: str, user: str) -> set[str]:
-    admin = AdminClient(_config(address, user, "SCRAM-SHA-512"))
+    admin = AdminClient(sasl_config(address, user, "SCRAM-SHA-512"))
     result = admin.list_consumer_groups(request_timeout=10).result()
     return {g.group_id for g in result.valid}
 
@@ -190,13 +102,13 @@ def _listed(address: str, user: str) -> set[str]:
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_librdkafka_authenticates_over_sasl_plaintext(sasl_plaintext, mechanism):
     served, address = sasl_plaintext
-    _join_commit_fetch(_config(address, "alice", mechanism), f"app-rd-{mechanism}")
+    _join_commit_fetch(sasl_config(address, "alice", mechanism), f"app-rd-{mechanism}")
     assert f"app-rd-{mechanism}" in _listed(address, "admin")
 
 
 def test_librdkafka_authenticates_over_sasl_ssl(sasl_ssl):
     served, address, cert = sasl_ssl
-    config = _config(address, "bob", "SCRAM-SHA-512", **{"ssl.ca.location": cert})
+    config = sasl_config(address, "bob", "SCRAM-SHA-512", **{"ssl.ca.location": cert})
     config["security.protocol"] = "SASL_SSL"
     _join_commit_fetch(config, "over-tls")  # no ACLs on this listener: bob may do anything
     # The same listener does not speak plaintext: a client without TLS gets no answer.
@@ -236,8 +148,10 @@ def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     # reports its counters to the partition (network_process.COUNTERS_INTERVAL_S).
     failures = served.counters().authentication_failures
     errors = []
-    config = _config(address, "alice", "SCRAM-SHA-512", "not-her-password")
-    errors_until_refused(_consumer(config | {"error_cb": errors.append}, "app-x"), "events", errors)
+    config = sasl_config(address, "alice", "SCRAM-SHA-512", "not-her-password")
+    errors_until_refused(
+        consumer_for(config | {"error_cb": errors.append}, "app-x"), "events", errors
+    )
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert "Invalid user credentials" in errors[0].str()
     wait_for(
@@ -248,12 +162,6 @@ def test_a_wrong_password_is_refused_and_changes_nothing(sasl_plaintext):
     assert "app-x" not in _listed(address, "admin")
 
 
-def _connect(address: str) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", int(address.rsplit(":")[1])), IO_TIMEOUT_S)
-    sock.settimeout(IO_TIMEOUT_S)
-    return sock
-
-
 def _closed(sock: socket.socket) -> bool:
     try:
         return sock.recv(1 << 16) == b""
@@ -261,29 +169,24 @@ def _closed(sock: socket.socket) -> bool:
         return True
 
 
-def _answer(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-    return sock.recv(size, socket.MSG_WAITALL)
-
-
 def test_unauthenticated_requests_are_refused(sasl_plaintext):
     served, address = sasl_plaintext
     heartbeat = HeartbeatRequest(group_id="app-1", generation_id=1, member_id="m")
-    with _connect(address) as sock:  # a group request before SASL: closed unanswered
+    with connect(address) as sock:  # a group request before SASL: closed unanswered
         sock.sendall(request_frame(heartbeat))
         assert _closed(sock)
-    with _connect(address) as sock:  # a mechanism the listener does not offer
+    with connect(address) as sock:  # a mechanism the listener does not offer
         sock.sendall(request_frame(SaslHandshakeRequest(mechanism="GSSAPI")))
-        frame = _answer(sock)
+        frame = read_answer(sock)
         correlation_id, error_code = struct.unpack(">ih", frame[:6])
         assert (correlation_id, error_code) == (7, 33)  # UNSUPPORTED_SASL_MECHANISM
         assert _closed(sock)
-    with _connect(address) as sock:  # before authentication, frames are capped at 512 KiB
+    with connect(address) as sock:  # before authentication, frames are capped at 512 KiB
         sock.sendall(struct.pack(">i", 600 * 1024) + b"\0" * 1024)
         assert _closed(sock)
     # A client that does not speak SASL at all is disconnected and never reaches the group.
     errors = []
-    consumer = _consumer({"bootstrap.servers": address, "error_cb": errors.append}, "app-nosasl")
+    consumer = consumer_for({"bootstrap.servers": address, "error_cb": errors.append}, "app-nosasl")
     errors_until_refused(consumer, "events", errors)
     assert {e.code() for e in errors} & {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
     assert "app-nosasl" not in _listed(address, "admin")
@@ -291,13 +194,13 @@ def test_unauthenticated_requests_are_refused(sasl_plaintext):
 
 def test_acls_deny_join_and_commit_without_read(sasl_plaintext):
     served, address = sasl_plaintext
-    bob = _config(address, "bob", "SCRAM-SHA-512")
-    committer = _consumer(bob, "app-bob")
+    bob = sasl_config(address, "bob", "SCRAM-SHA-512")
+    committer = consumer_for(bob, "app-bob")
     with pytest.raises(KafkaException) as denied:
         committer.commit(offsets=[TopicPartition("events", 0, 5)], asynchronous=False)
     assert denied.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     committer.close()
-    errors = errors_until_refused(_consumer(bob, "app-bob"), "events")
+    errors = errors_until_refused(consumer_for(bob, "app-bob"), "events")
     assert KafkaError.GROUP_AUTHORIZATION_FAILED in {e.code() for e in errors}
     assert "app-bob" not in _listed(address, "admin")
 
@@ -305,7 +208,7 @@ def test_acls_deny_join_and_commit_without_read(sasl_plaintext):
 def test_acls_deny_a_consumer_protocol_heartbeat_without_read(sasl_plaintext):
     """KIP-848's ConsumerGroupHeartbeat needs Read on the group, as JoinGroup does."""
     served, address = sasl_plaintext
-    bob = _config(address, "bob", "SCRAM-SHA-512")
+    bob = sasl_config(address, "bob", "SCRAM-SHA-512")
     member = Consumer(
         bob
         | {"group.id": "app-bob-kip848", "group.protocol": "consumer", "enable.auto.commit": False}
@@ -319,16 +222,16 @@ def test_acls_deny_a_consumer_protocol_heartbeat_without_read(sasl_plaintext):
 
 def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext):
     served, address = sasl_plaintext
-    admin = _config(address, "admin", "SCRAM-SHA-512")
+    admin = sasl_config(address, "admin", "SCRAM-SHA-512")
     for group in ("app-listed", "secret-1"):  # committed by the super user: both exist
-        consumer = _consumer(admin, group)
+        consumer = consumer_for(admin, group)
         consumer.commit(offsets=[TopicPartition("events", 0, 1)], asynchronous=False)
         consumer.close()
     assert {"app-listed", "secret-1"} <= _listed(address, "admin")
     seen_by_alice = _listed(address, "alice")
     assert "app-listed" in seen_by_alice and "secret-1" not in seen_by_alice
 
-    alice_admin = AdminClient(_config(address, "alice", "SCRAM-SHA-512"))
+    alice_admin = AdminClient(sasl_config(address, "alice", "SCRAM-SHA-512"))
     future = alice_admin.delete_consumer_groups(["app-listed"], request_timeout=10)["app-listed"]
     with pytest.raises(KafkaException) as denied:
         future.result()
@@ -346,185 +249,21 @@ def test_list_groups_hides_groups_and_delete_needs_the_delete_acl(sasl_plaintext
     assert "alices-topic" not in served.topics
 
 
-def test_described_groups_and_topics_carry_the_operations_the_acls_grant(sasl_plaintext):
-    """Asked for them, DescribeGroups answers the operations the caller's ACLs grant on each
-    group, Kafka's bitfield that librdkafka reads: Read (with Describe) for alice, Describe for
-    bob, every group operation for the super user; Metadata those on each topic."""
-    served, address = sasl_plaintext
-    admin = _config(address, "admin", "SCRAM-SHA-512")
-    consumer = _consumer(admin, "app-described")
-    consumer.commit(offsets=[TopicPartition("events", 0, 1)], asynchronous=False)
-    consumer.close()
-
-    def operations(user: str) -> set[str]:
-        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
-        futures = client.describe_consumer_groups(
-            ["app-described"], include_authorized_operations=True, request_timeout=10
-        )
-        described = futures["app-described"].result()
-        return {op.name for op in described.authorized_operations}
-
-    assert operations("alice") == {"READ", "DESCRIBE"}
-    assert operations("bob") == {"DESCRIBE"}
-    assert operations("admin") == {
-        "READ",
-        "DESCRIBE",
-        "DELETE",
-        "DESCRIBE_CONFIGS",
-        "ALTER_CONFIGS",
-    }
-
-    def topic_operations(user: str) -> set[str]:
-        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
-        futures = client.describe_topics(
-            TopicCollection(["events"]), include_authorized_operations=True, request_timeout=10
-        )
-        return {op.name for op in futures["events"].result().authorized_operations}
-
-    # No topic ACLs here: changing a topic needs a super user, nothing else is refused.
-    assert topic_operations("alice") == {"READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"}
-    assert topic_operations("admin") == {
-        "READ",
-        "WRITE",
-        "CREATE",
-        "DELETE",
-        "ALTER",
-        "DESCRIBE",
-        "DESCRIBE_CONFIGS",
-        "ALTER_CONFIGS",
-    }
-
-
-def test_a_groups_configs_need_describe_configs_on_the_group(sasl_plaintext):
-    """DescribeConfigs answers a topic's and a broker's configs to any authenticated principal
-    (groupcoord has no topic ACLs), a group's only where the ACLs grant DescribeConfigs on it
-    (All, or a super user): alice, with Read on app- groups, is refused that one resource."""
-    served, address = sasl_plaintext
-    asked = (
-        (32, "app-configs", None),
-        (2, "events", None),
-        (4, "0", ("group.max.size",)),
-    )
-    request = DescribeConfigsRequest(
-        resources=tuple(
-            DescribeConfigsResource(
-                resource_type=i8(kind), resource_name=name, configuration_keys=keys
-            )
-            for kind, name, keys in asked
-        ),
-        include_synonyms=False,
-        include_documentation=False,
-    )
-
-    def described(user: str) -> list[tuple[ErrorCode, int]]:
-        with _connect(address) as sock:
-            _scram_login(sock, user)
-            sock.sendall(request_frame(request))
-            frame = _answer(sock)
-        _, body = split_response(
-            struct.pack(">i", len(frame)) + frame, DescribeConfigsResponse, header_version=1
-        )
-        return [(result.error_code, len(result.configs)) for result in body.results]
-
-    assert described("alice") == [
-        (ErrorCode.group_authorization_failed, 0),
-        (ErrorCode.none, 0),
-        (ErrorCode.none, 1),
-    ]
-    assert described("admin") == [(ErrorCode.none, 3), (ErrorCode.none, 0), (ErrorCode.none, 1)]
-
-
-def test_acls_are_listed_to_super_users(sasl_plaintext):
-    """librdkafka's describe_acls reads the ACL file's rules as Kafka bindings (one per
-    operation) for a super user; anyone else is refused CLUSTER_AUTHORIZATION_FAILED."""
-    served, address = sasl_plaintext
-    every = AclBindingFilter(
-        ResourceType.ANY,
-        None,
-        ResourcePatternType.ANY,
-        None,
-        None,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-
-    def listed(user: str):
-        client = AdminClient(_config(address, user, "SCRAM-SHA-512"))
-        return client.describe_acls(every, request_timeout=10).result()
-
-    found = {
-        (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name)
-        for b in listed("admin")
-    }
-    assert found == {
-        ("GROUP", "app-", "PREFIXED", "User:alice", "READ"),
-        ("GROUP", "app-", "PREFIXED", "User:bob", "DESCRIBE"),
-    }
-    # librdkafka answers an empty list for a refused DescribeAcls: the error, read raw.
-    refused = DescribeAclsRequest(
-        resource_type_filter=i8(1),
-        resource_name_filter=None,
-        pattern_type_filter=i8(1),
-        principal_filter=None,
-        host_filter=None,
-        operation=i8(1),
-        permission_type=i8(1),
-    )
-    with _connect(address) as sock:
-        _scram_login(sock, "alice")
-        sock.sendall(request_frame(refused))
-        frame = _answer(sock)
-    _, body = split_response(
-        struct.pack(">i", len(frame)) + frame, DescribeAclsResponse, header_version=1
-    )
-    assert (body.error_code, body.resources) == (ErrorCode.cluster_authorization_failed, ())
-
-
-def _scram_login(sock: socket.socket, user: str) -> None:
-    """SCRAM-SHA-512 by hand (RFC 5802's client side), leaving ``sock`` authenticated."""
-    sock.sendall(request_frame(SaslHandshakeRequest(mechanism="SCRAM-SHA-512")))
-    assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 0)
-    bare = f"n={user},r=client-nonce"
-    sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=f"n,,{bare}".encode())))
-    server_first = _authenticate_answer(sock).auth_bytes.decode()
-    fields = dict(part.split("=", 1) for part in server_first.split(","))
-    salted = hashlib.pbkdf2_hmac(
-        "sha512", PASSWORDS[user].encode(), base64.b64decode(fields["s"]), int(fields["i"])
-    )
-    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
-    without_proof = f"c=biws,r={fields['r']}"
-    message = f"{bare},{server_first},{without_proof}".encode()
-    signature = hmac.new(hashlib.sha512(client_key).digest(), message, "sha512").digest()
-    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
-    final = f"{without_proof},p={proof.decode()}".encode()
-    sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=final)))
-    answer = _authenticate_answer(sock)
-    assert answer.error_code == ErrorCode.none and answer.auth_bytes.startswith(b"v=")
-
-
-def _authenticate_answer(sock: socket.socket):
-    frame = _answer(sock)
-    _, body = split_response(
-        struct.pack(">i", len(frame)) + frame, SaslAuthenticateResponse, header_version=1
-    )
-    return body
-
-
 def test_sasl_requests_without_an_exchange_get_illegal_sasl_state(sasl_plaintext, tmp_path):
     served, address = sasl_plaintext
-    with _connect(address) as sock:  # after authentication, as Kafka without re-authentication
-        _scram_login(sock, "alice")
+    with connect(address) as sock:  # after authentication, as Kafka without re-authentication
+        scram_login(sock, "alice")
         sock.sendall(request_frame(SaslAuthenticateRequest(auth_bytes=b"again")))
-        answer = _authenticate_answer(sock)
+        answer = authenticate_answer(sock)
         assert answer.error_code == ErrorCode.illegal_sasl_state
         sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN")))
-        assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 34)  # and the connection stays
+        assert struct.unpack(">ih", read_answer(sock)[:6]) == (7, 34)  # and the connection stays
     plaintext = WirePartition(str(tmp_path / "log"), TOPICS)  # a listener without SASL
     plain_address = plaintext.start()
     try:
-        with _connect(plain_address) as sock:
+        with connect(plain_address) as sock:
             sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN")))
-            assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 34)
+            assert struct.unpack(">ih", read_answer(sock)[:6]) == (7, 34)
     finally:
         plaintext.stop()
 
@@ -553,13 +292,13 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files, loop):
         tls = {"bootstrap.servers": address, "security.protocol": "SSL", "ssl.ca.location": cert}
         with_cert = tls | {"ssl.certificate.location": carol_cert, "ssl.key.location": carol_key}
         _join_commit_fetch(with_cert, "tls-carol")  # User:CN=carol,O=acme\, inc may Read tls-*
-        denied = _consumer(with_cert, "other-group")
+        denied = consumer_for(with_cert, "other-group")
         with pytest.raises(KafkaException) as refused:
             denied.commit(offsets=[TopicPartition("events", 0, 1)], asynchronous=False)
         assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
         denied.close()
         errors = []  # no client certificate: the TLS handshake fails
-        anonymous = _consumer(tls | {"error_cb": errors.append}, "tls-anonymous")
+        anonymous = consumer_for(tls | {"error_cb": errors.append}, "tls-anonymous")
         errors_until_refused(anonymous, "events", errors)
         refused_codes = {KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
         assert {e.code() for e in errors} & refused_codes
@@ -572,21 +311,21 @@ def test_client_certificates_authenticate_on_an_ssl_listener(files, loop):
 
 def test_a_v0_handshake_authenticates_with_bare_tokens(sasl_plaintext):
     served, address = sasl_plaintext
-    with _connect(address) as sock:
+    with connect(address) as sock:
         handshake = SaslHandshakeRequest(mechanism="PLAIN")
         sock.sendall(request_frame(handshake, api_version=0))
-        assert struct.unpack(">ih", _answer(sock)[:6]) == (7, 0)
+        assert struct.unpack(">ih", read_answer(sock)[:6]) == (7, 0)
         token = b"\0alice\0" + PASSWORDS["alice"].encode()
         sock.sendall(struct.pack(">i", len(token)) + token)  # no request header
-        assert _answer(sock) == b""  # PLAIN's empty challenge, as a bare token
+        assert read_answer(sock) == b""  # PLAIN's empty challenge, as a bare token
         heartbeat = HeartbeatRequest(group_id="app-v0", generation_id=1, member_id="m")
         sock.sendall(request_frame(heartbeat, correlation_id=8))  # Kafka framing again
-        frame = _answer(sock)
+        frame = read_answer(sock)
         assert struct.unpack(">i", frame[:4]) == (8,)
         assert struct.unpack(">h", frame[9:11]) == (25,)  # UNKNOWN_MEMBER_ID: it was authorized
-    with _connect(address) as sock:  # a wrong password: closed, no answer
+    with connect(address) as sock:  # a wrong password: closed, no answer
         sock.sendall(request_frame(SaslHandshakeRequest(mechanism="PLAIN"), api_version=0))
-        _answer(sock)
+        read_answer(sock)
         token = b"\0alice\0wrong"
         sock.sendall(struct.pack(">i", len(token)) + token)
         assert _closed(sock)
