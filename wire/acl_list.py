@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from . import apis
-from .acl import ALL, DELETE, DESCRIBE, READ, WILDCARD, AclFile
+from .acl import ALL, GROUP_OPERATION_CODES, WILDCARD, AclFile
 from .connection import WireRequest
 from .translate import build
 
@@ -36,12 +36,12 @@ _RESOURCE_TYPES = range(1, 8)  # ANY .. USER
 _PATTERN_TYPES = range(1, 5)  # ANY, MATCH, LITERAL, PREFIXED
 _OPERATIONS = range(1, 15)  # ANY .. DESCRIBE_TOKENS
 _PERMISSIONS = range(1, 4)  # ANY, DENY, ALLOW
-OPERATION_CODES = {ALL: 2, READ: 3, DELETE: 6, DESCRIBE: 8}
+OPERATION_CODES = {ALL: 2, **GROUP_OPERATION_CODES}  # AclOperation.ALL is 2
 PERMISSION_CODES = {"deny": 2, "allow": 3}
 PATTERN_CODES = {"literal": LITERAL, "prefixed": PREFIXED}
 
 
-class AclBinding(msgspec.Struct, frozen=True, order=True):
+class AclBinding(msgspec.Struct, frozen=True):
     """One Kafka ACL binding on a group resource, in Kafka's codes."""
 
     group: str
