@@ -5,15 +5,21 @@ consumer's subscription resolves against them, and a topic that grows makes the 
 rejoin (Kafka's metadata-change rebalance), so that the new partitions get owners.
 
 One owner, one file. The router actor owns the catalog of a deployment; it lives in
-``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}, "ids": {name: uuid}}``),
-replaced atomically (write, fsync, rename, fsync the directory) on every change, so a restarted
-router reads back exactly what it acknowledged. Every change bumps ``version``; listeners poll the
+``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}, "ids": {name: uuid},
+"group_configs": {group id: {setting: value}}}``), replaced atomically (write, fsync, rename,
+fsync the directory) on every change, so a restarted router reads back exactly what it
+acknowledged. Every change bumps ``version``; listeners poll the
 router for the catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII
 letters, digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only
 grow; every topic has a topic id, a random (version 4) UUID given when it is created and kept until
 it is deleted (Metadata and CreateTopics answers carry it; a topic created again after a delete
 gets a new one). A file written before topics had ids gets one for each topic on its first open,
 written back at once, so the ids clients see never change afterwards.
+
+The catalog also keeps groups' own settings (``coordinator.group_config``: Kafka's group configs,
+set with ``kafka-configs --alter --entity-type groups``), as Kafka keeps them in its metadata
+rather than with the group: they exist whether or not the group does, and the shards get them
+with the topics. At most ``MAX_CONFIGURED_GROUPS`` groups set any.
 """
 
 from __future__ import annotations
@@ -22,8 +28,15 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Sequence
 
-from groupcoord.coordinator import Errors
+from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.group_config import (
+    GroupConfigError,
+    GroupConfigOp,
+    altered,
+    checked_configs,
+)
 from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
 
@@ -31,6 +44,7 @@ CATALOG_FILE = "topics.json"
 MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_TOPICS = 100_000
+MAX_CONFIGURED_GROUPS = 100_000
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -79,20 +93,24 @@ class TopicCatalog:
     """The catalog of one deployment, kept in ``directory``/topics.json. Not thread-safe: one
     owner (the router actor) calls it."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, config: CoordinatorConfig | None = None) -> None:
+        """``config``: the deployment's, whose bounds a group's settings must keep to."""
         self.path = os.path.join(directory, CATALOG_FILE)
-        self.version, self._topics, self._ids = self._read()
+        self._config = config or CoordinatorConfig()
+        self.version, self._topics, self._ids, self._group_configs = self._read()
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
             self._write(
                 self._topics, {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
             )
 
-    def _read(self) -> tuple[int, dict[str, int], dict[str, uuid.UUID]]:
+    def _read(
+        self,
+    ) -> tuple[int, dict[str, int], dict[str, uuid.UUID], dict[str, dict[str, int]]]:
         try:
             with open(self.path, "rb") as f:
                 raw = json.loads(f.read())
         except FileNotFoundError:
-            return 0, {}, {}
+            return 0, {}, {}, {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"{self.path}: unreadable topic catalog ({exc})") from None
         if (
@@ -100,6 +118,7 @@ class TopicCatalog:
             or type(raw.get("version")) is not int
             or not isinstance(raw.get("topics"), dict)
             or not isinstance(raw.get("ids", {}), dict)
+            or not isinstance(raw.get("group_configs", {}), dict)
         ):
             raise ValueError(
                 f'{self.path}: expected {{"version": int, "topics": {{...}}, "ids": {{...}}}}'
@@ -112,9 +131,10 @@ class TopicCatalog:
             ids = {
                 name: _topic_id(text) for name, text in raw.get("ids", {}).items() if name in topics
             }
-        except CatalogError as exc:
+            group_configs = checked_configs(raw.get("group_configs", {}))
+        except (CatalogError, ValueError) as exc:
             raise ValueError(f"{self.path}: {exc}") from None
-        return raw["version"], topics, ids
+        return raw["version"], topics, ids, group_configs
 
     def topics(self) -> dict[str, int]:
         """A copy: {topic: partition count}."""
@@ -123,6 +143,43 @@ class TopicCatalog:
     def topic_ids(self) -> dict[str, uuid.UUID]:
         """A copy: {topic: its topic id}."""
         return dict(self._ids)
+
+    def group_configs(self) -> dict[str, dict[str, int]]:
+        """A copy: {group id: {setting: value}}, for the groups that set any."""
+        return {group_id: dict(settings) for group_id, settings in self._group_configs.items()}
+
+    def configure_group(
+        self,
+        group_id: str,
+        ops: Sequence[GroupConfigOp],
+        *,
+        replace: bool,
+        validate_only: bool = False,
+    ) -> None:
+        """Change group ``group_id``'s settings (``group_config.altered``; ``replace``: as
+        AlterConfigs, the whole set). GroupConfigError or CatalogError, and no change, when
+        refused; nothing is written when nothing changes."""
+        if group_id == "":
+            raise CatalogError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
+        if len(group_id) > self._config.string_max_chars:
+            raise CatalogError(
+                Errors.INVALID_REQUEST,
+                f"a group id is at most {self._config.string_max_chars} characters",
+            )
+        current = self._group_configs.get(group_id, {})
+        settings = altered(current, ops, replace=replace, config=self._config)
+        if not current and settings and len(self._group_configs) >= MAX_CONFIGURED_GROUPS:
+            raise CatalogError(
+                Errors.INVALID_REQUEST,
+                f"{MAX_CONFIGURED_GROUPS} groups already have settings of their own, the most "
+                "the catalog keeps",
+            )
+        if validate_only or settings == current:
+            return
+        configs = {g: c for g, c in self._group_configs.items() if g != group_id}
+        if settings:
+            configs[group_id] = settings
+        self._write(self._topics, self._ids, configs)
 
     def create(
         self, name: str, partitions: int, *, validate_only: bool = False
@@ -183,9 +240,16 @@ class TopicCatalog:
                     self.alter(change.name, change.partitions, validate_only=change.validate_only)
                 elif change.kind == "delete":
                     self.delete(change.name)
+                elif change.kind in ("alter_group_configs", "replace_group_configs"):
+                    self.configure_group(
+                        change.name,
+                        change.configs,
+                        replace=change.kind == "replace_group_configs",
+                        validate_only=change.validate_only,
+                    )
                 else:
                     raise CatalogError(Errors.INVALID_REQUEST, f"unknown change {change.kind!r}")
-            except CatalogError as exc:
+            except (CatalogError, GroupConfigError) as exc:
                 results.append(TopicResult(exc.error, str(exc)))
             else:
                 results.append(TopicResult(Errors.NONE, None, change.partitions, topic_id))
@@ -197,14 +261,28 @@ class TopicCatalog:
             raise CatalogError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return count
 
-    def _write(self, topics: dict[str, int], ids: dict[str, uuid.UUID]) -> None:
+    def _write(
+        self,
+        topics: dict[str, int],
+        ids: dict[str, uuid.UUID],
+        group_configs: dict[str, dict[str, int]] | None = None,
+    ) -> None:
+        """Replace the file with a new version (``group_configs`` None: those held)."""
         version = self.version + 1
+        if group_configs is None:
+            group_configs = self._group_configs
         data = json.dumps(
-            {"version": version, "topics": topics, "ids": {t: str(i) for t, i in ids.items()}},
+            {
+                "version": version,
+                "topics": topics,
+                "ids": {t: str(i) for t, i in ids.items()},
+                "group_configs": group_configs,
+            },
             sort_keys=True,
         ).encode()
         write_atomically(self.path, [data])  # fsyncs the file and the directory
         self.version, self._topics, self._ids = version, topics, ids
+        self._group_configs = group_configs
 
 
 def _topic_id(text: object) -> uuid.UUID:

@@ -92,10 +92,12 @@ from groupcoord.wire.acl import (
 from groupcoord.wire.acl_list import describe_acls_response
 from groupcoord.wire.answer_cache import MetadataAnswers, api_versions_answer
 from groupcoord.wire.configs import (
+    GROUP,
+    alter_answer,
     alter_configs_response,
-    alter_refusal,
     describe_configs,
     describe_configs_response,
+    group_change,
     resources,
     too_many_resources,
 )
@@ -140,8 +142,9 @@ class KafkaGateway:
     listener speaks for (merged by the caller); ``coordinator_for(group_id)`` the listener of
     the group's partition (None while it is not serving); ``brokers()`` the listeners Metadata
     names; ``topics()`` the topic catalog ({topic: partition count}) and ``topic_ids()`` its
-    topics' ids ({topic: uuid}); ``change_topics(changes)``
-    asks the catalog's owner to apply CreateTopics/DeleteTopics/CreatePartitions. ``node`` is
+    topics' ids ({topic: uuid}), ``group_configs()`` its groups' own settings;
+    ``change_topics(changes)`` asks the catalog's owner to apply CreateTopics/DeleteTopics/
+    CreatePartitions and groups' settings changes (``wire.configs``). ``node`` is
     this listener, named as the leader of every topic partition in its Metadata answers when it
     is among the brokers (all listeners answer Fetch and ListOffsets alike). ``authorizer``
     decides group ACLs (None: everything is allowed). ``submit_route(group_id, core_request,
@@ -162,6 +165,7 @@ class KafkaGateway:
         change_topics: ChangeTopics,
         cluster_id: str,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
+        group_configs: Callable[[], Mapping[str, Mapping[str, int]]],
         coordinator_config: CoordinatorConfig,
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
         authorizer: Authorizer | None = None,
@@ -177,6 +181,7 @@ class KafkaGateway:
         self._topics = topics
         self._change_topics = change_topics
         self._topic_ids = topic_ids
+        self._group_configs = group_configs
         self.cluster_id = cluster_id
         self.coordinator_config = coordinator_config
         self.max_fetch_wait_ms = max_fetch_wait_ms
@@ -296,7 +301,7 @@ class KafkaGateway:
                     allowed=authorizer is None or authorizer.is_super_user(principal),
                 )
             case ApiKey.DESCRIBE_CONFIGS | ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
-                return self._configs(request, allowed)
+                return await self._configs(request, allowed)
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
 
     def submit(
@@ -338,8 +343,9 @@ class KafkaGateway:
             return self.node.node_id
         return brokers[0].node_id
 
-    def _configs(self, request: WireRequest, allowed: Callable[[str, str], bool]) -> object:
-        """DescribeConfigs; AlterConfigs and IncrementalAlterConfigs, refused (``wire.configs``)."""
+    async def _configs(self, request: WireRequest, allowed: Callable[[str, str], bool]) -> object:
+        """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (``wire.configs``): a
+        group's changes go to the catalog's owner, in one call for the request."""
         describing = request.api_key == ApiKey.DESCRIBE_CONFIGS
         respond = describe_configs_response if describing else alter_configs_response
         refused = too_many_resources(request)
@@ -347,7 +353,7 @@ class KafkaGateway:
             return respond(request, [refused] * len(request.body.resources))
         ids = [self.node.node_id, *(broker.node_id for broker in self._brokers())]
         node_ids = frozenset(i for i in ids if i >= 0)  # not the bootstrap listener's -1
-        topics = self._topics()
+        topics, group_configs = self._topics(), self._group_configs()
         operation = DESCRIBE_CONFIGS if describing else ALTER_CONFIGS
         asked = resources(request)
         answers = [
@@ -359,15 +365,26 @@ class KafkaGateway:
                 topics=topics,
                 topic_name_error=_topic_name_error,
                 may_access_group=lambda group_id: allowed(operation, group_id),
+                group_configs=group_configs,
             )
             for resource_type, name in asked
         ]
-        if not describing:
-            answers = [
-                alter_refusal(kind, name, checked)
-                for (kind, name), checked in zip(asked, answers, strict=True)
-            ]
-        return respond(request, answers)
+        if describing:
+            return respond(request, answers)
+        to_change = [
+            index
+            for index, ((kind, name), checked) in enumerate(zip(asked, answers, strict=True))
+            if kind == GROUP and name and checked.error == Errors.NONE
+        ]
+        results = await self._change_topics([group_change(request, i) for i in to_change])
+        changed = dict(zip(to_change, results, strict=True))
+        return respond(
+            request,
+            [
+                alter_answer(kind, name, checked, changed.get(index))
+                for index, ((kind, name), checked) in enumerate(zip(asked, answers, strict=True))
+            ],
+        )
 
     async def _find_coordinator(
         self, request: WireRequest, allowed: Callable[[str, str], bool]

@@ -75,8 +75,8 @@ TYPE_INDEX = {kind: index for index, kind in enumerate(MESSAGE_TYPES)}
 class NetworkView(msgspec.Struct, frozen=True):
     """What a network process answers Metadata, FindCoordinator and DescribeConfigs from: its
     partition's listener (``node``), every partition's (``nodes``), the brokers Metadata names,
-    the topic catalog and the deployment's ``CoordinatorConfig``. Sent at start and whenever the
-    partition adopts a new directory."""
+    the topic catalog (with groups' own settings) and the deployment's ``CoordinatorConfig``.
+    Sent at start and whenever the partition adopts a new directory."""
 
     node: Node
     nodes: dict[int, Node]
@@ -84,6 +84,7 @@ class NetworkView(msgspec.Struct, frozen=True):
     topics: dict[str, int]
     topic_ids: dict[str, uuid.UUID]
     coordinator_config: CoordinatorConfig
+    group_configs: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
 class ChannelError(Exception):

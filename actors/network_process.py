@@ -171,6 +171,7 @@ async def serve(
         change_topics=partition_channel.change_topics,
         cluster_id=f"groupcoord-{num_partitions}",
         topic_ids=lambda: current().topic_ids,
+        group_configs=lambda: current().group_configs,
         coordinator_config=view.coordinator_config,
         authorizer=config.security.authorizer(),
         submit_route=partition_channel.submit,

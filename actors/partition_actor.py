@@ -268,8 +268,8 @@ class PartitionActor:
         delay_s = 0.1
         for _ in range(CATALOG_FETCH_ATTEMPTS):
             try:
-                version, topics = await self._router.topic_catalog.remote()
-                self._runtime.update_topics(version, topics)
+                version, topics, group_configs = await self._router.topic_catalog.remote()
+                self._runtime.update_topics(version, topics, group_configs)
                 return
             except Exception as exc:
                 log.warning("partition %d: no topic catalog yet (%r)", self._partition, exc)
@@ -295,7 +295,9 @@ class PartitionActor:
         if self._wire is not None:
             self._wire.adopt(directory)
         elif self._runtime is not None:
-            self._runtime.update_topics(directory.catalog_version, dict(directory.topics))
+            self._runtime.update_topics(
+                directory.catalog_version, dict(directory.topics), directory.group_configs
+            )
 
     async def live_lag(self) -> list[WindowSnapshot]:
         """The commit windows of this partition's groups (empty while broken)."""

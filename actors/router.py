@@ -160,7 +160,7 @@ class RouterActor:
                     lag_windows,
                 )
 
-            self.catalog = TopicCatalog(log_dir)
+            self.catalog = TopicCatalog(log_dir, config)
             self._runtime = RouterRuntime(num_partitions, factory)
             for n in range(num_partitions):  # start loading every partition now
                 self._runtime.partition(n)
@@ -174,6 +174,7 @@ class RouterActor:
                     self.catalog.topics,
                     self.change_topics,
                     self.catalog.topic_ids,
+                    self.catalog.group_configs,
                     os.path.join(log_dir, "bootstrap-listener"),
                     config,
                 )
@@ -254,9 +255,10 @@ class RouterActor:
     async def topics(self) -> dict[str, int]:
         return self.catalog.topics()
 
-    async def topic_catalog(self) -> tuple[int, dict[str, int]]:
-        """The catalog's version and topics, which a partition hands its shard once loaded."""
-        return self.catalog.version, self.catalog.topics()
+    async def topic_catalog(self) -> tuple[int, dict[str, int], dict[str, dict[str, int]]]:
+        """The catalog's version, topics and groups' own settings, which a partition hands
+        its shard once loaded."""
+        return self.catalog.version, self.catalog.topics(), self.catalog.group_configs()
 
     async def create_topic(self, name: str, partitions: int) -> None:
         """CatalogError (a ValueError with Kafka's code) when refused; likewise below."""
@@ -289,7 +291,11 @@ class RouterActor:
     def _directory(self) -> WireDirectory:
         catalog = self.catalog
         return WireDirectory(
-            dict(self._nodes), catalog.topics(), catalog.version, catalog.topic_ids()
+            dict(self._nodes),
+            catalog.topics(),
+            catalog.version,
+            catalog.topic_ids(),
+            catalog.group_configs(),
         )
 
     async def _publish_directory(self) -> None:

@@ -74,10 +74,11 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
+from groupcoord.coordinator.group_config import checked_configs
 from groupcoord.coordinator.messages import DeleteGroupsRequest, OffsetCommitRequest, validate
 
 from .live_lag import LagTracker, LagWindowConfig
@@ -181,10 +182,11 @@ class PartitionRuntime(LoadMixin):
         # Recent commits for live lag (live_lag.py): kept from the start when the deployment has
         # an HTTP service (``lag_windows``), else from its first read.
         self.lag = LagTracker(lag_windows, keeping=lag_windows is not None)
-        # The newest topic catalog handed in (version, {topic: partitions}); replayed into
-        # the shard once it is loaded (``update_topics``).
+        # The newest topic catalog handed in (version, {topic: partitions}, groups' own
+        # settings); replayed into the shard once it is loaded (``update_topics``).
         self.catalog_version = -1
         self._catalog: dict[str, int] | None = None
+        self._group_configs: dict[str, dict[str, int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -236,14 +238,22 @@ class PartitionRuntime(LoadMixin):
 
     # -- the topic catalog -------------------------------------------------------------------------
 
-    def update_topics(self, version: int, topics: dict[str, int]) -> bool:
-        """Hand the shard topic catalog ``version`` ({topic: partition count}); an older or
-        equal version than the one held is ignored (pushes and fetches can cross). Consumer
-        groups need it: until the first one, their heartbeats get COORDINATOR_LOAD_IN_PROGRESS.
-        Its records (a group's new partition metadata and epoch) are made durable like any
-        request's. Returns whether it was taken; ValueError (and no change) for a bad catalog."""
+    def update_topics(
+        self,
+        version: int,
+        topics: dict[str, int],
+        group_configs: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> bool:
+        """Hand the shard topic catalog ``version``: {topic: partition count} and the groups'
+        own settings ({group id: {setting: value}}, ``coordinator.group_config``; None: none).
+        An older or equal version than the one held is ignored (pushes and fetches can cross).
+        Consumer groups need it: until the first one, their heartbeats get
+        COORDINATOR_LOAD_IN_PROGRESS. Its records (a group's new partition metadata and epoch)
+        are made durable like any request's. Returns whether it was taken; ValueError (and no
+        change) for a bad catalog."""
         if type(version) is not int or not isinstance(topics, dict):
             raise ValueError("update_topics takes an int version and a dict of topics")
+        configs = checked_configs({} if group_configs is None else group_configs)
         if version <= self.catalog_version:
             return False
         if self.state in ("loading", "serving"):
@@ -256,7 +266,10 @@ class PartitionRuntime(LoadMixin):
                 self._fail(exc)
                 return False
             self._process(step)
+        if self.state == "serving":  # a loading one gets them when loaded (runtime_load)
+            self._shard.update_group_configs(configs)
         self.catalog_version, self._catalog = version, dict(topics)
+        self._group_configs = configs
         return True
 
     def _update_shard_topics(self, topics: dict[str, int]) -> None:

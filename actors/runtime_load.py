@@ -81,6 +81,8 @@ class LoadMixin:
             self.load_summary = summary
             self._shard = shard
             self.state = "serving"
+            # Before on_loaded, which re-arms sessions at each group's own timeout.
+            shard.update_group_configs(self._group_configs)
             self._run_step(shard.on_loaded, self._clock_ms())
             if self._catalog is not None:  # a catalog that arrived while loading
                 self._update_shard_topics(self._catalog)

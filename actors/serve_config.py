@@ -73,6 +73,30 @@ COORDINATOR_HELP = {
         "KIP-848 consumer groups: heartbeat interval of a member waiting for released partitions",
         "ms",
     ),
+    "consumer_group_min_session_timeout_ms": (
+        "KIP-848 consumer groups: shortest session a group's own setting may ask for",
+        "ms",
+    ),
+    "consumer_group_max_session_timeout_ms": (
+        "KIP-848 consumer groups: longest session a group's own setting may ask for",
+        "ms",
+    ),
+    "consumer_group_min_heartbeat_interval_ms": (
+        "KIP-848 consumer groups: shortest heartbeat interval a group's own setting may ask for",
+        "ms",
+    ),
+    "consumer_group_max_heartbeat_interval_ms": (
+        "KIP-848 consumer groups: longest heartbeat interval a group's own setting may ask for",
+        "ms",
+    ),
+    "consumer_group_min_assignment_interval_ms": (
+        "KIP-848 consumer groups: shortest assignment interval a group's own setting may ask for",
+        "ms",
+    ),
+    "consumer_group_max_assignment_interval_ms": (
+        "KIP-848 consumer groups: longest assignment interval a group's own setting may ask for",
+        "ms",
+    ),
     "offsets_cleanup_max_offsets_per_turn": (
         "offsets the retention cleanup examines per timer turn",
         "offsets",

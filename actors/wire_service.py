@@ -74,12 +74,13 @@ def port_key(log_key: str) -> bytes:
 
 class WireDirectory(msgspec.Struct):
     """What the router tells listeners: every partition's listener and the topic catalog
-    (partition counts and topic ids)."""
+    (partition counts, topic ids, and groups' own settings: ``coordinator.group_config``)."""
 
     nodes: dict[int, Node]
     topics: dict[str, int]
     catalog_version: int
     topic_ids: dict[str, uuid.UUID] = msgspec.field(default_factory=dict)
+    group_configs: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
 class PartitionListener:
@@ -117,6 +118,7 @@ class PartitionListener:
             change_topics=self._change_topics,
             cluster_id=f"groupcoord-{self.num_partitions}",
             topic_ids=lambda: self.directory.topic_ids,
+            group_configs=lambda: self.directory.group_configs,
             coordinator_config=self._runtime.config,
             authorizer=self.config.security.authorizer(),
             submit_route=self._submit_route,
@@ -171,6 +173,7 @@ class PartitionListener:
             dict(directory.topics),
             dict(directory.topic_ids),
             self._runtime.config,
+            dict(directory.group_configs),
         )
 
     async def close(self) -> None:
@@ -215,13 +218,19 @@ class PartitionListener:
         held = self.directory
         if directory.catalog_version < held.catalog_version:
             directory = WireDirectory(
-                directory.nodes, held.topics, held.catalog_version, held.topic_ids
+                directory.nodes,
+                held.topics,
+                held.catalog_version,
+                held.topic_ids,
+                held.group_configs,
             )
         self.directory = directory
         if self._pool is not None and self.node is not None:
             self._pool.publish(self._view())
         try:  # the shard's copy (consumer groups); a version it holds is ignored
-            self._runtime.update_topics(directory.catalog_version, dict(directory.topics))
+            self._runtime.update_topics(
+                directory.catalog_version, dict(directory.topics), directory.group_configs
+            )
         except ValueError as exc:  # the router validates topics: this is a bug, not input
             log.error("partition %d: topic catalog refused: %s", self.partition, exc)
 
@@ -249,6 +258,7 @@ class BootstrapListener:
         topics: Callable[[], Mapping[str, int]],
         change_topics: Any,
         topic_ids: Callable[[], Mapping[str, uuid.UUID]],
+        group_configs: Callable[[], Mapping[str, Mapping[str, int]]],
         log_key: str,
         coordinator_config: CoordinatorConfig,
     ) -> None:
@@ -268,6 +278,7 @@ class BootstrapListener:
             change_topics=change_topics,
             cluster_id=f"groupcoord-{num_partitions}",
             topic_ids=topic_ids,
+            group_configs=group_configs,
             coordinator_config=coordinator_config,
             authorizer=config.security.authorizer(),
         )

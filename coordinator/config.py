@@ -78,6 +78,15 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # later; every other answer gives ``consumer_group_heartbeat_interval_ms``. Set it to the
     # heartbeat interval for Kafka's behaviour.
     consumer_group_unreleased_heartbeat_interval_ms: int = 100
+    # Kafka's bounds on a group's own settings (``group_config``; Kafka's defaults): a value
+    # outside them is INVALID_CONFIG. Unlike Kafka, the deployment's own values above are not
+    # held to them (tests and demos run with shorter sessions than a group may ask for).
+    consumer_group_min_session_timeout_ms: int = 45_000
+    consumer_group_max_session_timeout_ms: int = 60_000
+    consumer_group_min_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_heartbeat_interval_ms: int = 15_000
+    consumer_group_min_assignment_interval_ms: int = 0
+    consumer_group_max_assignment_interval_ms: int = 15_000
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -117,6 +126,12 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             "group_initial_rebalance_delay_ms",
             "offset_metadata_max_bytes",
             "consumer_group_assignment_interval_ms",
+            "consumer_group_min_session_timeout_ms",
+            "consumer_group_max_session_timeout_ms",
+            "consumer_group_min_heartbeat_interval_ms",
+            "consumer_group_max_heartbeat_interval_ms",
+            "consumer_group_min_assignment_interval_ms",
+            "consumer_group_max_assignment_interval_ms",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(

@@ -59,6 +59,7 @@ from .consumer_records import (
 )
 from .errors import Errors
 from .group import EMPTY as CLASSIC_EMPTY
+from .group_config import ASSIGNMENT_INTERVAL, HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from .reconcile import (
     STABLE,
     UNRELEASED_PARTITIONS,
@@ -339,7 +340,7 @@ class ConsumerHeartbeatMixin:
         member = group.members[member_id]
         self._arm(
             ("consumer-session", group_id, member_id),
-            self.config.consumer_group_session_timeout_ms,
+            self._group_setting(group_id, SESSION_TIMEOUT),
         )
         full = joining or (
             req.rebalance_timeout_ms != -1
@@ -349,7 +350,7 @@ class ConsumerHeartbeatMixin:
         assignment = None
         if full or member.assignment.assigned != before.assignment.assigned:
             assignment = _response_assignment(member.assignment.assigned)
-        interval_ms = self.config.consumer_group_heartbeat_interval_ms
+        interval_ms = self._group_setting(group_id, HEARTBEAT_INTERVAL)
         if member.assignment.state == UNRELEASED_PARTITIONS:
             interval_ms = min(
                 interval_ms, self.config.consumer_group_unreleased_heartbeat_interval_ms
@@ -416,7 +417,7 @@ class ConsumerHeartbeatMixin:
         target, so members that join together cost one assignor run, not one each."""
         if group.group_epoch <= group.assignment_epoch:
             return
-        interval_ms = self.config.consumer_group_assignment_interval_ms
+        interval_ms = self._group_setting(group.group_id, ASSIGNMENT_INTERVAL)
         last_ms = group.assigned_at_ms
         if interval_ms and last_ms is not None and self._now - last_ms < interval_ms:
             return

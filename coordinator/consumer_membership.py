@@ -8,6 +8,8 @@ once, and the group epoch is bumped; the next heartbeat of any member computes t
 
 The topic catalog (``update_topics``) is soft state the runtime hands in (partition counts by
 topic name); a change that alters a group's subscribed topics' partition counts bumps its epoch.
+Groups' own settings (``update_group_configs``, group_config) are soft state handed in the same
+way, beside the catalog.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .consumer_records import (
     to_topic_partitions,
 )
 from .errors import Errors
+from .group_config import SESSION_TIMEOUT, checked_configs, group_setting
 from .reconcile import UNREVOKED_PARTITIONS, MemberAssignment
 from .records import Record
 
@@ -74,6 +77,15 @@ class ConsumerMembershipMixin:
             for group in list(self._consumer_groups.values()):
                 self._refresh_partition_metadata(group, bump=False)
         return self._finish()
+
+    def update_group_configs(self, configs: Mapping[str, Mapping[str, int]]) -> None:
+        """Replace every group's own settings ({group id: {setting: value}}, group_config):
+        read at each heartbeat, so a change reaches a member at its next one, as in Kafka. No
+        records: the topic catalog keeps them. ValueError (and no change) for a bad mapping."""
+        self._group_configs = checked_configs(configs)
+
+    def _group_setting(self, group_id: str, name: str) -> int:
+        return group_setting(self._group_configs.get(group_id), name, self.config)
 
     def _refresh_partition_metadata(self, group: ConsumerGroup, bump: bool) -> None:
         """Write the subscribed topics' partition counts if they changed, and bump the group
@@ -194,8 +206,8 @@ class ConsumerMembershipMixin:
         """Re-arm every member's session (soft state: ``now`` + session timeout, a classic
         member's own) and the rebalance timeout of members that must still revoke; then
         refresh partition counts against the catalog if the runtime has handed one in."""
-        session_ms = self.config.consumer_group_session_timeout_ms
         for group in list(self._consumer_groups.values()):
+            session_ms = self._group_setting(group.group_id, SESSION_TIMEOUT)
             for member in group.members.values():
                 classic_ms = member.subscription.classic_session_timeout_ms
                 self._arm(

@@ -35,9 +35,10 @@ class Errors(IntEnum):
     GROUP_AUTHORIZATION_FAILED = 30
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
+    INVALID_CONFIG = 40  # a group setting's value refused (group_config)
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-    POLICY_VIOLATION = 44  # a settings change refused (wire.configs: read-only)
+    POLICY_VIOLATION = 44  # a topic's settings change refused (wire.configs: none kept)
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69

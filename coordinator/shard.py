@@ -175,6 +175,8 @@ class Shard(
         self._state_counts: dict[GroupState, int] = dict.fromkeys(GroupState, 0)
         self._consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, by id
         self._topics: dict[str, int] | None = None  # the topic catalog (update_topics)
+        # Groups' own settings, {group id: {setting: value}} (group_config, update_group_configs)
+        self._group_configs: dict[str, dict[str, int]] = {}
         self._timer = TimingWheel(0)
         self._immediate_timers = immediate_timers
         self._immediate: dict[Any, Any] = {}  # timers armed with delay <= 0 in this call

@@ -11,17 +11,18 @@ a topic's, a broker's or a group's. groupcoord answers from what it has:
   ``group.min.session.timeout.ms``), read-only. Kafka answers only for its own broker id or for
   "" (the cluster-wide dynamic defaults, none here); every listener of a deployment shares one
   configuration, so any broker id the listener names in Metadata is answered alike;
-* a group (32) has KIP-848's per-group settings, each the deployment's value (groupcoord keeps
-  no per-group overrides, so these are read-only too, where Kafka's may be altered).
+* a group (32) has KIP-848's group settings (``coordinator.group_config``): its own value where
+  it sets one (source ``GROUP_CONFIG``), else the deployment's. Any group name is answered,
+  whether or not the group exists, as Kafka does.
 
-AlterConfigs and IncrementalAlterConfigs (``kafka-configs --alter``) are answered, not left
-unsupported, so that the tool says why nothing changed: after the same checks of the resource
-(and AlterConfigs on a group, which only All grants), a broker's change is INVALID_REQUEST, as
-Kafka answers a change of a setting it cannot change while running, and a topic's or a group's
-(which Kafka would store) POLICY_VIOLATION; each message names where the setting is set
-instead (``alter_refusal``).
+AlterConfigs and IncrementalAlterConfigs (``kafka-configs --alter``) change a group's settings:
+after the same checks of the resource (AlterConfigs on a group, which only All grants), each
+group's change goes to the topic catalog's owner (``group_change``), which checks it as Kafka
+does and keeps it. A broker's change is INVALID_REQUEST, as Kafka answers a change of a setting
+it cannot change while running, and a topic's (which Kafka would store) POLICY_VIOLATION; each
+message names where the setting is set instead (``alter_answer``).
 
-A value's source is ``DEFAULT_CONFIG`` when it is groupcoord's default, else
+A broker value's source is ``DEFAULT_CONFIG`` when it is groupcoord's default, else
 ``STATIC_BROKER_CONFIG`` (set when the deployment started), as Kafka reports a value from its
 properties file. Any other resource type is INVALID_REQUEST. ``configuration_keys`` picks
 entries by name; a name groupcoord does not have is left out, as Kafka leaves out a key it does
@@ -38,13 +39,16 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.group_config import SET, SETTINGS, GroupConfigOp, kafka_name
 
 from . import apis
+from .apis import ApiKey
 from .connection import WireRequest
+from .topics import TopicChange, TopicResult
 from .translate import build
 
 TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type codes
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # Kafka's ConfigSource codes
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8  # Kafka's ConfigSource codes
 STRING, INT, LONG, LIST = 2, 3, 5, 7  # Kafka's ConfigType codes (DescribeConfigs v3+)
 _MINUTE_MS = 60_000
 _INT32 = re.compile(r"-?[0-9]{1,10}")  # Java's Integer.parseInt, ASCII digits only
@@ -53,18 +57,32 @@ _INT32 = re.compile(r"-?[0-9]{1,10}")  # Java's Integer.parseInt, ASCII digits o
 MAX_RESOURCES_PER_REQUEST = 10_000
 
 
-class ConfigEntry(msgspec.Struct, frozen=True):
-    """One setting as Kafka names it: ``value`` (Kafka's text form), ``config_type`` (a
-    ConfigType code) and ``default`` (groupcoord's default, in the same form)."""
+class Synonym(msgspec.Struct, frozen=True):
+    """A level a setting is set at: the name there, the value (Kafka's text) and a
+    ConfigSource code."""
 
     name: str
     value: str
+    source: int
+
+
+class ConfigEntry(msgspec.Struct, frozen=True):
+    """One setting as Kafka names it: ``config_type`` (a ConfigType code) and ``synonyms``,
+    every level it is set at in Kafka's order of precedence, the first being the value in
+    force; ``read_only`` unless it can be altered here (a group's own settings)."""
+
+    name: str
     config_type: int
-    default: str
+    synonyms: tuple[Synonym, ...]
+    read_only: bool = True
+
+    @property
+    def value(self) -> str:
+        return self.synonyms[0].value
 
     @property
     def source(self) -> int:
-        return DEFAULT_CONFIG if self.value == self.default else STATIC_BROKER_CONFIG
+        return self.synonyms[0].source
 
 
 class ConfigsAnswer(msgspec.Struct, frozen=True):
@@ -92,12 +110,13 @@ _BROKER_SETTINGS = {
     "group.consumer.migration.policy": ("consumer_group_migration_policy", STRING),
     "group.consumer.assignment.interval.ms": ("consumer_group_assignment_interval_ms", INT),
 }
-# Kafka's group setting -> the broker setting whose value it takes when the group sets none.
-_GROUP_SETTINGS = {
-    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
-    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
-    "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
-}
+_BROKER_SETTINGS.update(
+    {
+        kafka_name(field): (field, INT)
+        for setting in SETTINGS.values()
+        for field in (setting.min_field, setting.max_field)
+    }
+)
 _DEFAULTS = CoordinatorConfig()
 
 
@@ -107,18 +126,29 @@ def broker_entries(config: CoordinatorConfig) -> tuple[ConfigEntry, ...]:
     for name, (field, config_type) in _BROKER_SETTINGS.items():
         value = _text(name, getattr(config, field))
         if value is not None:
-            default = _text(name, getattr(_DEFAULTS, field))
-            entries.append(ConfigEntry(name, value, config_type, default or ""))
+            default = Synonym(name, _text(name, getattr(_DEFAULTS, field)) or "", DEFAULT_CONFIG)
+            levels = [default]
+            if value != default.value:
+                levels.insert(0, Synonym(name, value, STATIC_BROKER_CONFIG))
+            entries.append(ConfigEntry(name, config_type, tuple(levels)))
     return tuple(entries)
 
 
-def group_entries(config: CoordinatorConfig) -> tuple[ConfigEntry, ...]:
-    """A group's entries: each of KIP-848's group settings at the deployment's value."""
+def group_entries(
+    config: CoordinatorConfig, settings: Mapping[str, int] | None = None
+) -> tuple[ConfigEntry, ...]:
+    """A group's entries: each of KIP-848's group settings (``coordinator.group_config``), its
+    own value where ``settings`` sets one (source GROUP_CONFIG), over the broker setting it
+    falls back to (as Kafka lists them)."""
     of_broker = {entry.name: entry for entry in broker_entries(config)}
-    return tuple(
-        msgspec.structs.replace(of_broker[broker_name], name=name)
-        for name, broker_name in _GROUP_SETTINGS.items()
-    )
+    entries = []
+    for name, setting in SETTINGS.items():
+        levels = of_broker[kafka_name(setting.field)].synonyms
+        own = (settings or {}).get(name)
+        if own is not None:
+            levels = (Synonym(name, str(own), GROUP_CONFIG), *levels)
+        entries.append(ConfigEntry(name, INT, levels, read_only=False))
+    return tuple(entries)
 
 
 def _text(name: str, value: object) -> str | None:
@@ -141,11 +171,12 @@ def describe_configs(
     topics: Mapping[str, int],
     topic_name_error: Callable[[str], str | None],
     may_access_group: Callable[[str], bool],
+    group_configs: Mapping[str, Mapping[str, int]],
 ) -> ConfigsAnswer:
     """The answer for one resource (module docstring). ``node_ids``: the broker ids answered;
     ``topic_name_error(name)``: why a topic name is illegal, or None; ``may_access_group``:
-    whether the caller may describe (or, for ``alter_refusal``, alter) that group's configs
-    (GROUP_AUTHORIZATION_FAILED if not)."""
+    whether the caller may describe (or, for ``alter_answer``, alter) that group's configs
+    (GROUP_AUTHORIZATION_FAILED if not); ``group_configs``: groups' own settings."""
     if resource_type == TOPIC:
         if name in topics:
             return ConfigsAnswer()
@@ -173,7 +204,7 @@ def describe_configs(
             return ConfigsAnswer(Errors.INVALID_REQUEST, "Group name must not be empty")
         if not may_access_group(name):
             return ConfigsAnswer(Errors.GROUP_AUTHORIZATION_FAILED)
-        return ConfigsAnswer(entries=group_entries(config))
+        return ConfigsAnswer(entries=group_entries(config, group_configs.get(name)))
     return ConfigsAnswer(
         Errors.INVALID_REQUEST,
         f"groupcoord describes the configs of topics (2), brokers (4) and groups (32), "
@@ -181,27 +212,50 @@ def describe_configs(
     )
 
 
-# Why a change to a resource's settings is refused, by resource type.
+# Why a change to a topic's or a broker's settings is refused.
 _READ_ONLY = {
     TOPIC: "groupcoord keeps no topic settings: it stores no records",
     BROKER: "groupcoord's settings are read-only while it runs: set them with the flags of "
     "`groupcoord serve` (group.min.session.timeout.ms is --group-min-session-timeout-ms)",
-    GROUP: "groupcoord keeps no per-group settings: every group has the deployment's, set with "
-    "`groupcoord serve` (consumer.session.timeout.ms is --consumer-group-session-timeout-ms)",
 }
 
 
-def alter_refusal(resource_type: int, name: str, checked: ConfigsAnswer) -> ConfigsAnswer:
+def alter_answer(
+    resource_type: int, name: str, checked: ConfigsAnswer, changed: TopicResult | None
+) -> ConfigsAnswer:
     """The answer to a change of the settings of resource ``name``, from ``describe_configs``'
     answer for it (``checked``, asked with ``may_access_group`` saying whether the caller may
-    alter the group's configs): its error (a missing topic named in the message, as Kafka
-    does here), else the refusal (module docstring) saying where the setting is set instead."""
+    alter the group's configs) and, for a group that passed those checks, the catalog's
+    result of the change (``changed``, for ``group_change``). A topic's or a broker's change
+    is refused (module docstring), saying where the setting is set instead."""
+    if resource_type == GROUP and name == "":
+        return ConfigsAnswer(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
     if checked.error == Errors.UNKNOWN_TOPIC_OR_PARTITION:
         return ConfigsAnswer(checked.error, f"topic {name!r} does not exist")
     if checked.error != Errors.NONE:
         return checked
+    if resource_type == GROUP:
+        if changed is None:
+            raise ValueError(f"group {name!r}: no result for its change")
+        return ConfigsAnswer(changed.error, changed.message)
     error = Errors.INVALID_REQUEST if resource_type == BROKER else Errors.POLICY_VIOLATION
     return ConfigsAnswer(error, _READ_ONLY[resource_type])
+
+
+def group_change(request: WireRequest, index: int) -> TopicChange:
+    """The catalog change an AlterConfigs or IncrementalAlterConfigs ``request`` asks of its
+    ``index``-th resource, a group."""
+    resource = request.body.resources[index]
+    incremental = request.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    return TopicChange(
+        "alter_group_configs" if incremental else "replace_group_configs",
+        resource.resource_name,
+        validate_only=request.body.validate_only,
+        configs=tuple(
+            GroupConfigOp(c.name, int(c.config_operation) if incremental else SET, c.value)
+            for c in resource.configs
+        ),
+    )
 
 
 def alter_configs_response(request: WireRequest, answers: Sequence[ConfigsAnswer]):
@@ -257,21 +311,20 @@ def describe_configs_response(request: WireRequest, answers: Sequence[ConfigsAns
     synonyms = request.body.include_synonyms
 
     def entry(one: ConfigEntry):
-        listed = []
-        if synonyms:  # in Kafka's order of precedence: the value in force, then the default
-            listed.append(synonym_cls(name=one.name, value=one.value, source=i8(one.source)))
-            if one.source != DEFAULT_CONFIG:
-                listed.append(
-                    synonym_cls(name=one.name, value=one.default, source=i8(DEFAULT_CONFIG))
-                )
+        listed = ()
+        if synonyms:  # in Kafka's order of precedence: the value in force first
+            listed = tuple(
+                synonym_cls(name=level.name, value=level.value, source=i8(level.source))
+                for level in one.synonyms
+            )
         return build(
             entry_cls,
             name=one.name,
             value=one.value,
-            read_only=True,
+            read_only=one.read_only,
             config_source=i8(one.source),
             is_sensitive=False,
-            synonyms=tuple(listed),
+            synonyms=listed,
             config_type=i8(one.config_type),
             documentation=None,
         )

@@ -16,6 +16,7 @@ import msgspec
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator import Errors
+from groupcoord.coordinator.group_config import GroupConfigOp
 
 from . import apis
 from .apis import ZERO_MS, ApiKey
@@ -28,13 +29,16 @@ DEFAULT_PARTITIONS = 1
 
 
 class TopicChange(msgspec.Struct, frozen=True):
-    """``kind``: "create", "grow" (to ``partitions``) or "delete"; ``validate_only``: check,
-    change nothing."""
+    """A change to the topic catalog. ``kind``: "create", "grow" (to ``partitions``) or
+    "delete" a topic; or, for group ``name``, "alter_group_configs" (IncrementalAlterConfigs)
+    or "replace_group_configs" (AlterConfigs) by ``configs`` (``coordinator.group_config``);
+    ``validate_only``: check, change nothing."""
 
     kind: str
     name: str
     partitions: int = 0
     validate_only: bool = False
+    configs: tuple[GroupConfigOp, ...] = ()
 
 
 class TopicResult(msgspec.Struct, frozen=True):

@@ -51,7 +51,7 @@ class WirePartition:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._log_dir = log_dir
         os.makedirs(log_dir + "-catalog", exist_ok=True)
-        self.catalog = TopicCatalog(log_dir + "-catalog")
+        self.catalog = TopicCatalog(log_dir + "-catalog", self.config)
         for name, count in topics.items():
             if name not in self.catalog.topics():
                 self.catalog.create(name, count)
@@ -77,6 +77,8 @@ class WirePartition:
             await asyncio.sleep(0.01)
         node = Node(0, "127.0.0.1", 0)
         runtime = self.runtime
+        catalog = self.catalog  # the shard's copy of the catalog, as a partition actor fetches it
+        runtime.update_topics(catalog.version, catalog.topics(), catalog.group_configs())
 
         # As the partition actors' listener routes (wire_service).
         def route(group_id, request):
@@ -94,6 +96,8 @@ class WirePartition:
         async def change_topics(changes):
             results = self.catalog.apply(changes)
             self.topics = self.catalog.topics()
+            catalog = self.catalog  # the shard's copy, as the router publishes it
+            runtime.update_topics(catalog.version, catalog.topics(), catalog.group_configs())
             if self.pool is not None:
                 self.pool.publish(self._view(self.pool_node))
             return results
@@ -119,6 +123,7 @@ class WirePartition:
             change_topics=change_topics,
             cluster_id="groupcoord-test",
             topic_ids=self.catalog.topic_ids,
+            group_configs=self.catalog.group_configs,
             coordinator_config=self.config,
             authorizer=self.security.authorizer(),
             submit_route=submit_route,
@@ -144,8 +149,15 @@ class WirePartition:
         return asyncio.run_coroutine_threadsafe(read(), self.loop).result(START_TIMEOUT_S)
 
     def _view(self, node: Node) -> NetworkView:
+        catalog = self.catalog
         return NetworkView(
-            node, {0: node}, [node], dict(self.topics), self.catalog.topic_ids(), self.config
+            node,
+            {0: node},
+            [node],
+            dict(self.topics),
+            catalog.topic_ids(),
+            self.config,
+            catalog.group_configs(),
         )
 
     def stop(self) -> None:

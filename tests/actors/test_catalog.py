@@ -8,13 +8,15 @@ import pickle
 
 import pytest
 
+from groupcoord.actors import catalog as catalog_module
 from groupcoord.actors.catalog import (
     CATALOG_FILE,
     MAX_TOPIC_NAME_CHARS,
     CatalogError,
     TopicCatalog,
 )
-from groupcoord.coordinator import Errors
+from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.group_config import DELETE, SET, GroupConfigError, GroupConfigOp
 from groupcoord.wire.topics import TopicChange
 
 
@@ -75,6 +77,7 @@ def test_the_file_is_plain_json(tmp_path):
         "version": 1,
         "topics": {"events": 3},
         "ids": {"events": str(topic_id)},
+        "group_configs": {},
     }
 
 
@@ -123,3 +126,80 @@ def test_a_refusal_survives_pickling_with_its_kafka_code():
     except CatalogError as exc:
         again = pickle.loads(pickle.dumps(exc))
     assert (again.error, str(again)) == (Errors.INVALID_PARTITIONS, "a topic can only grow")
+
+
+# -- groups' own settings -------------------------------------------------------------------------
+
+SESSION = "consumer.session.timeout.ms"
+
+
+def _set(name: str, value: str | None, op: int = SET) -> GroupConfigOp:
+    return GroupConfigOp(name, op, value)
+
+
+def test_a_groups_settings_survive_a_reopen_apart_from_the_group(tmp_path):
+    catalog = TopicCatalog(str(tmp_path))
+    catalog.create("events", 2)
+    catalog.configure_group("g", [_set(SESSION, "50000")], replace=False)
+    assert catalog.version == 2
+    again = TopicCatalog(str(tmp_path))
+    assert again.group_configs() == {"g": {SESSION: 50_000}}
+    assert (again.version, again.topics()) == (2, {"events": 2})
+    again.configure_group("g", [_set(SESSION, None, DELETE)], replace=False)
+    assert TopicCatalog(str(tmp_path)).group_configs() == {}  # a group setting nothing: gone
+
+
+def test_a_change_that_changes_nothing_writes_nothing(tmp_path):
+    catalog = TopicCatalog(str(tmp_path))
+    catalog.configure_group("g", [_set(SESSION, "50000")], replace=False, validate_only=True)
+    catalog.configure_group("g", [_set(SESSION, None, DELETE)], replace=False)
+    assert catalog.version == 0 and not os.path.exists(tmp_path / CATALOG_FILE)
+
+
+def test_the_deployments_bounds_apply(tmp_path):
+    roomy = TopicCatalog(str(tmp_path), CoordinatorConfig(consumer_group_min_session_timeout_ms=1))
+    roomy.configure_group("g", [_set(SESSION, "6000")], replace=False)
+    with pytest.raises(GroupConfigError, match="greater than or equal to"):
+        TopicCatalog(str(tmp_path)).configure_group("g", [_set(SESSION, "6000")], replace=False)
+
+
+def test_refused_group_changes_are_answered_with_kafkas_codes_and_change_nothing(tmp_path):
+    catalog = TopicCatalog(str(tmp_path))
+    results = catalog.apply(
+        [
+            TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "1"),)),
+            TopicChange("alter_group_configs", "", configs=(_set(SESSION, "50000"),)),
+            TopicChange("replace_group_configs", "g", configs=(_set("no.such", "1"),)),
+            TopicChange("alter_group_configs", "h", configs=(_set(SESSION, "50000"),)),
+        ]
+    )
+    assert [r.error for r in results] == [
+        Errors.INVALID_CONFIG,
+        Errors.INVALID_REQUEST,
+        Errors.INVALID_CONFIG,
+        Errors.NONE,
+    ]
+    assert results[1].message == "Default group resources are not allowed."
+    assert catalog.group_configs() == {"h": {SESSION: 50_000}}
+
+
+def test_the_number_of_groups_with_settings_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(catalog_module, "MAX_CONFIGURED_GROUPS", 2)
+    catalog = TopicCatalog(str(tmp_path))
+    for group in ("a", "b"):
+        catalog.configure_group(group, [_set(SESSION, "50000")], replace=False)
+    with pytest.raises(CatalogError, match="already have settings"):
+        catalog.configure_group("c", [_set(SESSION, "50000")], replace=False)
+    catalog.configure_group("a", [_set(SESSION, "55000")], replace=False)  # a group that has some
+    assert sorted(catalog.group_configs()) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "group_configs", [[], {"g": {"no.such": 1}}, {"g": {SESSION: "50000"}}, {"g": 5}]
+)
+def test_damaged_group_settings_are_an_error_naming_the_file(tmp_path, group_configs):
+    (tmp_path / CATALOG_FILE).write_text(
+        json.dumps({"version": 1, "topics": {}, "group_configs": group_configs})
+    )
+    with pytest.raises(ValueError, match=CATALOG_FILE):
+        TopicCatalog(str(tmp_path))

@@ -14,7 +14,13 @@ import time
 import pytest
 import ray
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from groupcoord.actors import WireConfig, start, stop
 from groupcoord.coordinator import partition_for
@@ -270,7 +276,7 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
     admin = AdminClient({"bootstrap.servers": address})
     futures = admin.create_topics([NewTopic(name, 3)], request_timeout=20)
     assert futures[name].result(timeout=30) is None
-    _, catalog = ray.get(deployment.router.topic_catalog.remote())
+    _, catalog, _ = ray.get(deployment.router.topic_catalog.remote())
     assert catalog.get(name) == 3
 
     def listed():
@@ -278,6 +284,38 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
         return name in topics and len(topics[name].partitions) == 3
 
     wait_for(listed, 10, f"{name} in Metadata")
+
+
+def test_a_groups_settings_are_set_and_read_through_network_processes(deployment):
+    # librdkafka's admin client sends a group's IncrementalAlterConfigs to a listener (a
+    # network process hands it to the partition, which asks the router); the router publishes
+    # the change, and every partition's network processes answer DescribeConfigs with it.
+    group = "np-configured"
+    admin = AdminClient({"bootstrap.servers": _info(deployment, 1)["kafka"]})
+    resource = ConfigResource(
+        ConfigResource.Type.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "consumer.heartbeat.interval.ms",
+                "6000",
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    futures = admin.incremental_alter_configs([resource], request_timeout=20)
+    assert futures[resource].result(timeout=30) is None
+    _, _, group_configs = ray.get(deployment.router.topic_catalog.remote())
+    assert group_configs == {group: {"consumer.heartbeat.interval.ms": 6000}}
+
+    def described(partition: int) -> str:
+        asked = ConfigResource(ConfigResource.Type.GROUP, group)
+        other = AdminClient({"bootstrap.servers": _info(deployment, partition)["kafka"]})
+        (future,) = other.describe_configs([asked], request_timeout=20).values()
+        return future.result(timeout=30)["consumer.heartbeat.interval.ms"].value
+
+    for partition in (0, 1):
+        wait_for(lambda p=partition: described(p) == "6000", 10, f"the setting on {partition}")
 
 
 def test_a_killed_network_process_is_replaced_while_a_consumer_commits(deployment):

@@ -82,3 +82,31 @@ def test_heartbeats_wait_for_the_catalog_then_a_growing_topic_bumps_the_epoch():
         await again.close()
 
     asyncio.run(scenario())
+
+
+def test_groups_settings_come_with_the_catalog_and_reach_a_reloaded_shard():
+    interval = "consumer.heartbeat.interval.ms"
+
+    async def scenario():
+        store: list = []
+        runtime = make(store)
+        await serving(runtime)
+        assert runtime.update_topics(1, {"t": 2}, {"g": {interval: 6_000}})
+        assert (await runtime.handle(join("m1"))).heartbeat_interval_ms == 6_000
+        with pytest.raises(ValueError):  # a bad set changes nothing, the catalog included
+            runtime.update_topics(2, {"t": 2}, {"g": {interval: "7000"}})
+        assert runtime.catalog_version == 1
+        assert runtime.update_topics(2, {"t": 2})  # none: the deployment's again
+        beat = ConsumerGroupHeartbeatRequest("g", "m1", 2, topic_partitions=None)
+        assert (await runtime.handle(beat)).heartbeat_interval_ms == 5_000
+        await runtime.close()
+
+        # Handed in while the next incarnation loads: in force once it serves.
+        again = make(store)
+        again.start()
+        assert again.update_topics(3, {"t": 2}, {"g": {interval: 7_000}})
+        await serving(again)
+        assert (await again.handle(beat)).heartbeat_interval_ms == 7_000
+        await again.close()
+
+    asyncio.run(scenario())

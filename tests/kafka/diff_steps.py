@@ -6,6 +6,7 @@ it is about. Names ("G", "T"...) are placeholders for the run's fresh group ids 
 
 from __future__ import annotations
 
+from groupcoord.coordinator.group_config import SET
 from groupcoord.wire import ApiKey
 from tests.kafka.differential import (
     METADATA_FLAGS,
@@ -237,19 +238,39 @@ def describe_acls(label: str, **filters):
 
 def alter_configs(label: str, *resources: tuple, validate_only: bool = True):
     """IncrementalAlterConfigs of ``resources``, each (resource type, name, {setting: value})
-    set; ``validate_only`` (the default) so that Kafka's settings stay as they are."""
+    set, or {setting: (operation, value)} for another operation (DELETE, APPEND...);
+    ``validate_only`` (the default) so that Kafka's settings stay as they are."""
+
+    def config(key: str, value) -> dict:
+        operation, value = value if isinstance(value, tuple) else (SET, value)
+        return {"name": key, "config_operation": operation, "value": value}
+
     body = dict(
         resources=[
             {
                 "resource_type": kind,
                 "resource_name": named,
-                "configs": [
-                    {"name": key, "config_operation": 0, "value": value}
-                    for key, value in settings.items()
-                ],
+                "configs": [config(key, value) for key, value in settings.items()],
             }
             for kind, named, settings in resources
         ],
         validate_only=validate_only,
     )
     return Step(label, "admin", ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+
+
+def replace_configs(label: str, *resources: tuple, validate_only: bool = False):
+    """AlterConfigs of ``resources``, each (resource type, name, {setting: value}): the
+    resource's whole set of settings replaced by these."""
+    body = dict(
+        resources=[
+            {
+                "resource_type": kind,
+                "resource_name": named,
+                "configs": [{"name": key, "value": value} for key, value in settings.items()],
+            }
+            for kind, named, settings in resources
+        ],
+        validate_only=validate_only,
+    )
+    return Step(label, "admin", ApiKey.ALTER_CONFIGS, body)

@@ -57,6 +57,7 @@ DROPPED_FIELDS = frozenset(
     }
 )
 METADATA_TIMEOUT_S = 20.0
+GROUP_CONFIG_RESOURCE, GROUP_CONFIG_SOURCE = 32, 8  # Kafka's ConfigResource/ConfigSource codes
 CLOSED = object()  # a step's answer when the server closed the connection
 RETRY = {"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"}
 RETRIES = 100
@@ -202,6 +203,18 @@ class WaitForAssignable:
 
 
 @dataclasses.dataclass(frozen=True)
+class WaitForGroupConfig:
+    """Poll DescribeConfigs until ``group``'s setting ``setting`` is its own ``value`` (None:
+    until the group sets none); not compared: a broker's group coordinator learns of a changed
+    group config from its metadata a moment after IncrementalAlterConfigs is answered."""
+
+    member: str
+    group: str
+    setting: str
+    value: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Answer:
     """One compared answer: the step, the version it was sent at, the answer as plain values."""
 
@@ -249,6 +262,8 @@ class Run:
                         self._wait_for_topics(step)
                     case WaitForAssignable():
                         self._wait_for_assignable(step)
+                    case WaitForGroupConfig():
+                        self._wait_for_group_config(step)
             if self._pending:
                 raise AssertionError(f"background steps never awaited: {sorted(self._pending)}")
         finally:
@@ -353,6 +368,31 @@ class Run:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"topics {wanted} unknown after {METADATA_TIMEOUT_S} s")
+            time.sleep(0.1)
+
+    def _wait_for_group_config(self, step: WaitForGroupConfig) -> None:
+        connection = self._connection(step.member, step.group)
+        resource = {
+            "resource_type": GROUP_CONFIG_RESOURCE,
+            "resource_name": self.names[step.group],
+            "configuration_keys": [step.setting],
+        }
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
+            answer = connection.send(
+                ApiKey.DESCRIBE_CONFIGS,
+                self.versions[ApiKey.DESCRIBE_CONFIGS],
+                resources=[resource],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            own = [
+                c.value for c in answer.results[0].configs if c.config_source == GROUP_CONFIG_SOURCE
+            ]
+            if own == ([] if step.value is None else [step.value]):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{step} not in force after {METADATA_TIMEOUT_S} s: {own}")
             time.sleep(0.1)
 
     def _wait_for_assignable(self, step: WaitForAssignable) -> None:

@@ -1,6 +1,7 @@
 """What Kafka's admin tools read of configs and of the cluster, against each coordinator under
 test: `kafka-topics --describe` (which asks for the topic's configs besides its partitions),
-`kafka-configs --describe` of a broker and of a group, confluent-kafka's `describe_configs`,
+`kafka-configs --describe` of a broker and of a group, `kafka-configs --alter` of a group's
+settings, confluent-kafka's `describe_configs`,
 kafka-python's `describe_cluster` (DescribeCluster) and `kafka-acls --list` (DescribeAcls).
 
 The assertions hold for both servers: a broker's group settings and a group's KIP-848 settings
@@ -10,6 +11,8 @@ are not asserted: Kafka's are about storing records, and groupcoord has none (wi
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from confluent_kafka.admin import ConfigResource, ConfigSource
@@ -122,20 +125,57 @@ def test_kafka_acls_lists_nothing_without_an_authorizer(bootstrap):
     assert "SecurityDisabledException" in done.stdout, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("bootstrap", ["groupcoord"], indirect=True)
-def test_kafka_configs_alter_says_why_nothing_changes(bootstrap):
-    """groupcoord's settings are read-only (Kafka would store a group's override): the tool
-    fails with the reason and where to set the setting, not with 'upgrade your brokers'."""
+def test_kafka_configs_sets_describes_and_deletes_a_groups_settings(bootstrap):
+    """A group's own settings, as an operator sets them: each server keeps them, shows them as
+    the group's (DYNAMIC_GROUP_CONFIG, over the broker's), refuses one outside its bounds in
+    Kafka's words, and drops them on --delete-config."""
     group = unique_name("configs")
-    done = run_tool(
+    entity = ("--entity-type", "groups", "--entity-name", group)
+    added = "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000"
+    out = tool(CONFIGS_MAIN, bootstrap, "--alter", *entity, "--add-config", added)
+    assert f"Completed updating config for group {group}." in out
+
+    def dynamic() -> set[str]:
+        described = tool(CONFIGS_MAIN, bootstrap, "--describe", *entity)
+        if described == f"The group '{group}' doesn't exist and doesn't have dynamic config.\n":
+            return set()  # the tool's words for a group that never joined and sets nothing
+        assert f"Dynamic configs for group {group} are:" in described
+        return {line.strip() for line in described.splitlines()[1:] if line.strip()}
+
+    expected = {
+        "consumer.session.timeout.ms=50000 sensitive=false synonyms="
+        "{DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, "
+        "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+        "consumer.heartbeat.interval.ms=6000 sensitive=false synonyms="
+        "{DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000, "
+        "STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500, "
+        "DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}",
+    }
+    wait_for(lambda: dynamic() == expected, "the group's settings", dynamic)
+
+    refused = run_tool(
         CONFIGS_MAIN,
         [
-            *("--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups"),
-            *("--entity-name", group, "--add-config", "consumer.session.timeout.ms=50000"),
+            *("--bootstrap-server", bootstrap, "--alter", *entity),
+            *("--add-config", "consumer.session.timeout.ms=1000"),
         ],
         TOOL_TIMEOUT_S,
     )
-    assert done.returncode == 1
-    output = done.stdout + done.stderr
-    assert "PolicyViolationException: groupcoord keeps no per-group settings" in output, output
-    assert "--consumer-group-session-timeout-ms" in output
+    assert refused.returncode == 1
+    assert (
+        "InvalidConfigurationException: consumer.session.timeout.ms must be greater than or "
+        "equal to group.consumer.min.session.timeout.ms"
+    ) in refused.stdout + refused.stderr
+
+    deleted = "consumer.session.timeout.ms,consumer.heartbeat.interval.ms"
+    tool(CONFIGS_MAIN, bootstrap, "--alter", *entity, "--delete-config", deleted)
+    wait_for(lambda: dynamic() == set(), "no settings of the group's own", dynamic)
+
+
+def wait_for(done, what: str, current) -> None:
+    """Until ``done()``: a broker applies a group's config from its metadata a moment after
+    answering the change."""
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while not done():
+        assert time.monotonic() < deadline, f"{what} never shown: {current()}"
+        time.sleep(0.2)

@@ -37,6 +37,13 @@ from typing import Any
 import pytest
 
 from groupcoord.coordinator import CoordinatorConfig, partition_for
+from groupcoord.coordinator.group_config import (
+    APPEND,
+    ASSIGNMENT_INTERVAL,
+    DELETE,
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
+)
 from groupcoord.wire import ApiKey
 from tests.kafka.diff_steps import (
     G2,
@@ -63,6 +70,7 @@ from tests.kafka.diff_steps import (
     member,
     metadata,
     offset_delete,
+    replace_configs,
     sync,
 )
 from tests.kafka.differential import (
@@ -73,6 +81,7 @@ from tests.kafka.differential import (
     Pause,
     Run,
     WaitForAssignable,
+    WaitForGroupConfig,
     WaitForTopics,
     assignment,
     differences,
@@ -99,6 +108,9 @@ COMPARED_BROKER_SETTINGS = (
     "group.consumer.heartbeat.interval.ms",
     "group.max.size",
 )
+# A group's settings whose broker-level values both servers share (the assignment interval's
+# default is 1,000 ms in Kafka 4.3, 0 in groupcoord: "Deliberate differences").
+COMPARED_GROUP_SETTINGS = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL)
 # Two of Kafka's log settings of a topic, which groupcoord (no records) does not have.
 KAFKA_TOPIC_SETTINGS = ("cleanup.policy", "retention.ms")
 
@@ -148,12 +160,7 @@ SCENARIOS = {
             synonyms=True,
         ),
         describe_configs(
-            "a group's settings",
-            (
-                GROUP_CONFIGS,
-                name("G"),
-                ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"],
-            ),
+            "a group's settings", (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS))
         ),
         describe_configs("a topic's settings", (TOPIC_CONFIGS, T, list(KAFKA_TOPIC_SETTINGS))),
         describe_cluster("describe the cluster"),
@@ -170,6 +177,90 @@ SCENARIOS = {
         alter_configs(
             "alter a broker's setting that cannot change while it runs",
             (BROKER_CONFIGS, "1", {"group.max.size": "10"}),
+        ),
+    ],
+    # A group's own settings (kafka-configs --alter --entity-type groups): set, refused as
+    # Kafka refuses them, deleted, replaced whole. Only the settings whose broker-level
+    # values both servers share are described (the assignment interval's default differs).
+    "group_configs": [
+        *SETUP,
+        alter_configs(
+            "set G's session and heartbeat",
+            (GROUP_CONFIGS, name("G"), {SESSION_TIMEOUT: "50000", HEARTBEAT_INTERVAL: "6000"}),
+            validate_only=False,
+        ),
+        WaitForGroupConfig("admin", "G", HEARTBEAT_INTERVAL, "6000"),
+        describe_configs(
+            "G's own settings, with synonyms",
+            (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS)),
+            synonyms=True,
+        ),
+        alter_configs(
+            "validate a session below the bounds",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "1000"}),
+        ),
+        alter_configs(
+            "set a session above the bounds",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "90000"}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "set a heartbeat above the bounds",
+            (GROUP_CONFIGS, name("G2"), {HEARTBEAT_INTERVAL: "60000"}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "set a session that is not a number",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "50000.0"}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "set a negative assignment interval",
+            (GROUP_CONFIGS, name("G2"), {ASSIGNMENT_INTERVAL: "-1"}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "set an unknown setting",
+            (GROUP_CONFIGS, name("G2"), {"no.such.setting": "1"}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "append to a setting that is not a list",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: (APPEND, "1")}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "set a session to null",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: None}),
+            validate_only=False,
+        ),
+        alter_configs(
+            "validate a change of G's session",
+            (GROUP_CONFIGS, name("G"), {SESSION_TIMEOUT: "55000"}),
+        ),
+        alter_configs(
+            "delete G's heartbeat and a setting that does not exist",
+            (GROUP_CONFIGS, name("G"), {HEARTBEAT_INTERVAL: (DELETE, None)}),
+            (GROUP_CONFIGS, name("G3"), {"no.such.setting": (DELETE, None)}),
+            validate_only=False,
+        ),
+        WaitForGroupConfig("admin", "G", HEARTBEAT_INTERVAL, None),
+        describe_configs(
+            "G's settings after the delete",
+            (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS)),
+        ),
+        replace_configs(
+            "replace G's settings with a heartbeat alone",
+            (GROUP_CONFIGS, name("G"), {HEARTBEAT_INTERVAL: "7000"}),
+        ),
+        replace_configs(
+            "replace with an unknown setting",
+            (GROUP_CONFIGS, name("G2"), {"no.such.setting": "1"}),
+        ),
+        WaitForGroupConfig("admin", "G", SESSION_TIMEOUT, None),
+        describe_configs(
+            "G's settings after the replace",
+            (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS)),
         ),
     ],
     "join_sync_heartbeat_commit": [
@@ -447,6 +538,25 @@ CONSUMER_SCENARIOS = {
         consumer_describe("describe b alone", "G"),
         list_groups("list consumer-protocol groups", types=["consumer"]),
     ],
+    # A group's own heartbeat interval, told from the heartbeat after it was set.
+    "consumer_group_configs": [
+        *CONSUMER_SETUP,
+        alter_configs(
+            "set G's heartbeat interval",
+            (GROUP_CONFIGS, name("G"), {HEARTBEAT_INTERVAL: "6000"}),
+            validate_only=False,
+        ),
+        WaitForGroupConfig("admin", "G", HEARTBEAT_INTERVAL, "6000"),
+        consumer_heartbeat("a: first join, told G's interval", "a"),
+        consumer_heartbeat("a: heartbeat", "a"),
+        alter_configs(
+            "delete G's heartbeat interval",
+            (GROUP_CONFIGS, name("G"), {HEARTBEAT_INTERVAL: (DELETE, None)}),
+            validate_only=False,
+        ),
+        WaitForGroupConfig("admin", "G", HEARTBEAT_INTERVAL, None),
+        consumer_heartbeat("a: heartbeat, told the broker's interval again", "a"),
+    ],
     # KIP-1251 (Kafka 4.3): a's partitions keep the epoch they were assigned at when a moves on.
     "consumer_commit_epochs": [
         *CONSUMER_SETUP,
@@ -544,6 +654,8 @@ EXPECTED_KAFKA_ERRORS = {
         "unsupported_endpoint_type",
         "security_disabled",
     },
+    "group_configs": {"invalid_config", "invalid_request"},
+    "consumer_group_configs": set(),
     "join_sync_heartbeat_commit": {
         "member_id_required",
         "illegal_generation",
@@ -686,13 +798,6 @@ DELIBERATE_DIFFERENCES = [
         "groupcoord does not do (CreateTopics accepts them and keeps none).",
     ),
     Difference(
-        ApiKey.DESCRIBE_CONFIGS,
-        r"\.results\[\d+\]\.configs\[\d+\]\.read_only",
-        lambda kafka, groupcoord: (kafka, groupcoord) == (False, True),
-        "A group's settings are read-only: groupcoord keeps no per-group settings (it serves "
-        "neither AlterConfigs nor IncrementalAlterConfigs); each is the deployment's value.",
-    ),
-    Difference(
         ApiKey.JOIN_GROUP,
         r"\.leader",
         lambda kafka, groupcoord: groupcoord == "",
@@ -734,6 +839,7 @@ COMPARED_APIS = (
     ApiKey.DESCRIBE_CLUSTER,
     ApiKey.DESCRIBE_ACLS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
 )
 # "latest": the highest version both servers announce; "old": OLD_VERSIONS; "oldest": the
 # lowest version both announce (not below OLDEST_FLOOR).
@@ -761,6 +867,7 @@ OLD_VERSIONS = {
     ApiKey.DESCRIBE_CLUSTER: 1,
     ApiKey.DESCRIBE_ACLS: 1,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    ApiKey.ALTER_CONFIGS: 1,
 }
 
 

@@ -6,16 +6,20 @@ back, with one result per resource asked; never an exception."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.group_config import GroupConfigError, altered
 from groupcoord.wire import ApiKey, Connection, apis, describe_cluster_response, parse_acl_file
 from groupcoord.wire.acl_list import describe_acls_response
 from groupcoord.wire.configs import (
+    GROUP,
+    alter_answer,
     alter_configs_response,
-    alter_refusal,
     describe_configs,
     describe_configs_response,
+    group_change,
     resources,
 )
+from groupcoord.wire.topics import TopicResult
 
 from .frames import build_nested, request_frame, split_response
 
@@ -46,7 +50,19 @@ def checked(kind: int, name: str):
         topics={"t": 1},
         topic_name_error=lambda n: None if n.isascii() and n else "illegal",
         may_access_group=lambda group: group.startswith("g"),
+        group_configs={"g1": {"consumer.session.timeout.ms": 50_000}},
     )
+
+
+def catalog_result(request, index: int) -> TopicResult:
+    """What the catalog answers the group change of ``request``'s ``index``-th resource."""
+    change = group_change(request, index)
+    replace = change.kind == "replace_group_configs"
+    try:
+        altered({}, change.configs, replace=replace, config=CoordinatorConfig())
+    except GroupConfigError as exc:
+        return TopicResult(exc.error, str(exc))
+    return TopicResult(Errors.NONE)
 
 
 @settings(max_examples=150, deadline=None)
@@ -82,7 +98,21 @@ def test_any_describe_configs(version, asked, synonyms):
 @given(
     incremental=st.booleans(),
     version=st.integers(0, 1),
-    asked=st.lists(st.tuples(INT8, TEXT, TEXT), max_size=5),
+    asked=st.lists(
+        st.tuples(
+            st.sampled_from([GROUP, 2, 4]) | INT8,
+            st.sampled_from(["g1", "g2", ""]) | TEXT,
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["consumer.session.timeout.ms"]) | TEXT,
+                    st.none() | st.sampled_from(["50000", "1"]) | TEXT,
+                    INT8,
+                ),
+                max_size=3,
+            ),
+        ),
+        max_size=5,
+    ),
 )
 def test_any_alter_configs(incremental, version, asked):
     api = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
@@ -91,23 +121,30 @@ def test_any_alter_configs(incremental, version, asked):
             {
                 "resource_type": k,
                 "resource_name": n,
-                "configs": [{"name": key, "value": "1", "config_operation": 0}],
+                "configs": [
+                    {"name": key, "value": value, "config_operation": op}
+                    for key, value, op in settings
+                ],
                 "_configs": "AlterableConfig",
             }
-            for k, n, key in asked
+            for k, n, settings in asked
         ],
         "_resources": "AlterConfigsResource",
         "validate_only": False,
     }
 
     def answer(request):
-        return alter_configs_response(
-            request, [alter_refusal(k, n, checked(k, n)) for k, n in resources(request)]
-        )
+        answers = []
+        for index, (k, n) in enumerate(resources(request)):
+            ok = checked(k, n)
+            result = catalog_result(request, index) if k == GROUP and n and ok.error == 0 else None
+            answers.append(alter_answer(k, n, ok, result))
+        return alter_configs_response(request, answers)
 
     response = exchange(api, version, values, answer)
     assert len(response.responses) == len(asked)
-    assert all(r.error_code != 0 for r in response.responses)  # nothing is ever changed
+    for r, (kind, name, _) in zip(response.responses, asked, strict=True):
+        assert r.error_code != 0 or (kind == GROUP and name.startswith("g"))  # only groups change
 
 
 @settings(max_examples=150, deadline=None)

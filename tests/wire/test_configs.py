@@ -5,30 +5,35 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
+from groupcoord.coordinator.group_config import DELETE, SET, GroupConfigOp
 from groupcoord.wire import ApiKey, Connection, apis
 from groupcoord.wire.configs import (
     BROKER,
     DEFAULT_CONFIG,
     GROUP,
+    GROUP_CONFIG,
     INT,
     LIST,
     MAX_RESOURCES_PER_REQUEST,
     STATIC_BROKER_CONFIG,
     TOPIC,
+    alter_answer,
     alter_configs_response,
-    alter_refusal,
     broker_entries,
     describe_configs,
     describe_configs_response,
+    group_change,
     group_entries,
     resources,
     too_many_resources,
 )
+from groupcoord.wire.topics import TopicResult
 
 from .frames import build_nested, request_frame, split_response
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, consumer_group_max_size=50)
 TOPICS = {"orders": 3}
+GROUP_CONFIGS = {"tuned": {"consumer.session.timeout.ms": 50_000}}
 VERSIONS = range(1, 5)
 RESOURCE = "DescribeConfigsResource"  # kio's nested entity of the request
 
@@ -42,6 +47,7 @@ def answer(resource_type: int, name: str, *, config=CONFIG, allowed=True):
         topics=TOPICS,
         topic_name_error=lambda n: None if n.isalnum() else f"illegal topic name {n!r}",
         may_access_group=lambda group: allowed,
+        group_configs=GROUP_CONFIGS,
     )
 
 
@@ -68,7 +74,8 @@ def resource(kind: int, name: str, keys=None) -> dict:
 def test_broker_entries_name_kafkas_settings_with_their_values_and_sources():
     entries = {e.name: e for e in broker_entries(CONFIG)}
     delay = entries["group.initial.rebalance.delay.ms"]
-    assert (delay.value, delay.default, delay.source) == ("0", "3000", STATIC_BROKER_CONFIG)
+    assert (delay.value, delay.source) == ("0", STATIC_BROKER_CONFIG)
+    assert delay.synonyms[-1].value == "3000"  # the default it overrides
     minimum = entries["group.min.session.timeout.ms"]
     assert (minimum.value, minimum.config_type, minimum.source) == ("6000", INT, DEFAULT_CONFIG)
     assert entries["group.consumer.assignors"].value == "uniform,range"
@@ -196,6 +203,39 @@ def test_answers_must_match_the_resources_asked():
         describe_configs_response(request, [answer(BROKER, "1")])
 
 
+def test_a_groups_own_setting_is_in_force_over_the_deployments():
+    config = CoordinatorConfig(consumer_group_heartbeat_interval_ms=500)
+    entries = {e.name: e for e in group_entries(config, {"consumer.heartbeat.interval.ms": 6000})}
+    heartbeat = entries["consumer.heartbeat.interval.ms"]
+    assert (heartbeat.value, heartbeat.source, heartbeat.read_only) == ("6000", GROUP_CONFIG, False)
+    # As Kafka lists them: the group's own, then the broker setting it falls back to, at each
+    # level that sets it.
+    assert [(s.name, s.value, s.source) for s in heartbeat.synonyms] == [
+        ("consumer.heartbeat.interval.ms", "6000", GROUP_CONFIG),
+        ("group.consumer.heartbeat.interval.ms", "500", STATIC_BROKER_CONFIG),
+        ("group.consumer.heartbeat.interval.ms", "5000", DEFAULT_CONFIG),
+    ]
+    session = entries["consumer.session.timeout.ms"]
+    assert [(s.name, s.value, s.source) for s in session.synonyms] == [
+        ("group.consumer.session.timeout.ms", "45000", DEFAULT_CONFIG)
+    ]
+    assert not session.read_only
+
+
+def test_a_described_group_has_its_own_settings_exist_it_or_not():
+    tuned = {e.name: e.value for e in answer(GROUP, "tuned").entries}
+    other = {e.name: e.value for e in answer(GROUP, "other").entries}
+    assert tuned["consumer.session.timeout.ms"] == "50000"
+    assert other["consumer.session.timeout.ms"] == "45000"
+
+
+def test_the_bounds_of_groups_settings_are_broker_settings():
+    entries = {e.name: e.value for e in broker_entries(CONFIG)}
+    assert entries["group.consumer.min.session.timeout.ms"] == "45000"
+    assert entries["group.consumer.max.heartbeat.interval.ms"] == "15000"
+    assert entries["group.consumer.max.assignment.interval.ms"] == "15000"
+
+
 @pytest.mark.parametrize(
     ("kind", "name", "error"),
     [
@@ -204,21 +244,68 @@ def test_answers_must_match_the_resources_asked():
         (TOPIC, "bad/name", Errors.INVALID_TOPIC_EXCEPTION),
         (BROKER, "1", Errors.INVALID_REQUEST),  # as Kafka refuses a static setting
         (BROKER, "7", Errors.INVALID_REQUEST),
-        (GROUP, "g", Errors.POLICY_VIOLATION),
-        (GROUP, "", Errors.INVALID_REQUEST),
+        (GROUP, "", Errors.INVALID_REQUEST),  # Kafka: "Default group resources are not allowed."
         (8, "1", Errors.INVALID_REQUEST),
     ],
 )
-def test_every_change_is_refused_saying_why(kind, name, error):
-    refused = alter_refusal(kind, name, answer(kind, name))
+def test_every_change_but_a_groups_is_refused_saying_why(kind, name, error):
+    refused = alter_answer(kind, name, answer(kind, name), None)
     assert refused.error == error
     assert refused.message  # every refusal says why
     assert refused.entries == ()
 
 
+def test_a_groups_change_is_answered_with_the_catalogs_result():
+    result = TopicResult(Errors.INVALID_CONFIG, "Unknown group config name: x")
+    answered = alter_answer(GROUP, "g", answer(GROUP, "g"), result)
+    assert (answered.error, answered.message) == (Errors.INVALID_CONFIG, result.message)
+    assert alter_answer(GROUP, "g", answer(GROUP, "g"), TopicResult(Errors.NONE)).error == 0
+    with pytest.raises(ValueError, match="no result"):
+        alter_answer(GROUP, "g", answer(GROUP, "g"), None)
+
+
 def test_a_group_change_is_checked_against_the_acls_first():
-    refused = alter_refusal(GROUP, "g", answer(GROUP, "g", allowed=False))
+    refused = alter_answer(GROUP, "g", answer(GROUP, "g", allowed=False), None)
     assert refused.error == Errors.GROUP_AUTHORIZATION_FAILED
+
+
+def _alter_request(api: ApiKey, version: int, asked: list[dict], validate_only=False):
+    for one in asked:
+        one["_configs"] = "AlterableConfig"
+    conn = Connection()
+    cls = apis.request_class(api, version)
+    body = build_nested(
+        cls,
+        {"resources": asked, "_resources": "AlterConfigsResource", "validate_only": validate_only},
+    )
+    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
+    return conn, request
+
+
+@pytest.mark.parametrize("version", range(2))
+def test_an_incremental_change_of_a_group_keeps_each_operation(version):
+    settings = [
+        {"name": "consumer.session.timeout.ms", "value": "50000", "config_operation": SET},
+        {"name": "consumer.heartbeat.interval.ms", "value": None, "config_operation": DELETE},
+    ]
+    asked = [{"resource_type": GROUP, "resource_name": "g", "configs": settings}]
+    _, request = _alter_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, version, asked, True)
+    change = group_change(request, 0)
+    assert (change.kind, change.name, change.validate_only) == ("alter_group_configs", "g", True)
+    assert change.configs == (
+        GroupConfigOp("consumer.session.timeout.ms", SET, "50000"),
+        GroupConfigOp("consumer.heartbeat.interval.ms", DELETE, None),
+    )
+
+
+@pytest.mark.parametrize("version", range(3))
+def test_an_alter_configs_of_a_group_replaces_its_settings(version):
+    settings = [{"name": "consumer.session.timeout.ms", "value": "50000"}]
+    asked = [{"resource_type": GROUP, "resource_name": "g", "configs": settings}]
+    _, request = _alter_request(ApiKey.ALTER_CONFIGS, version, asked)
+    change = group_change(request, 0)
+    assert (change.kind, change.validate_only) == ("replace_group_configs", False)
+    assert change.configs == (GroupConfigOp("consumer.session.timeout.ms", SET, "50000"),)
 
 
 @pytest.mark.parametrize(
@@ -232,15 +319,10 @@ def test_refusals_read_back_at_every_version(api, version):
         {"resource_type": BROKER, "resource_name": "1", "configs": [setting]},
         {"resource_type": TOPIC, "resource_name": "missing", "configs": []},
     ]
-    for resource in asked:
-        resource["_configs"] = "AlterableConfig"
-    conn = Connection()
-    cls = apis.request_class(api, version)
-    body = build_nested(
-        cls, {"resources": asked, "_resources": "AlterConfigsResource", "validate_only": False}
-    )
-    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
-    answers = [alter_refusal(kind, name, answer(kind, name)) for kind, name in resources(request)]
+    conn, request = _alter_request(api, version, asked)
+    answers = [
+        alter_answer(kind, name, answer(kind, name), None) for kind, name in resources(request)
+    ]
     frame = conn.send_response(request, alter_configs_response(request, answers))
     header = 1 if apis.request_is_flexible(api, version) else 0
     response = split_response(frame, apis.response_class(api, version), header_version=header)[1]
