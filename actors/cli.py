@@ -12,6 +12,7 @@
                       [--users-file F | --log-dir DIR]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
                       | delete TOPIC
+    groupcoord configs GROUP [--set NAME=VALUE]... [--delete NAME]...
     groupcoord demo   [--seconds S] [--log-dir DIR]
     groupcoord status
     groupcoord groups --list | --describe | --reset-offsets | --delete-offsets | --delete ...
@@ -21,7 +22,7 @@ Every command prints readable tables, or one JSON document with ``--json``; ``gr
 Kafka's kafka-consumer-groups (cli_groups.py). Exit status: 0 done; 2 a usage error (one line
 on stderr naming what is wrong) or no deployment reached; ``groups`` and ``status`` exit 1 when
 the operation itself failed (an unknown group, a refused reset, a partition not serving), while
-``serve`` and ``topics`` report their other errors with 2 too.
+``serve``, ``topics`` and ``configs`` report their other errors with 2 too.
 
 Which Ray cluster: ``--address``, else ``RAY_ADDRESS``, else ``serve`` starts an embedded one and
 the other commands use the one cluster running on this machine (refusing to guess between
@@ -43,6 +44,8 @@ from importlib.metadata import version
 
 import ray
 from ray.exceptions import RayTaskError
+
+from groupcoord.coordinator.group_config import DELETE, SET, SETTINGS, GroupConfigOp
 
 from . import cli_groups
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
@@ -113,6 +116,37 @@ def cmd_topics(args, out: Output) -> int:
     out.show("topics", "topics", rows, ("topic", "partitions"))
     out.finish()
     return 0
+
+
+def cmd_configs(args, out: Output) -> int:
+    router = _connect(args).router
+    ops = [GroupConfigOp(name, SET, value) for name, value in map(_setting, args.set or ())]
+    ops += [GroupConfigOp(name, DELETE, None) for name in args.delete or ()]
+    if ops:
+        try:
+            ray.get(router.configure_group.remote(args.group, ops))
+        except RayTaskError as exc:  # the router refused it: say why in one line
+            raise ValueError(f"configs {args.group}: {exc.cause}") from None
+    own = ray.get(router.group_configs.remote()).get(args.group, {})
+    config = ray.get(router.describe.remote())["config"]
+    rows = [
+        {
+            "setting": name,
+            "value": own.get(name, getattr(config, setting.field)),
+            "source": "group" if name in own else "deployment",
+        }
+        for name, setting in SETTINGS.items()
+    ]
+    out.show("settings", f"settings of group {args.group}", rows, ("setting", "value", "source"))
+    out.finish()
+    return 0
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise UsageError(f"groupcoord configs: --set takes NAME=VALUE, got {text!r}")
+    return name, value
 
 
 # -- users -------------------------------------------------------------------------------------
@@ -405,6 +439,18 @@ def parser() -> OneLineParser:
     topics.add_argument("topic", nargs="?", help="create/alter/delete: the topic name")
     topics.add_argument("--partitions", type=int, help="create/alter: the partition count")
 
+    configs = sub.add_parser(
+        "configs",
+        help="a group's own settings (kafka-configs --entity-type groups)",
+        description="A consumer group's own settings, which override the deployment's for that "
+        "group (Kafka's group configs: " + ", ".join(SETTINGS) + "): show them, set some "
+        "(--set NAME=VALUE) or go back to the deployment's (--delete NAME).",
+    )
+    common(configs, client_address)
+    configs.add_argument("group", help="the group id")
+    configs.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a setting")
+    configs.add_argument("--delete", action="append", metavar="NAME", help="drop a setting")
+
     # Dispatched before parsing (see main), like export and report.
     sub.add_parser(
         "groups",
@@ -428,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": cmd_demo,
         "status": cmd_status,
         "topics": cmd_topics,
+        "configs": cmd_configs,
         "users": cmd_users,
     }
     try:

@@ -113,7 +113,8 @@ class RouterActor:
     """Methods: ``find_coordinator(group_id) -> (partition, handle)``, ``partitions()``,
     ``list_groups(states)``, ``describe()``, ``ping()``; the topic catalog: ``topics()``,
     ``topic_catalog()``, ``create_topic``, ``alter_topic``, ``delete_topic``,
-    ``change_topics``; for the Kafka listeners: ``exchange(partition, node)`` and
+    ``change_topics``, and groups' own settings: ``group_configs()``, ``configure_group``;
+    for the Kafka listeners: ``exchange(partition, node)`` and
     ``kafka_address()``."""
 
     def __init__(
@@ -270,8 +271,18 @@ class RouterActor:
     async def delete_topic(self, name: str) -> None:
         await self._change_one(TopicChange("delete", name))
 
+    async def group_configs(self) -> dict[str, dict[str, int]]:
+        """Groups' own settings: {group id: {setting: value}} (``coordinator.group_config``)."""
+        return self.catalog.group_configs()
+
+    async def configure_group(self, group_id: str, ops: list) -> None:
+        """Change a group's own settings by ``ops`` (``GroupConfigOp``: SET or DELETE), as
+        IncrementalAlterConfigs does; CatalogError with Kafka's code when refused."""
+        await self._change_one(TopicChange("alter_group_configs", group_id, configs=tuple(ops)))
+
     async def change_topics(self, changes: list) -> list:
-        """Kafka's CreateTopics/DeleteTopics/CreatePartitions. A change is answered once every
+        """Kafka's CreateTopics/DeleteTopics/CreatePartitions, and groups' settings changes
+        (``wire.configs``). A change is answered once every
         partition listener that answers within ``PUBLISH_TIMEOUT_S`` knows it, so a client
         that created a topic finds it on whichever listener it asks next (a partition that is
         restarting learns it on its first refresh)."""

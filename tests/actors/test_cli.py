@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 from confluent_kafka.admin import AdminClient as KafkaAdmin
+from confluent_kafka.admin import ConfigResource
 
 from groupcoord.actors import SyncGroupMember, connect, stop
 from groupcoord.actors.cli import main
@@ -74,6 +75,29 @@ def test_topics_set_by_the_cli_are_what_kafka_clients_see(served, capsys):
         assert last.startswith("groupcoord: ") and why in last and "Traceback" not in err, err
     run_json(capsys, "topics", "delete", "cli-events")
     assert "cli-events" not in run_json(capsys, "topics", "list")["topics"]
+
+
+def test_a_groups_settings_set_by_the_cli_are_what_kafka_clients_see(served, capsys):
+    session, heartbeat = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+    shown = run_json(capsys, "configs", "cli-tuned", "--set", f"{heartbeat}=6000")
+    rows = {row["setting"]: (row["value"], row["source"]) for row in shown["settings"]}
+    assert rows[heartbeat] == (6000, "group") and rows[session] == (45_000, "deployment")
+    admin = KafkaAdmin({"bootstrap.servers": served.kafka})
+    resource = ConfigResource(ConfigResource.Type.GROUP, "cli-tuned")
+    (future,) = admin.describe_configs([resource], request_timeout=20).values()
+    assert future.result(timeout=30)[heartbeat].value == "6000"
+    capsys.readouterr()
+    for refused, why in [
+        (["--set", f"{session}=1000"], "group.consumer.min.session.timeout.ms"),
+        (["--set", "no.such=1"], "Unknown group config name"),
+        (["--set", heartbeat], "NAME=VALUE"),
+    ]:
+        assert main(["configs", "cli-tuned", *refused, "--namespace", NS]) == 2
+        err = capsys.readouterr().err
+        *_, last = err.strip().splitlines()
+        assert last.startswith("groupcoord") and why in last and "Traceback" not in err, err
+    shown = run_json(capsys, "configs", "cli-tuned", "--delete", heartbeat)
+    assert {row["source"] for row in shown["settings"]} == {"deployment"}
 
 
 def test_a_non_local_kafka_listener_is_refused_before_ray_starts(capsys, tmp_path):
