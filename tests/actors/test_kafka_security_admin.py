@@ -1,6 +1,7 @@
 """Admin requests to a secured listener (one partition in this process, no Ray): what a
 principal's ACLs let it see. DescribeGroups and Metadata name the operations a principal may do,
-a group's configs need DescribeConfigs on it, and only super users may list the ACLs.
+a group's configs need DescribeConfigs on it (AlterConfigs to change them), and only super
+users may list the ACLs.
 """
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ from __future__ import annotations
 import struct
 
 import pytest
-from confluent_kafka import TopicCollection, TopicPartition
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
     ResourcePatternType,
     ResourceType,
 )
@@ -125,6 +129,29 @@ def test_a_groups_configs_need_describe_configs_on_the_group(sasl_plaintext):
         (ErrorCode.none, 1),
     ]
     assert described("admin") == [(ErrorCode.none, 3), (ErrorCode.none, 0), (ErrorCode.none, 1)]
+
+
+def test_a_groups_settings_change_only_with_alter_configs_on_the_group(sasl_plaintext):
+    """IncrementalAlterConfigs of a group needs AlterConfigs on it (All, or a super user), as
+    in Kafka: alice, with Read on app- groups, is refused and changes nothing; admin's change
+    is kept by the catalog and shown to him."""
+    served, address = sasl_plaintext
+    interval = "consumer.heartbeat.interval.ms"
+
+    def alter(user: str):  # the result: the client is alive while it waits for it
+        client = AdminClient(sasl_config(address, user, "SCRAM-SHA-512"))
+        entry = ConfigEntry(interval, "6000", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(
+            ConfigResource.Type.GROUP, "app-tuned", incremental_configs=[entry]
+        )
+        (future,) = client.incremental_alter_configs([resource], request_timeout=20).values()
+        return future.result(timeout=30)
+
+    with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED"):
+        alter("alice")
+    assert "app-tuned" not in served.catalog.group_configs()
+    assert alter("admin") is None
+    assert served.catalog.group_configs()["app-tuned"] == {interval: 6000}
 
 
 def test_acls_are_listed_to_super_users(sasl_plaintext):
