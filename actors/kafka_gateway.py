@@ -98,6 +98,7 @@ from groupcoord.wire.configs import (
     describe_configs,
     describe_configs_response,
     group_change,
+    list_config_resources_response,
     resources,
     too_many_resources,
 )
@@ -302,6 +303,14 @@ class KafkaGateway:
                 )
             case ApiKey.DESCRIBE_CONFIGS | ApiKey.ALTER_CONFIGS | ApiKey.INCREMENTAL_ALTER_CONFIGS:
                 return await self._configs(request, allowed)
+            case ApiKey.LIST_CONFIG_RESOURCES:
+                return list_config_resources_response(
+                    request,
+                    topics=self._topics(),
+                    node_ids=self._node_ids(),
+                    group_configs=self._group_configs(),
+                    may_describe_group=lambda group_id: allowed(DESCRIBE_CONFIGS, group_id),
+                )
         raise ValueError(f"api key {request.api_key} is not answered by this listener")
 
     def submit(
@@ -351,8 +360,7 @@ class KafkaGateway:
         refused = too_many_resources(request)
         if refused is not None:
             return respond(request, [refused] * len(request.body.resources))
-        ids = [self.node.node_id, *(broker.node_id for broker in self._brokers())]
-        node_ids = frozenset(i for i in ids if i >= 0)  # not the bootstrap listener's -1
+        node_ids = self._node_ids()
         topics, group_configs = self._topics(), self._group_configs()
         operation = DESCRIBE_CONFIGS if describing else ALTER_CONFIGS
         asked = resources(request)
@@ -376,7 +384,8 @@ class KafkaGateway:
             for index, ((kind, name), checked) in enumerate(zip(asked, answers, strict=True))
             if kind == GROUP and name and checked.error == Errors.NONE
         ]
-        results = await self._change_topics([group_change(request, i) for i in to_change])
+        changes = [group_change(request, i) for i in to_change]
+        results = await self._change_topics(changes) if changes else []
         changed = dict(zip(to_change, results, strict=True))
         return respond(
             request,
@@ -385,6 +394,11 @@ class KafkaGateway:
                 for index, ((kind, name), checked) in enumerate(zip(asked, answers, strict=True))
             ],
         )
+
+    def _node_ids(self) -> frozenset[int]:
+        """The broker ids whose configs this listener describes: those Metadata names."""
+        ids = [self.node.node_id, *(broker.node_id for broker in self._brokers())]
+        return frozenset(i for i in ids if i >= 0)  # not the bootstrap listener's -1
 
     async def _find_coordinator(
         self, request: WireRequest, allowed: Callable[[str, str], bool]

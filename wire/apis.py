@@ -12,8 +12,9 @@ can fill. Every other version Kafka 4.3 announces for these APIs is here (Descri
 a missing group is GROUP_ID_NOT_FOUND, ``translate``), and DescribeConfigs v1-4 answers what
 admin tools read of topics, brokers and groups (``configs``), DescribeCluster v0-2 what
 Metadata says of the cluster (``builders``), DescribeAcls v1-3 the ACL file's rules
-(``acl_list``); AlterConfigs and IncrementalAlterConfigs are answered only to say why nothing
-changes. Produce is listed (v3-12: v13 names
+(``acl_list``); AlterConfigs and IncrementalAlterConfigs change a group's own settings and
+say why a topic's or a broker's do not change, and ListConfigResources lists what
+DescribeConfigs describes (``configs``). Produce is listed (v3-12: v13 names
 topics by id) only so that librdkafka fetches (see ``builders``); every Produce is refused.
 OffsetCommit v0-1, OffsetFetch v0, ListOffsets v0, Fetch v0-3 and Produce v0-2 are gone from
 Kafka 4's schemas (KIP-896) and so from kio; no current client needs them.
@@ -67,6 +68,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
 
 
 # api key -> (min version, max version), both inclusive.
@@ -90,15 +92,16 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DESCRIBE_ACLS: (1, 3),  # v0 is gone from Kafka 4 (KIP-896)
     ApiKey.DESCRIBE_CONFIGS: (1, 4),  # v0 is gone from Kafka 4 (KIP-896)
-    ApiKey.ALTER_CONFIGS: (0, 2),  # refused: settings are read-only (configs)
+    ApiKey.ALTER_CONFIGS: (0, 2),  # a group's settings (configs); others refused
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # refused as AlterConfigs
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # as AlterConfigs
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848 (consumer_groups)
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),  # v0: ListClientMetricsResources (configs)
 }
 
 ZERO_MS = i32Timedelta.parse(datetime.timedelta(0))

@@ -1,4 +1,4 @@
-"""DescribeConfigs, and the config changes refused: Kafka's admin tools on topics, brokers, groups.
+"""Configs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and ListConfigResources.
 
 ``kafka-topics --describe`` asks for every topic's configs, ``kafka-configs --describe`` for
 a topic's, a broker's or a group's. groupcoord answers from what it has:
@@ -47,7 +47,9 @@ from .connection import WireRequest
 from .topics import TopicChange, TopicResult
 from .translate import build
 
-TOPIC, BROKER, GROUP = 2, 4, 32  # Kafka's ConfigResource.Type codes
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # ConfigResource.Type
+# What ListConfigResources lists, in Kafka's order when no type is asked.
+_LISTED_TYPES = (GROUP, BROKER_LOGGER, BROKER, TOPIC, CLIENT_METRICS)
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8  # Kafka's ConfigSource codes
 STRING, INT, LONG, LIST = 2, 3, 5, 7  # Kafka's ConfigType codes (DescribeConfigs v3+)
 _MINUTE_MS = 60_000
@@ -295,6 +297,42 @@ def too_many_resources(request: WireRequest) -> ConfigsAnswer | None:
     return ConfigsAnswer(
         Errors.INVALID_REQUEST,
         f"{count} resources in one request; the most is {MAX_RESOURCES_PER_REQUEST}",
+    )
+
+
+def list_config_resources_response(
+    request: WireRequest,
+    *,
+    topics: Mapping[str, int],
+    node_ids: frozenset[int],
+    group_configs: Mapping[str, Mapping[str, int]],
+    may_describe_group: Callable[[str], bool],
+):
+    """kio's ListConfigResources response (``kafka-configs --describe`` of every group, topic
+    or broker): for each type asked, in order, the resources whose configs may be described,
+    as Kafka 4.3 lists them: the groups that set any of their own (those the caller may
+    describe), the catalog's topics, the brokers Metadata names; none for client metrics, and
+    none for broker loggers, which groupcoord does not have. No type asked (v1) is every one,
+    in Kafka's order; v0 (ListClientMetricsResources) is client metrics alone. A type Kafka
+    does not list is UNSUPPORTED_VERSION, as Kafka answers it."""
+    cls = apis.response_class(request.api_key, request.api_version)
+    resource_cls = apis.nested_class(cls, "ConfigResource")
+    asked = tuple(request.body.resource_types) if request.api_version >= 1 else (CLIENT_METRICS,)
+    if any(kind not in _LISTED_TYPES for kind in asked):
+        return build(cls, error_code=ErrorCode.unsupported_version, config_resources=())
+    names = {
+        GROUP: sorted(g for g in group_configs if may_describe_group(g)),
+        BROKER: [str(node_id) for node_id in sorted(node_ids)],
+        TOPIC: sorted(topics),
+    }
+    return build(
+        cls,
+        error_code=ErrorCode.none,
+        config_resources=tuple(
+            build(resource_cls, resource_name=name, resource_type=i8(kind))
+            for kind in dict.fromkeys(asked or _LISTED_TYPES)
+            for name in names.get(kind, ())
+        ),
     )
 
 

@@ -152,6 +152,9 @@ def test_kafka_configs_sets_describes_and_deletes_a_groups_settings(bootstrap):
         "DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}",
     }
     wait_for(lambda: dynamic() == expected, "the group's settings", dynamic)
+    # Every group with settings of its own (the tool lists them with ListConfigResources).
+    every = tool(CONFIGS_MAIN, bootstrap, "--describe", "--entity-type", "groups")
+    assert f"Dynamic configs for group {group} are:\n  " + sorted(expected)[0] in every, every
 
     refused = run_tool(
         CONFIGS_MAIN,

@@ -262,6 +262,18 @@ SCENARIOS = {
             "G's settings after the replace",
             (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS)),
         ),
+        commit(
+            "simple commit to G, which makes it a group",
+            "c",
+            {"T": {0: 42}},
+            generation_id_or_member_epoch=-1,
+            member_id="",
+        ),
+        delete_groups("delete G", "G"),
+        describe_configs(
+            "G's settings outlive the group",
+            (GROUP_CONFIGS, name("G"), list(COMPARED_GROUP_SETTINGS)),
+        ),
     ],
     "join_sync_heartbeat_commit": [
         *SETUP,

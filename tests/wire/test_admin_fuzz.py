@@ -1,7 +1,8 @@
-"""Arbitrary admin requests (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeAcls,
-DescribeCluster) through Connection and the pure builders that answer them: any resource type,
-name, key or filter code a client can put on the wire gets an answer that encodes and reads
-back, with one result per resource asked; never an exception."""
+"""Arbitrary admin requests (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+ListConfigResources, DescribeAcls, DescribeCluster) through Connection and the pure builders
+that answer them: any resource type, name, key or filter code a client can put on the wire gets
+an answer that encodes and reads back, with one result per resource asked; never an
+exception."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from groupcoord.wire.configs import (
     describe_configs,
     describe_configs_response,
     group_change,
+    list_config_resources_response,
     resources,
 )
 from groupcoord.wire.topics import TopicResult
@@ -193,3 +195,22 @@ def test_any_describe_cluster(version, endpoint_type, operations):
         ),
     )
     assert (response.error_code == 0) == (version == 0 or endpoint_type == 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(version=st.integers(0, 1), types=st.lists(INT8, max_size=6))
+def test_any_list_config_resources(version, types):
+    values = {"resource_types": types} if version >= 1 else {}
+
+    def answer(request):
+        return list_config_resources_response(
+            request,
+            topics={"t": 1},
+            node_ids=frozenset({0, 1}),
+            group_configs={"g1": {"consumer.session.timeout.ms": 50_000}, "h": {}},
+            may_describe_group=lambda group: group.startswith("g"),
+        )
+
+    response = exchange(ApiKey.LIST_CONFIG_RESOURCES, version, values, answer)
+    names = {r.resource_name for r in response.config_resources}
+    assert names <= {"t", "0", "1", "g1"}  # never a group the caller may not describe

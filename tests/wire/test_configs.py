@@ -3,6 +3,7 @@
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.group_config import DELETE, SET, GroupConfigOp
@@ -24,6 +25,7 @@ from groupcoord.wire.configs import (
     describe_configs_response,
     group_change,
     group_entries,
+    list_config_resources_response,
     resources,
     too_many_resources,
 )
@@ -331,3 +333,45 @@ def test_refusals_read_back_at_every_version(api, version):
         (ErrorCode.unknown_topic_or_partition, TOPIC, "missing"),
     ]
     assert all(r.error_message for r in response.responses)
+
+
+def _list(version: int, types, allowed=lambda group: True):
+    conn = Connection()
+    cls = apis.request_class(ApiKey.LIST_CONFIG_RESOURCES, version)
+    body = cls(resource_types=tuple(i8(t) for t in types)) if version >= 1 else cls()
+    (request,) = conn.receive_data(request_frame(body, client_id="admin"))
+    response = list_config_resources_response(
+        request,
+        topics=TOPICS | {"audit": 1},
+        node_ids=frozenset({1, 0, 10}),
+        group_configs=GROUP_CONFIGS | {"other": {"consumer.session.timeout.ms": 50_000}},
+        may_describe_group=allowed,
+    )
+    frame = conn.send_response(request, response)
+    response_cls = apis.response_class(ApiKey.LIST_CONFIG_RESOURCES, version)
+    answer = split_response(frame, response_cls, header_version=1)[1]
+    return answer.error_code, [
+        (getattr(r, "resource_type", None), r.resource_name) for r in answer.config_resources
+    ]
+
+
+def test_listed_config_resources_are_what_describe_configs_answers():
+    assert _list(1, [GROUP]) == (ErrorCode.none, [(GROUP, "other"), (GROUP, "tuned")])
+    assert _list(1, [TOPIC, BROKER]) == (
+        ErrorCode.none,
+        [(TOPIC, "audit"), (TOPIC, "orders"), (BROKER, "0"), (BROKER, "1"), (BROKER, "10")],
+    )
+    # None asked: every type, in Kafka's order (groups, broker loggers, brokers, topics).
+    code, listed = _list(1, [])
+    assert [kind for kind, _ in listed] == [GROUP, GROUP, BROKER, BROKER, BROKER, TOPIC, TOPIC]
+    assert _list(1, [8, 16]) == (ErrorCode.none, [])  # no broker loggers, no client metrics
+    assert _list(0, []) == (ErrorCode.none, [])  # ListClientMetricsResources: client metrics
+
+
+def test_listed_groups_are_those_the_caller_may_describe():
+    assert _list(1, [GROUP], allowed=lambda group: group == "tuned")[1] == [(GROUP, "tuned")]
+
+
+@pytest.mark.parametrize("kind", [3, 99, -1])
+def test_a_type_kafka_does_not_list_is_unsupported_version(kind):
+    assert _list(1, [GROUP, kind]) == (ErrorCode.unsupported_version, [])
