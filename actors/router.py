@@ -236,10 +236,15 @@ class RouterActor:
     async def ping(self) -> None:
         return None
 
-    async def exchange(self, partition: int, node: Any) -> WireDirectory:
-        """A partition listener registers its address; it learns everyone's and the catalog."""
+    async def exchange(self, partition: int, node: Any, held_version: int = -1) -> WireDirectory:
+        """A partition listener registers its address; it learns everyone's, and the catalog
+        unless it holds this version already (``held_version``): then the directory names
+        version -1 and no catalog, which the listener keeps its own over (``adopt``). A
+        listener polls every second, and the catalog can be megabytes."""
         self._live().partition(partition)  # ValueError for a partition out of range
         self._nodes[partition] = node
+        if held_version == self.catalog.version:
+            return WireDirectory(dict(self._nodes), {}, -1)
         return self._directory()
 
     async def kafka_listeners(self) -> list[int]:

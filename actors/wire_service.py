@@ -7,11 +7,11 @@ Theory of operation
   receives goes to its own ``PartitionRuntime``: groups of other partitions get NOT_COORDINATOR
   from the Shard, and the client asks FindCoordinator again, as it would with Kafka.
 * **The router knows where everyone is.** Every ``metadata_refresh_ms`` each partition listener
-  calls ``router.exchange(n, node)``: it registers its address and gets back the addresses of
-  all partitions and the topic catalog. So a partition restarted on another port or node is
-  found again within one refresh, and a restarted router relearns every address the same way.
-  Until its partition has registered, a group's FindCoordinator answers
-  COORDINATOR_NOT_AVAILABLE, which clients retry.
+  calls ``router.exchange(n, node, held_version)``: it registers its address and gets back the
+  addresses of all partitions, and the topic catalog when it is newer than the one it holds.
+  So a partition restarted on another port or node is found again within one refresh, and a
+  restarted router relearns every address the same way. Until its partition has registered, a
+  group's FindCoordinator answers COORDINATOR_NOT_AVAILABLE, which clients retry.
 * **The bootstrap listener** (``WireConfig.bootstrap_port``, in the router) is what users put in
   ``bootstrap.servers``. It answers Metadata with the partition listeners as the brokers (not
   itself: an admin client that lists groups on every broker would see groups twice),
@@ -237,7 +237,8 @@ class PartitionListener:
     async def _refresh_forever(self) -> None:
         while True:
             try:
-                self.adopt(await self._router.exchange.remote(self.partition, self.node))
+                held = self.directory.catalog_version
+                self.adopt(await self._router.exchange.remote(self.partition, self.node, held))
             except Exception as exc:  # the router is restarting: keep what we know
                 log.info(
                     "partition %d: no listener directory from the router (%r)", self.partition, exc

@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 
 from groupcoord.actors import WireConfig, start, stop
 from groupcoord.coordinator import partition_for
+from groupcoord.wire import Node
 
 from .helpers import TEST_CONFIG, wait_assigned, wait_for, wait_restarted, wire_consumer
 
@@ -276,8 +277,16 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
     admin = AdminClient({"bootstrap.servers": address})
     futures = admin.create_topics([NewTopic(name, 3)], request_timeout=20)
     assert futures[name].result(timeout=30) is None
-    _, catalog, _ = ray.get(deployment.router.topic_catalog.remote())
+    version, catalog, _ = ray.get(deployment.router.topic_catalog.remote())
     assert catalog.get(name) == 3
+    # A listener's refresh gets the catalog only when it holds an older one.
+    router = deployment.router
+    host, port = _info(deployment, 1)["kafka"].rsplit(":", 1)
+    node = Node(1, host, int(port))  # partition 1's listener, as it registers itself
+    full = ray.get(router.exchange.remote(1, node, version - 1))
+    assert (full.catalog_version, full.topics.get(name)) == (version, 3)
+    same = ray.get(router.exchange.remote(1, node, version))
+    assert (same.catalog_version, same.topics, same.nodes) == (-1, {}, full.nodes)
 
     def listed():
         topics = admin.list_topics(timeout=10).topics

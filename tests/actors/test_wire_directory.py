@@ -1,4 +1,5 @@
-"""A partition listener never takes back an older topic catalog than it holds (Ray-free).
+"""A partition listener never takes back an older topic catalog than it holds, and keeps its own
+when the router sends none (Ray-free).
 
 The race, as it happened in CI: a listener's periodic refresh is answered by the router just
 before a CreateTopics; the router then publishes the new catalog to the listener and answers the
@@ -37,7 +38,7 @@ class SlowRouter:
         self.release = asyncio.Event()
         self.exchange = self
 
-    def remote(self, partition, node):
+    def remote(self, partition, node, held_version):
         async def answer():
             self.asked.set()
             await self.release.wait()
@@ -78,5 +79,23 @@ def test_addresses_are_always_taken_and_newer_catalogs_replace_older():
         listener.adopt(WireDirectory({0: NODE}, {"created": 4, "other": 1}, 3))
         assert listener.directory.topics == {"created": 4, "other": 1}
         assert partition.catalog_version == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_directory_without_the_catalog_keeps_the_one_held():
+    # The router's answer to a listener that already holds its version: addresses only.
+    async def scenario():
+        partition = runtime()
+        listener = PartitionListener(0, 2, WireConfig(bootstrap_port=0), partition, None, "unused")
+        configs = {"g": {"consumer.session.timeout.ms": 50_000}}
+        listener.adopt(WireDirectory({0: NODE}, {"created": 4}, 2, {}, configs))
+        moved = Node(1, "127.0.0.1", 11)
+        listener.adopt(WireDirectory({0: NODE, 1: moved}, {}, -1))
+        assert listener.directory.nodes[1] == moved
+        assert listener.directory.topics == {"created": 4}
+        assert listener.directory.group_configs == configs
+        assert listener.directory.catalog_version == 2
+        assert partition.catalog_version == 2
 
     asyncio.run(scenario())
