@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64
 from kio.static.protocol import Payload
 
 if TYPE_CHECKING:
@@ -104,6 +104,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_CONFIG_RESOURCES: (0, 1),  # v0: ListClientMetricsResources (configs)
 }
 
+# Kafka's features (KIP-584) groupcoord has: name -> (lowest supported, highest supported,
+# finalized level), which ``kafka-features describe`` shows. group.version 1 is KIP-848's
+# consumer protocol, served (consumer_groups). Kafka's others (metadata, KRaft, transactions,
+# share and streams groups) describe machinery groupcoord does not have: not announced.
+FEATURES = {"group.version": (0, 1, 1)}
 ZERO_MS = i32Timedelta.parse(datetime.timedelta(0))
 
 
@@ -195,10 +200,27 @@ def api_versions_refusal(request: WireRequest) -> Payload | None:
 
 
 def api_versions_ranges(version: int) -> Payload:
-    """The ApiVersions answer at ``version`` listing every supported range (no error)."""
+    """The ApiVersions answer at ``version`` listing every supported range (no error) and, from
+    v3, the features (``FEATURES``; a supported range from 0 only from v4, as Kafka answers)."""
     cls = response_class(ApiKey.API_VERSIONS, version)
     timing = {} if version == 0 else {"throttle_time": ZERO_MS}
     item = _api_version_item(cls)
+    features = {}
+    if version >= 3:
+        supported = nested_class(cls, "SupportedFeatureKey")
+        finalized = nested_class(cls, "FinalizedFeatureKey")
+        features = dict(
+            supported_features=tuple(
+                supported(name=name, min_version=low, max_version=high)
+                for name, (low, high, _) in FEATURES.items()
+                if low > 0 or version >= 4
+            ),
+            finalized_features_epoch=i64(0),  # they never change
+            finalized_features=tuple(
+                finalized(name=name, max_version_level=level, min_version_level=level)
+                for name, (_, _, level) in FEATURES.items()
+            ),
+        )
     return cls(
         error_code=ErrorCode.none,
         api_keys=tuple(
@@ -206,6 +228,7 @@ def api_versions_ranges(version: int) -> Payload:
             for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
         ),
         **timing,
+        **features,
     )
 
 

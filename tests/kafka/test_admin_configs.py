@@ -1,8 +1,9 @@
 """What Kafka's admin tools read of configs and of the cluster, against each coordinator under
 test: `kafka-topics --describe` (which asks for the topic's configs besides its partitions),
 `kafka-configs --describe` of a broker and of a group, `kafka-configs --alter` of a group's
-settings, confluent-kafka's `describe_configs`,
-kafka-python's `describe_cluster` (DescribeCluster) and `kafka-acls --list` (DescribeAcls).
+settings, confluent-kafka's `describe_configs`, kafka-python's `describe_cluster`
+(DescribeCluster), `kafka-acls --list` (DescribeAcls) and `kafka-features describe`
+(ApiVersions' features).
 
 The assertions hold for both servers: a broker's group settings and a group's KIP-848 settings
 that both run with (conftest's deployment and javakafka's broker set the same initial rebalance
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 TOPICS_MAIN = "org.apache.kafka.tools.TopicCommand"
 CONFIGS_MAIN = "kafka.admin.ConfigCommand"
 ACLS_MAIN = "org.apache.kafka.tools.AclCommand"
+FEATURES_MAIN = "org.apache.kafka.tools.FeatureCommand"
 TOOL_TIMEOUT_S = 120.0
 BROKER_ID = "1"  # Kafka's node id; groupcoord's second partition listener
 
@@ -182,3 +184,16 @@ def wait_for(done, what: str, current) -> None:
     while not done():
         assert time.monotonic() < deadline, f"{what} never shown: {current()}"
         time.sleep(0.2)
+
+
+def test_kafka_features_names_the_consumer_protocol(bootstrap):
+    """`kafka-features describe`: group.version 1 (KIP-848's consumer protocol) is finalized on
+    both servers; the broker also has features groupcoord has no machinery for."""
+    described = run_tool(FEATURES_MAIN, ["--bootstrap-server", bootstrap, "describe"], 120)
+    assert described.returncode == 0, described.stdout + described.stderr
+    (line,) = [f for f in described.stdout.splitlines() if f.startswith("Feature: group.version")]
+    assert line.split()[1:9] == [
+        "group.version",
+        *("SupportedMinVersion:", "0", "SupportedMaxVersion:", "1"),
+        *("FinalizedVersionLevel:", "1", "Epoch:"),
+    ]

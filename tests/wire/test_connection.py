@@ -24,7 +24,7 @@ from groupcoord.wire import (
     WireRequest,
     api_versions_response,
 )
-from groupcoord.wire.apis import ZERO_MS
+from groupcoord.wire.apis import ZERO_MS, api_versions_ranges
 
 from .frames import request_frame, split_response
 
@@ -80,6 +80,20 @@ def test_api_versions_v3_flexible_frame_by_hand_gets_a_v0_response_header():
     correlation_id, body = split_response(out, ApiVersionsV3, header_version=0)
     assert correlation_id == 5 and body.error_code == ErrorCode.none
     assert supported_ranges(body)[ApiKey.JOIN_GROUP] == (0, 9)
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_v3_on_names_the_features(version):
+    # group.version 1: KIP-848's consumer protocol. v3 leaves out supported ranges from 0, as
+    # Kafka answers it; the finalized level is at every version from 3.
+    response = api_versions_ranges(version)
+    supported = [(f.name, f.min_version, f.max_version) for f in response.supported_features]
+    assert supported == ([("group.version", 0, 1)] if version >= 4 else [])
+    finalized = [
+        (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
+    ]
+    assert finalized == [("group.version", 1, 1)]
+    assert response.finalized_features_epoch == 0
 
 
 def test_api_versions_above_our_range_is_answered_in_v0_with_unsupported_version():
