@@ -114,6 +114,17 @@ COMPARED_GROUP_SETTINGS = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL)
 # Two of Kafka's log settings of a topic, which groupcoord (no records) does not have.
 KAFKA_TOPIC_SETTINGS = ("cleanup.policy", "retention.ms")
 
+# Changes of a group's settings that both servers refuse, each with Kafka's code and message.
+REFUSED_GROUP_SETTINGS = (
+    ("set a session above the bounds", {SESSION_TIMEOUT: "90000"}),
+    ("set a heartbeat above the bounds", {HEARTBEAT_INTERVAL: "60000"}),
+    ("set a session that is not a number", {SESSION_TIMEOUT: "50000.0"}),
+    ("set a negative assignment interval", {ASSIGNMENT_INTERVAL: "-1"}),
+    ("set an unknown setting", {"no.such.setting": "1"}),
+    ("append to a setting that is not a list", {SESSION_TIMEOUT: (APPEND, "1")}),
+    ("set a session to null", {SESSION_TIMEOUT: None}),
+)
+
 SETUP = [
     create_topics("create T (2 partitions) and T2 (1)", {"T": 2, "T2": 1}),
     WaitForTopics("admin"),
@@ -199,40 +210,9 @@ SCENARIOS = {
             "validate a session below the bounds",
             (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "1000"}),
         ),
-        alter_configs(
-            "set a session above the bounds",
-            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "90000"}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "set a heartbeat above the bounds",
-            (GROUP_CONFIGS, name("G2"), {HEARTBEAT_INTERVAL: "60000"}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "set a session that is not a number",
-            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "50000.0"}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "set a negative assignment interval",
-            (GROUP_CONFIGS, name("G2"), {ASSIGNMENT_INTERVAL: "-1"}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "set an unknown setting",
-            (GROUP_CONFIGS, name("G2"), {"no.such.setting": "1"}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "append to a setting that is not a list",
-            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: (APPEND, "1")}),
-            validate_only=False,
-        ),
-        alter_configs(
-            "set a session to null",
-            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: None}),
-            validate_only=False,
+        *(
+            alter_configs(label, (GROUP_CONFIGS, name("G2"), settings), validate_only=False)
+            for label, settings in REFUSED_GROUP_SETTINGS
         ),
         alter_configs(
             "validate a change of G's session",
