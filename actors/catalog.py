@@ -19,7 +19,8 @@ written back at once, so the ids clients see never change afterwards.
 The catalog also keeps groups' own settings (``coordinator.group_config``: Kafka's group configs,
 set with ``kafka-configs --alter --entity-type groups``), as Kafka keeps them in its metadata
 rather than with the group: they exist whether or not the group does, and the shards get them
-with the topics. At most ``MAX_CONFIGURED_GROUPS`` groups set any.
+with the topics. At most ``MAX_CONFIGURED_GROUPS`` groups set any, their ids at most
+``MAX_CONFIGURED_GROUP_ID_CHARS`` characters in all.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ CATALOG_FILE = "topics.json"
 MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_TOPICS = 100_000
+# Groups with settings of their own: at most this many, with ids of this many characters in
+# all (a group id may be 32,767 characters long), so the catalog stays a few megabytes.
 MAX_CONFIGURED_GROUPS = 100_000
+MAX_CONFIGURED_GROUP_ID_CHARS = 4 * 1024 * 1024
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -168,18 +172,30 @@ class TopicCatalog:
             )
         current = self._group_configs.get(group_id, {})
         settings = altered(current, ops, replace=replace, config=self._config)
-        if not current and settings and len(self._group_configs) >= MAX_CONFIGURED_GROUPS:
-            raise CatalogError(
-                Errors.INVALID_REQUEST,
-                f"{MAX_CONFIGURED_GROUPS} groups already have settings of their own, the most "
-                "the catalog keeps",
-            )
+        if not current and settings:
+            self._check_room_for(group_id)
         if validate_only or settings == current:
             return
         configs = {g: c for g, c in self._group_configs.items() if g != group_id}
         if settings:
             configs[group_id] = settings
         self._write(self._topics, self._ids, configs)
+
+    def _check_room_for(self, group_id: str) -> None:
+        """CatalogError unless one more group may have settings of its own."""
+        if len(self._group_configs) >= MAX_CONFIGURED_GROUPS:
+            raise CatalogError(
+                Errors.INVALID_REQUEST,
+                f"{MAX_CONFIGURED_GROUPS} groups already have settings of their own, the most "
+                "the catalog keeps",
+            )
+        chars = len(group_id) + sum(map(len, self._group_configs))
+        if chars > MAX_CONFIGURED_GROUP_ID_CHARS:
+            raise CatalogError(
+                Errors.INVALID_REQUEST,
+                f"the ids of groups with settings of their own would total {chars} characters; "
+                f"the most the catalog keeps is {MAX_CONFIGURED_GROUP_ID_CHARS}",
+            )
 
     def create(
         self, name: str, partitions: int, *, validate_only: bool = False

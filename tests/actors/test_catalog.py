@@ -183,7 +183,7 @@ def test_refused_group_changes_are_answered_with_kafkas_codes_and_change_nothing
     assert catalog.group_configs() == {"h": {SESSION: 50_000}}
 
 
-def test_the_number_of_groups_with_settings_is_bounded(tmp_path, monkeypatch):
+def test_the_groups_with_settings_are_bounded_in_number_and_id_characters(tmp_path, monkeypatch):
     monkeypatch.setattr(catalog_module, "MAX_CONFIGURED_GROUPS", 2)
     catalog = TopicCatalog(str(tmp_path))
     for group in ("a", "b"):
@@ -192,6 +192,11 @@ def test_the_number_of_groups_with_settings_is_bounded(tmp_path, monkeypatch):
         catalog.configure_group("c", [_set(SESSION, "50000")], replace=False)
     catalog.configure_group("a", [_set(SESSION, "55000")], replace=False)  # a group that has some
     assert sorted(catalog.group_configs()) == ["a", "b"]
+    monkeypatch.setattr(catalog_module, "MAX_CONFIGURED_GROUPS", 3)
+    monkeypatch.setattr(catalog_module, "MAX_CONFIGURED_GROUP_ID_CHARS", 4)
+    with pytest.raises(CatalogError, match="total 5 characters"):
+        catalog.configure_group("ccc", [_set(SESSION, "50000")], replace=False)
+    catalog.configure_group("cc", [_set(SESSION, "50000")], replace=False)
 
 
 @pytest.mark.parametrize(
