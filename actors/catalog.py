@@ -29,7 +29,8 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.group_config import (
@@ -41,6 +42,7 @@ from groupcoord.coordinator.group_config import (
 from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
 
+_T = TypeVar("_T")
 CATALOG_FILE = "topics.json"
 MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
@@ -102,10 +104,11 @@ class TopicCatalog:
         self.path = os.path.join(directory, CATALOG_FILE)
         self._config = config or CoordinatorConfig()
         self.version, self._topics, self._ids, self._group_configs = self._read()
+        self._id_chars = sum(map(len, self._group_configs))  # MAX_CONFIGURED_GROUP_ID_CHARS
+        self._changed = False  # whether a change under ``_changing`` has changed anything
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
-            self._write(
-                self._topics, {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
-            )
+            self._ids = {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
+            self._write()
 
     def _read(
         self,
@@ -152,6 +155,8 @@ class TopicCatalog:
         """A copy: {group id: {setting: value}}, for the groups that set any."""
         return {group_id: dict(settings) for group_id, settings in self._group_configs.items()}
 
+    # -- changes: each is checked whole, then made in memory; ``_changing`` writes them -------
+
     def configure_group(
         self,
         group_id: str,
@@ -163,6 +168,63 @@ class TopicCatalog:
         """Change group ``group_id``'s settings (``group_config.altered``; ``replace``: as
         AlterConfigs, the whole set). GroupConfigError or CatalogError, and no change, when
         refused; nothing is written when nothing changes."""
+        self._changing(lambda: self._configure(group_id, ops, replace, validate_only))
+
+    def create(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> uuid.UUID | None:
+        """Add a topic with a new topic id, returned (None when only validating); CatalogError
+        if it exists (TOPIC_ALREADY_EXISTS) or is illegal."""
+        return self._changing(lambda: self._create(name, partitions, validate_only))
+
+    def alter(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
+        """Grow a topic to ``partitions``; CatalogError if unknown or not larger (Kafka's
+        INVALID_PARTITIONS: a partition count never shrinks)."""
+        self._changing(lambda: self._alter(name, partitions, validate_only))
+
+    def delete(self, name: str) -> None:
+        self._changing(lambda: self._delete(name))
+
+    def apply(self, changes: list[TopicChange]) -> list[TopicResult]:
+        """Each change in turn, answered as a Kafka admin client expects: one result per
+        change, a refused one with its error code and message (the others still apply). The
+        ones applied are written together, as one new version: a request of thousands of
+        changes writes the file once, not once each."""
+        return self._changing(lambda: [self._apply_one(change) for change in changes])
+
+    def _apply_one(self, change: TopicChange) -> TopicResult:
+        topic_id = None
+        try:
+            if change.kind == "create":
+                topic_id = self._create(change.name, change.partitions, change.validate_only)
+            elif change.kind == "grow":
+                self._alter(change.name, change.partitions, change.validate_only)
+            elif change.kind == "delete":
+                self._delete(change.name)
+            elif change.kind in ("alter_group_configs", "replace_group_configs"):
+                replace = change.kind == "replace_group_configs"
+                self._configure(change.name, change.configs, replace, change.validate_only)
+            else:
+                raise CatalogError(Errors.INVALID_REQUEST, f"unknown change {change.kind!r}")
+        except (CatalogError, GroupConfigError) as exc:
+            return TopicResult(exc.error, str(exc))
+        return TopicResult(Errors.NONE, None, change.partitions, topic_id)
+
+    def _changing(self, make: Callable[[], _T]) -> _T:
+        """``make()``'s result, once what it changed in memory is written as one new version
+        of the file; when ``make`` or the write raises, the catalog is as it was."""
+        saved = (dict(self._topics), dict(self._ids), dict(self._group_configs), self._id_chars)
+        self._changed = False
+        try:
+            result = make()
+            if self._changed:
+                self._write()
+        except BaseException:
+            self._topics, self._ids, self._group_configs, self._id_chars = saved
+            raise
+        return result
+
+    def _configure(self, group_id: str, ops, replace: bool, validate_only: bool) -> None:
         if group_id == "":
             raise CatalogError(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
         if len(group_id) > self._config.string_max_chars:
@@ -176,10 +238,13 @@ class TopicCatalog:
             self._check_room_for(group_id)
         if validate_only or settings == current:
             return
-        configs = {g: c for g, c in self._group_configs.items() if g != group_id}
         if settings:
-            configs[group_id] = settings
-        self._write(self._topics, self._ids, configs)
+            self._group_configs[group_id] = settings
+            self._id_chars += 0 if current else len(group_id)
+        else:
+            del self._group_configs[group_id]
+            self._id_chars -= len(group_id)
+        self._changed = True
 
     def _check_room_for(self, group_id: str) -> None:
         """CatalogError unless one more group may have settings of its own."""
@@ -189,7 +254,7 @@ class TopicCatalog:
                 f"{MAX_CONFIGURED_GROUPS} groups already have settings of their own, the most "
                 "the catalog keeps",
             )
-        chars = len(group_id) + sum(map(len, self._group_configs))
+        chars = self._id_chars + len(group_id)
         if chars > MAX_CONFIGURED_GROUP_ID_CHARS:
             raise CatalogError(
                 Errors.INVALID_REQUEST,
@@ -197,11 +262,7 @@ class TopicCatalog:
                 f"the most the catalog keeps is {MAX_CONFIGURED_GROUP_ID_CHARS}",
             )
 
-    def create(
-        self, name: str, partitions: int, *, validate_only: bool = False
-    ) -> uuid.UUID | None:
-        """Add a topic with a new topic id, returned (None when only validating); CatalogError
-        if it exists (TOPIC_ALREADY_EXISTS) or is illegal."""
+    def _create(self, name: str, partitions: int, validate_only: bool) -> uuid.UUID | None:
         check_topic_name(name)
         check_partitions(partitions)
         if name in self._topics:
@@ -216,13 +277,12 @@ class TopicCatalog:
             )
         if validate_only:
             return None
-        topic_id = uuid.uuid4()
-        self._write({**self._topics, name: partitions}, {**self._ids, name: topic_id})
+        topic_id = self._ids[name] = uuid.uuid4()
+        self._topics[name] = partitions
+        self._changed = True
         return topic_id
 
-    def alter(self, name: str, partitions: int, *, validate_only: bool = False) -> None:
-        """Grow a topic to ``partitions``; CatalogError if unknown or not larger (Kafka's
-        INVALID_PARTITIONS: a partition count never shrinks)."""
+    def _alter(self, name: str, partitions: int, validate_only: bool) -> None:
         check_partitions(partitions)
         current = self._known(name)
         if partitions <= current:
@@ -232,44 +292,14 @@ class TopicCatalog:
                 f"partitions; a topic can only grow, not to {partitions}",
             )
         if not validate_only:
-            self._write({**self._topics, name: partitions}, self._ids)
+            self._topics[name] = partitions
+            self._changed = True
 
-    def delete(self, name: str) -> None:
+    def _delete(self, name: str) -> None:
         self._known(name)
-        self._write(
-            {t: n for t, n in self._topics.items() if t != name},
-            {t: i for t, i in self._ids.items() if t != name},
-        )
-
-    def apply(self, changes: list[TopicChange]) -> list[TopicResult]:
-        """Each change in turn, answered as a Kafka admin client expects: one result per
-        change, a refused one with its error code and message (the others still apply)."""
-        results = []
-        for change in changes:
-            topic_id = None
-            try:
-                if change.kind == "create":
-                    topic_id = self.create(
-                        change.name, change.partitions, validate_only=change.validate_only
-                    )
-                elif change.kind == "grow":
-                    self.alter(change.name, change.partitions, validate_only=change.validate_only)
-                elif change.kind == "delete":
-                    self.delete(change.name)
-                elif change.kind in ("alter_group_configs", "replace_group_configs"):
-                    self.configure_group(
-                        change.name,
-                        change.configs,
-                        replace=change.kind == "replace_group_configs",
-                        validate_only=change.validate_only,
-                    )
-                else:
-                    raise CatalogError(Errors.INVALID_REQUEST, f"unknown change {change.kind!r}")
-            except (CatalogError, GroupConfigError) as exc:
-                results.append(TopicResult(exc.error, str(exc)))
-            else:
-                results.append(TopicResult(Errors.NONE, None, change.partitions, topic_id))
-        return results
+        del self._topics[name]
+        self._ids.pop(name, None)
+        self._changed = True
 
     def _known(self, name: str) -> int:
         count = self._topics.get(name)
@@ -277,28 +307,20 @@ class TopicCatalog:
             raise CatalogError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return count
 
-    def _write(
-        self,
-        topics: dict[str, int],
-        ids: dict[str, uuid.UUID],
-        group_configs: dict[str, dict[str, int]] | None = None,
-    ) -> None:
-        """Replace the file with a new version (``group_configs`` None: those held)."""
+    def _write(self) -> None:
+        """Replace the file with the catalog as it is in memory, as a new version."""
         version = self.version + 1
-        if group_configs is None:
-            group_configs = self._group_configs
         data = json.dumps(
             {
                 "version": version,
-                "topics": topics,
-                "ids": {t: str(i) for t, i in ids.items()},
-                "group_configs": group_configs,
+                "topics": self._topics,
+                "ids": {t: str(i) for t, i in self._ids.items()},
+                "group_configs": self._group_configs,
             },
             sort_keys=True,
         ).encode()
         write_atomically(self.path, [data])  # fsyncs the file and the directory
-        self.version, self._topics, self._ids = version, topics, ids
-        self._group_configs = group_configs
+        self.version = version
 
 
 def _topic_id(text: object) -> uuid.UUID:

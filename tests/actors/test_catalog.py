@@ -208,3 +208,45 @@ def test_damaged_group_settings_are_an_error_naming_the_file(tmp_path, group_con
     )
     with pytest.raises(ValueError, match=CATALOG_FILE):
         TopicCatalog(str(tmp_path))
+
+
+def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
+    # A CreateTopics of thousands of topics: one new version of the file, not one each (that
+    # rewrote a growing file per topic: quadratic, minutes of the router at 10,000).
+    catalog = TopicCatalog(str(tmp_path))
+    writes = []
+    real = catalog_module.write_atomically
+    monkeypatch.setattr(
+        catalog_module, "write_atomically", lambda *a: (writes.append(a[0]), real(*a))
+    )
+    changes = [TopicChange("create", f"t{i}", 1) for i in range(2_000)]
+    changes.append(TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "50000"),)))
+    changes.append(TopicChange("create", "t0", 1))  # refused: the others still apply
+    results = catalog.apply(changes)
+    assert [r.error for r in results].count(Errors.NONE) == 2_001
+    assert results[-1].error == Errors.TOPIC_ALREADY_EXISTS
+    assert len(writes) == 1 and catalog.version == 1
+    again = TopicCatalog(str(tmp_path))
+    assert len(again.topics()) == 2_000 and again.group_configs() == {"g": {SESSION: 50_000}}
+    assert catalog.apply([TopicChange("create", "t0", 1)])[0].error != Errors.NONE
+    assert len(writes) == 1  # nothing applied: nothing written
+
+
+def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
+    catalog = TopicCatalog(str(tmp_path))
+    catalog.create("kept", 1)
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(catalog_module, "write_atomically", full_disk)
+    with pytest.raises(OSError):
+        catalog.apply(
+            [
+                TopicChange("create", "lost", 1),
+                TopicChange("delete", "kept"),
+                TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "50000"),)),
+            ]
+        )
+    assert (catalog.version, catalog.topics(), catalog.group_configs()) == (1, {"kept": 1}, {})
+    assert set(catalog.topic_ids()) == {"kept"}
