@@ -109,7 +109,13 @@ from groupcoord.wire.consumer_groups import (
     consumer_heartbeat_to_core,
 )
 from groupcoord.wire.sasl import ANONYMOUS, illegal_state_response
-from groupcoord.wire.topics import TopicChange, TopicResult, topic_changes, topics_response
+from groupcoord.wire.topics import (
+    TopicChange,
+    TopicResult,
+    too_many_changes,
+    topic_changes,
+    topics_response,
+)
 from groupcoord.wire.translate import millis, with_authorized_operations
 
 from .catalog import CatalogError, check_topic_name
@@ -288,11 +294,13 @@ class KafkaGateway:
                 return with_authorized_operations(request, described, operations_of)
             case ApiKey.CREATE_TOPICS | ApiKey.DELETE_TOPICS | ApiKey.CREATE_PARTITIONS:
                 changes = topic_changes(request)
+                refused = too_many_changes(changes)
                 if self.authorizer is not None and not self.authorizer.is_super_user(principal):
-                    denied = TopicResult(
+                    refused = TopicResult(
                         Errors.TOPIC_AUTHORIZATION_FAILED, "topic changes need a super user"
                     )
-                    return topics_response(request, [denied] * len(changes))
+                if refused is not None:
+                    return topics_response(request, [refused] * len(changes))
                 return topics_response(request, await self._change_topics(changes))
             case ApiKey.DESCRIBE_ACLS:
                 authorizer = self.authorizer

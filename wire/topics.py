@@ -26,6 +26,7 @@ from .translate import build
 
 # Kafka's answer to num_partitions -1 (the broker's num.partitions default).
 DEFAULT_PARTITIONS = 1
+MAX_CHANGES_PER_REQUEST = 10_000  # topics in one CreateTopics/DeleteTopics/CreatePartitions
 
 
 class TopicChange(msgspec.Struct, frozen=True):
@@ -48,6 +49,18 @@ class TopicResult(msgspec.Struct, frozen=True):
     message: str | None = None
     partitions: int = -1
     topic_id: uuid.UUID | None = None
+
+
+def too_many_changes(changes: list[TopicChange]) -> TopicResult | None:
+    """The answer to every change of a request of more than ``MAX_CHANGES_PER_REQUEST``, else
+    None. Kafka bounds these requests only by their bytes; the catalog's owner serves one at a
+    time, so one request of a million topics would hold it for seconds."""
+    if len(changes) <= MAX_CHANGES_PER_REQUEST:
+        return None
+    return TopicResult(
+        Errors.INVALID_REQUEST,
+        f"{len(changes)} topics in one request; the most is {MAX_CHANGES_PER_REQUEST}",
+    )
 
 
 def topic_changes(request: WireRequest) -> list[TopicChange]:
