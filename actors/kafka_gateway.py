@@ -99,6 +99,7 @@ from groupcoord.wire.configs import (
     describe_configs_response,
     group_change,
     list_config_resources_response,
+    refuse_duplicates,
     resources,
     too_many_resources,
 )
@@ -387,6 +388,7 @@ class KafkaGateway:
         ]
         if describing:
             return respond(request, answers)
+        answers = refuse_duplicates(asked, answers)
         to_change = [
             index
             for index, ((kind, name), checked) in enumerate(zip(asked, answers, strict=True))

@@ -32,6 +32,7 @@ not know.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
@@ -214,6 +215,7 @@ def describe_configs(
     )
 
 
+_DUPLICATE = ConfigsAnswer(Errors.INVALID_REQUEST, "Each resource must appear at most once.")
 # Why a change to a topic's or a broker's settings is refused.
 _READ_ONLY = {
     TOPIC: "groupcoord keeps no topic settings: it stores no records",
@@ -242,6 +244,18 @@ def alter_answer(
         return ConfigsAnswer(changed.error, changed.message)
     error = Errors.INVALID_REQUEST if resource_type == BROKER else Errors.POLICY_VIOLATION
     return ConfigsAnswer(error, _READ_ONLY[resource_type])
+
+
+def refuse_duplicates(
+    asked: Sequence[tuple[int, str]], answers: Sequence[ConfigsAnswer]
+) -> list[ConfigsAnswer]:
+    """``answers`` to a change of the resources ``asked``, but INVALID_REQUEST for each that is
+    asked more than once (Kafka's words), which then changes nothing; the others still do."""
+    counts = Counter(asked)
+    return [
+        _DUPLICATE if counts[resource] > 1 else answer
+        for resource, answer in zip(asked, answers, strict=True)
+    ]
 
 
 def group_change(request: WireRequest, index: int) -> TopicChange:

@@ -215,6 +215,12 @@ SCENARIOS = {
             for label, settings in REFUSED_GROUP_SETTINGS
         ),
         alter_configs(
+            "name G2 twice in one change",
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "50000"}),
+            (GROUP_CONFIGS, name("G2"), {SESSION_TIMEOUT: "55000"}),
+            (GROUP_CONFIGS, name("G3"), {SESSION_TIMEOUT: "50000"}),
+        ),
+        alter_configs(
             "validate a change of G's session",
             (GROUP_CONFIGS, name("G"), {SESSION_TIMEOUT: "55000"}),
         ),

@@ -26,6 +26,7 @@ from groupcoord.wire.configs import (
     group_change,
     group_entries,
     list_config_resources_response,
+    refuse_duplicates,
     resources,
     too_many_resources,
 )
@@ -375,3 +376,15 @@ def test_listed_groups_are_those_the_caller_may_describe():
 @pytest.mark.parametrize("kind", [3, 99, -1])
 def test_a_type_kafka_does_not_list_is_unsupported_version(kind):
     assert _list(1, [GROUP, kind]) == (ErrorCode.unsupported_version, [])
+
+
+def test_a_resource_named_twice_in_one_change_is_refused_each_time():
+    asked = [(GROUP, "g"), (GROUP, "h"), (GROUP, "g"), (TOPIC, "orders")]
+    answers = refuse_duplicates(asked, [answer(kind, name) for kind, name in asked])
+    assert [a.error for a in answers] == [
+        Errors.INVALID_REQUEST,
+        Errors.NONE,
+        Errors.INVALID_REQUEST,
+        Errors.NONE,
+    ]
+    assert answers[0].message == "Each resource must appear at most once."  # Kafka's words
