@@ -253,9 +253,9 @@ class PartitionRuntime(LoadMixin):
         change) for a bad catalog."""
         if type(version) is not int or not isinstance(topics, dict):
             raise ValueError("update_topics takes an int version and a dict of topics")
-        configs = checked_configs({} if group_configs is None else group_configs)
         if version <= self.catalog_version:
-            return False
+            return False  # before any work: every listener refresh hands the catalog in again
+        configs = checked_configs({} if group_configs is None else group_configs)
         if self.state in ("loading", "serving"):
             # A loading shard takes it too (it only keeps it): the check is the same.
             try:
