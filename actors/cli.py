@@ -45,7 +45,13 @@ from importlib.metadata import version
 import ray
 from ray.exceptions import RayTaskError
 
-from groupcoord.coordinator.group_config import DELETE, SET, SETTINGS, GroupConfigOp
+from groupcoord.coordinator.group_config import (
+    DELETE,
+    SET,
+    SETTINGS,
+    GroupConfigOp,
+    group_setting,
+)
 
 from . import cli_groups
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
@@ -132,10 +138,10 @@ def cmd_configs(args, out: Output) -> int:
     rows = [
         {
             "setting": name,
-            "value": own.get(name, getattr(config, setting.field)),
+            "value": group_setting(own, name, config),
             "source": "group" if name in own else "deployment",
         }
-        for name, setting in SETTINGS.items()
+        for name in SETTINGS
     ]
     out.show("settings", f"settings of group {args.group}", rows, ("setting", "value", "source"))
     out.finish()
