@@ -3,9 +3,11 @@
 Consumers (dynamic and static, subscribing by names or by regex, with either assignor) join,
 heartbeat (now and then losing the response), take their time to revoke, commit, leave (-1, or
 -2 for static ones), stall past their session or rebalance timeout, and come back; the topic
-catalog grows, shrinks and loses topics; the clock creeps or jumps; the shard restarts (a fresh
-one replays every record) and the runtime hands it the catalog only a few steps later, so timers
-fire and requests arrive before it has one. One ``random.Random(seed)``
+catalog grows, shrinks and loses topics; a group's own settings (session timeout, heartbeat and
+assignment intervals: ``group_config``) are set, changed and dropped; the clock creeps or jumps;
+the shard restarts (a fresh one replays every record, handed the groups' settings first as the
+runtime does) and the runtime hands it the catalog only a few steps later, so timers fire and
+requests arrive before it has one. One ``random.Random(seed)``
 drives everything and member ids come from the seed, so a seed replays a run exactly. After
 every step:
 
@@ -36,6 +38,11 @@ from groupcoord.coordinator.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatTopicPartitions,
 )
+from groupcoord.coordinator.group_config import (
+    ASSIGNMENT_INTERVAL,
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
+)
 
 from .consumer_harness import assert_single_owners
 from .harness import replayed_shard
@@ -47,6 +54,12 @@ REGEXES = ("(alpha|beta)", "g.*", ".*a")
 # Answers after which a consumer abandons its partitions and joins again (GROUP_ID_NOT_FOUND: its
 # group emptied by expiries and was cleaned up meanwhile).
 REJOIN = (Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_ID_NOT_FOUND)
+# A group's own settings the runs choose from: shorter and longer than the deployment's.
+GROUP_SETTINGS = {
+    SESSION_TIMEOUT: (2_000, 5_000, 9_000),
+    HEARTBEAT_INTERVAL: (200, 500, 1_500),
+    ASSIGNMENT_INTERVAL: (0, 1_000, 3_000),
+}
 
 
 class Consumer:
@@ -74,6 +87,11 @@ class Consumer:
         self.incarnation += 1
         return f"consumer-{self.index}-{self.incarnation}"
 
+    def bound_by(self, member) -> bool:
+        """Whether what the coordinator has ``member`` hold bounds what this consumer consumes:
+        always, under KIP-848 (a partition moves only once its owner has revoked it)."""
+        return True
+
 
 class ConsumerSimulation:
     def __init__(
@@ -100,6 +118,9 @@ class ConsumerSimulation:
         self.check_replay_every = check_replay_every
         self.steps = 0
         self.catalog = {t: self.rng.randint(1, 6) for t in TOPICS}
+        self.group_configs: dict[str, dict[str, int]] = {}
+        self.group_config_changes = 0
+        self.unbound_checks = 0  # live consumers the check let be (``bound_by``)
         self.consumers = [Consumer(i, self.rng) for i in range(consumers)]
         self._ids = itertools.count(1)
         self.errors: dict[Errors, int] = {}
@@ -144,6 +165,8 @@ class ConsumerSimulation:
         roll = rng.random()
         if roll < 0.03:
             self.change_catalog()
+        elif roll < 0.035:
+            self.change_group_configs()
         elif roll < 0.045:
             self.advance(rng.choice((3_000, 5_000, 70_000)))
         elif roll < 0.05:
@@ -168,10 +191,25 @@ class ConsumerSimulation:
         if not self.catalog_due_in:  # else a restarted shard gets this one when it comes
             self.absorb(self.shard.update_topics(self.now, catalog))
 
+    def change_group_configs(self) -> None:
+        """A group's settings set, changed or dropped (``kafka-configs --alter``): the shard
+        reads them at the group's next heartbeat and arms nothing anew (as Kafka)."""
+        group_id = self.rng.choice(GROUPS)
+        configs = dict(self.group_configs)
+        if group_id in configs and self.rng.random() < 0.3:
+            del configs[group_id]
+        else:
+            names = self.rng.sample(sorted(GROUP_SETTINGS), self.rng.randint(1, 3))
+            configs[group_id] = {n: self.rng.choice(GROUP_SETTINGS[n]) for n in names}
+        self.group_configs = configs
+        self.shard.update_group_configs(configs)
+        self.group_config_changes += 1
+
     def reload(self) -> None:
         """A restart: a fresh shard replays every record and is loaded; the catalog comes a
         few steps later (timers fire and requests arrive before it does)."""
         self.shard = Shard(0, 1, config=self.config, ids=self.ids)
+        self.shard.update_group_configs(self.group_configs)  # the runtime: before on_loaded
         for record in self.records:
             self.shard.replay(record)
         self.absorb(self.shard.on_loaded(self.now))
@@ -312,6 +350,9 @@ class ConsumerSimulation:
             group = self.shard.consumer_group(c.group_id)
             member = group.members.get(c.member_id) if group is not None else None
             if member is None or not c.joined or member.member_epoch < 0:
+                continue
+            if not c.bound_by(member):
+                self.unbound_checks += 1
                 continue
             held = member.owned_partitions()
             for topic, parts in c.owned.items():

@@ -9,8 +9,9 @@ between. Some classic consumers are static (instance ids): when they forget thei
 join without it and take their predecessor's place. Classic consumers are eager (they drop
 every partition before they join again) and, when one leads a classic group, assign by range.
 The base class's checks run after every step: no partition of a consumer group has two owners,
-and every consumer (classic ones included) consumes only what the coordinator has it hold;
-replay equivalence every 50 steps.
+and every consumer consumes only what the coordinator has it hold (a classic one: once it is in
+its member's current generation, ``ClassicConsumer.bound_by``); replay equivalence every 50
+steps.
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ class ClassicConsumer:
         self.owned, self.joined = {}, False  # eager: nothing is consumed while rejoining
         if forget:
             self.member_id, self.generation = "", -1
+
+    def bound_by(self, member) -> bool:
+        """Only in the member's current generation. The classic protocol keeps a static member
+        that did not rejoin within the rebalance timeout and has the leader assign it (Kafka's
+        ``completeClassicGroupJoin``; the spec's 4.2), so a static consumer slower than that
+        timeout (its SyncGroup answer read late, or silent across a rebalance) consumes its old
+        generation's partitions while the next one hands them out, until a heartbeat tells it
+        (its commits are fenced meanwhile: ILLEGAL_GENERATION). An upgrade carries that
+        generation into the consumer group as it stands."""
+        return self.generation == member.member_epoch
 
 
 class MixedSimulation(ConsumerSimulation):

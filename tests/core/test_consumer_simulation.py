@@ -1,6 +1,8 @@
 """The seeded KIP-848 simulation (consumer_simulation.py): no partition ever has two owners,
 live consumers never consume the same partition, and the log rebuilds the live state."""
 
+import os
+
 import pytest
 
 from groupcoord.coordinator import Errors
@@ -15,16 +17,21 @@ from groupcoord.coordinator.reconcile import (
 
 from .consumer_simulation import ConsumerSimulation
 
+# A soak: GROUPCOORD_CONSUMER_SIM_SEEDS=500 GROUPCOORD_CONSUMER_SIM_STEPS=3000 pytest <this file>
+SEEDS = int(os.environ.get("GROUPCOORD_CONSUMER_SIM_SEEDS", "4"))
+STEPS = int(os.environ.get("GROUPCOORD_CONSUMER_SIM_STEPS", "1200"))
 
-@pytest.mark.parametrize("seed", range(4))
+
+@pytest.mark.parametrize("seed", range(SEEDS))
 def test_seeded_consumer_group_runs_keep_every_invariant(seed):
     sim = ConsumerSimulation(seed)
-    sim.run(1_200)
+    sim.run(STEPS)
     # The runs reach the interesting paths, not just the happy one.
     assert sim.errors[Errors.NONE] > 500
     assert sim.errors[Errors.UNKNOWN_MEMBER_ID] and sim.lost_responses
     # Restarts whose catalog came late: requests waited, timers fenced members meanwhile.
     assert sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS] and sim.fenced_without_catalog
+    assert sim.group_config_changes  # groups' own settings came and went meanwhile
     states = {r.value.state for r in sim.records if type(r.key) is ASSIGNMENT and r.value}
     assert states == {STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS}
 
