@@ -128,7 +128,8 @@ class TopicCatalog:
             or not isinstance(raw.get("group_configs", {}), dict)
         ):
             raise ValueError(
-                f'{self.path}: expected {{"version": int, "topics": {{...}}, "ids": {{...}}}}'
+                f'{self.path}: expected {{"version": int, "topics": {{...}}, "ids": {{...}}, '
+                f'"group_configs": {{...}}}}'
             )
         try:
             topics = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 
 import pytest
 
@@ -206,8 +207,9 @@ def test_damaged_group_settings_are_an_error_naming_the_file(tmp_path, group_con
     (tmp_path / CATALOG_FILE).write_text(
         json.dumps({"version": 1, "topics": {}, "group_configs": group_configs})
     )
-    with pytest.raises(ValueError, match=CATALOG_FILE):
+    with pytest.raises(ValueError, match=CATALOG_FILE) as refused:
         TopicCatalog(str(tmp_path))
+    assert re.search("group.configs", str(refused.value)), refused.value  # says what is wrong
 
 
 def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
