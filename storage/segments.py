@@ -14,8 +14,11 @@ the previous one ends. Only the newest ("last") segment is ever written; a segme
   append was being written, or a reader racing the writer) unless some intact batch after P
   belongs to a LATER append (its ``append`` offset is above the offset expected at P): then
   acknowledged data is damaged and we say so (``CorruptLogError`` with file, byte and offset)
-  rather than silently dropping it. The search for later batches looks for the batch magic and
-  checks each candidate's CRC, so it also works when the damaged header's length is garbage.
+  rather than silently dropping it. An intact batch at P that does not start at the expected
+  offset was written whole by a replaced incarnation (no crash tears a batch into a valid one),
+  so an append beginning AT the expected offset after it is acknowledged data too. The search
+  for later batches looks for the batch magic and checks each candidate's CRC, so it also works
+  when the damaged header's length is garbage.
 * A torn tail begins where its append begins: an append whose last batch (flag bit 0) is
   missing was never acknowledged, so its intact leading batches are part of the tail too
   (an append is all or nothing, whether it was cut inside a batch or between two).
@@ -219,11 +222,17 @@ def _drop_incomplete_append(
 
 def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int | None:
     """Byte position of an intact batch after ``damaged_pos`` whose append began above
-    ``expected_offset`` (so it was written after the damaged one was complete), or None."""
+    ``expected_offset`` (so it was written after the damaged one was complete), or None.
+    When the batch at ``damaged_pos`` is itself intact but starts elsewhere than
+    ``expected_offset``, no crash tore it: a replaced incarnation wrote it whole (a zombie that
+    passed its owner check just before the takeover). Then an append that begins AT
+    ``expected_offset`` after it is the log's own, acknowledged one, and counts too."""
+    stray, problem = batch_problem(buf, damaged_pos, None)
+    lowest = expected_offset if problem is None and stray is not None else expected_offset + 1
     pos = buf.find(MAGIC, damaged_pos + 1)
     while pos != -1:
         header, problem = batch_problem(buf, pos, None)
-        if problem is None and header.append_offset > expected_offset:
+        if problem is None and header.append_offset >= lowest:
             return pos
         pos = buf.find(MAGIC, pos + 1)
     return None

@@ -124,6 +124,35 @@ def test_readers_refuse_a_batch_of_an_older_epoch_after_a_newer_one(tmp_path):
         open_partition_log(path)
 
 
+def test_a_zombies_stale_batch_before_its_successors_appends_is_refused_not_truncated(tmp_path):
+    # A zombie stalled between its owner check and its write (multinode test_zombie, once in
+    # CI) lands a batch of its own, older offsets in the middle of its successor's segment, and
+    # the successor appends after it. That stale batch is intact: no crash tore it, so it is no
+    # torn tail, and the successor's append behind it was acknowledged. Before, readers took
+    # both for a torn tail and the writer's next open truncated the acknowledged records away.
+    path = str(tmp_path)
+    with open_partition_log(path) as log:
+        log.append(records_between(0, 10))
+    with open_partition_log(path) as log:
+        log.append(records_between(10, 20))
+        epoch = log.epoch
+    segment = list_segments(path)[-1].path
+    with open(segment, "ab") as f:
+        stale = [encode_record(r) for r in records_between(5, 8)]
+        f.write(frame_batch(stale, 5, 5, epoch - 1, True))  # the zombie's, behind the log
+        acked = [encode_record(r) for r in records_between(20, 22)]
+        f.write(frame_batch(acked, 20, 20, epoch, True))  # the successor's, acknowledged
+    size = os.path.getsize(segment)
+    damaged = "acknowledged data is damaged"
+    with pytest.raises(CorruptLogError, match=damaged):
+        list(read_log(path))
+    with pytest.raises(CorruptLogError, match=damaged):
+        load(path, Shard(0, 1))
+    with pytest.raises(CorruptLogError, match=damaged):
+        open_partition_log(path)
+    assert os.path.getsize(segment) == size  # the writer truncated nothing
+
+
 def test_an_older_epoch_in_a_later_segment_is_refused_too(tmp_path):
     path = str(tmp_path)
     with open_partition_log(path) as log:
