@@ -100,28 +100,38 @@ def test_snapshots_and_retention_of_a_replaced_incarnation_are_refused(tmp_path)
     first.close()
 
 
-def test_readers_refuse_a_batch_of_an_older_epoch_after_a_newer_one(tmp_path):
-    # A zombie that passed its check just before being replaced may still land one write.
-    path = str(tmp_path)
+def _two_incarnations(path: str) -> tuple[str, int]:
+    """Offsets 0-9 written by one incarnation and 10-19 by the next: the last segment's path
+    and the second one's epoch."""
     with open_partition_log(path) as log:
         log.append(records_between(0, 10))
     with open_partition_log(path) as log:
         log.append(records_between(10, 20))
-        zombie_epoch = log.epoch - 1
-    segment = list_segments(path)[-1].path
+        return list_segments(path)[-1].path, log.epoch
+
+
+def _batch(first: int, end: int, epoch: int) -> bytes:
+    """One whole append of the records at offsets ``first`` to ``end`` - 1, stamped ``epoch``."""
+    return frame_batch(
+        [encode_record(r) for r in records_between(first, end)], first, first, epoch, True
+    )
+
+
+def _every_reader_refuses(path: str, match: str) -> None:
+    """The loader, the reader and the writer's open all raise CorruptLogError matching it."""
+    readers = (lambda: load(path, Shard(0, 1)), lambda: list(read_log(path)))
+    for read in (*readers, lambda: open_partition_log(path)):
+        with pytest.raises(CorruptLogError, match=match):
+            read()
+
+
+def test_readers_refuse_a_batch_of_an_older_epoch_after_a_newer_one(tmp_path):
+    # A zombie that passed its check just before being replaced may still land one write.
+    path = str(tmp_path)
+    segment, epoch = _two_incarnations(path)
     with open(segment, "ab") as f:  # offsets line up: only the epoch tells
-        f.write(
-            frame_batch(
-                [encode_record(r) for r in records_between(20, 25)], 20, 20, zombie_epoch, True
-            )
-        )
-    epoch_order = f"epoch {zombie_epoch} follows one of epoch {zombie_epoch + 1}"
-    with pytest.raises(CorruptLogError, match=epoch_order):
-        load(path, Shard(0, 1))
-    with pytest.raises(CorruptLogError, match=epoch_order):
-        list(read_log(path))
-    with pytest.raises(CorruptLogError, match=epoch_order):
-        open_partition_log(path)
+        f.write(_batch(20, 25, epoch - 1))
+    _every_reader_refuses(path, f"epoch {epoch - 1} follows one of epoch {epoch}")
 
 
 def test_a_zombies_stale_batch_before_its_successors_appends_is_refused_not_truncated(tmp_path):
@@ -131,25 +141,12 @@ def test_a_zombies_stale_batch_before_its_successors_appends_is_refused_not_trun
     # torn tail, and the successor's append behind it was acknowledged. Before, readers took
     # both for a torn tail and the writer's next open truncated the acknowledged records away.
     path = str(tmp_path)
-    with open_partition_log(path) as log:
-        log.append(records_between(0, 10))
-    with open_partition_log(path) as log:
-        log.append(records_between(10, 20))
-        epoch = log.epoch
-    segment = list_segments(path)[-1].path
+    segment, epoch = _two_incarnations(path)
     with open(segment, "ab") as f:
-        stale = [encode_record(r) for r in records_between(5, 8)]
-        f.write(frame_batch(stale, 5, 5, epoch - 1, True))  # the zombie's, behind the log
-        acked = [encode_record(r) for r in records_between(20, 22)]
-        f.write(frame_batch(acked, 20, 20, epoch, True))  # the successor's, acknowledged
+        f.write(_batch(5, 8, epoch - 1))  # the zombie's, behind the log
+        f.write(_batch(20, 22, epoch))  # the successor's, acknowledged
     size = os.path.getsize(segment)
-    damaged = "acknowledged data is damaged"
-    with pytest.raises(CorruptLogError, match=damaged):
-        list(read_log(path))
-    with pytest.raises(CorruptLogError, match=damaged):
-        load(path, Shard(0, 1))
-    with pytest.raises(CorruptLogError, match=damaged):
-        open_partition_log(path)
+    _every_reader_refuses(path, "acknowledged data is damaged")
     assert os.path.getsize(segment) == size  # the writer truncated nothing
 
 
