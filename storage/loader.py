@@ -48,6 +48,7 @@ from .segments import (
     list_segments,
     read_segment_bytes,
     scan_segment,
+    trim_superseded,
 )
 from .snapshot import (
     CompactState,
@@ -86,6 +87,7 @@ class LoadSummary(msgspec.Struct, frozen=True):
     truncated: TruncationReport | None = None
     damaged_snapshots: list[str] = []
     damaged_snapshot_paths: list[str] = []  # the unreadable files themselves (not stale ones)
+    passed_over_batches: int = 0  # a replaced incarnation's, in the segments read (segments)
 
     @property
     def records_per_s(self) -> float:
@@ -204,7 +206,7 @@ def load_partition(
             last = segments[-1]
             last_scan = scan_segment(last_buf, last.path, last.base_offset, True, start)
         replay_started = time.perf_counter()
-        used, skipped = _replay_tail(
+        used, skipped, passed_over = _replay_tail(
             partition_dir, segments, last_buf, last_scan, start, shard, state, tracker
         )
         replay_ms = (time.perf_counter() - replay_started) * 1000
@@ -225,7 +227,15 @@ def load_partition(
         truncated=truncated,
         damaged_snapshots=damaged,
         damaged_snapshot_paths=unreadable,
+        passed_over_batches=passed_over,
     )
+    if passed_over:
+        log.warning(
+            "%s: passed over %d batches a replaced incarnation wrote after the takeover "
+            "(never acknowledged)",
+            partition_dir,
+            passed_over,
+        )
     log.info(
         "loaded %s: snapshot@%d (%d groups, %d offsets) + %d records in %.0f ms",
         partition_dir,
@@ -266,8 +276,10 @@ def _replay_tail(
     shard,
     state: CompactState | None,
     tracker: _Tracker,
-) -> tuple[int, int]:
-    used = skipped = epoch = 0
+) -> tuple[int, int, int]:
+    """Replay the segments from ``start`` on: (segments read, records of unknown types,
+    batches passed over)."""
+    used = skipped = passed_over = epoch = 0
     expected: int | None = None  # where the next segment must begin
     replay, apply_all = shard.replay, (state.apply_all if state is not None else None)
     for i, info in enumerate(segments):
@@ -277,11 +289,14 @@ def _replay_tail(
         if expected is not None or info.base_offset > start:
             check_segment_follows(partition_dir, expected if expected is not None else start, info)
         buf = last_buf if is_last else read_segment_bytes(info.path)
-        scan = (
-            last_scan if is_last else scan_segment(buf, info.path, info.base_offset, False, start)
-        )
+        if is_last:
+            scan = last_scan
+        else:
+            scan = scan_segment(buf, info.path, info.base_offset, False, start)
+            scan = trim_superseded(scan, segments[i + 1])
         epoch = check_epoch_order(epoch, scan, info.path)
         used += 1
+        passed_over += len(scan.passed_over)
         tracker.bytes += len(buf)
         for pos, header in scan.batches:
             if header.end_offset <= start:
@@ -300,4 +315,4 @@ def _replay_tail(
             tracker.records += len(records)
             tracker.tick("log")
         expected = scan.next_offset
-    return used, skipped
+    return used, skipped, passed_over

@@ -14,22 +14,42 @@ the previous one ends. Only the newest ("last") segment is ever written; a segme
   append was being written, or a reader racing the writer) unless some intact batch after P
   belongs to a LATER append (its ``append`` offset is above the offset expected at P): then
   acknowledged data is damaged and we say so (``CorruptLogError`` with file, byte and offset)
-  rather than silently dropping it. An intact batch at P that does not start at the expected
-  offset was written whole by a replaced incarnation (no crash tears a batch into a valid one),
-  so an append beginning AT the expected offset after it is acknowledged data too. The search
-  for later batches looks for the batch magic and checks each candidate's CRC, so it also works
-  when the damaged header's length is garbage.
+  rather than silently dropping it. The search for later batches looks for the batch magic and
+  checks each candidate's CRC, so it also works when the damaged header's length is garbage.
 * A torn tail begins where its append begins: an append whose last batch (flag bit 0) is
   missing was never acknowledged, so its intact leading batches are part of the tail too
   (an append is all or nothing, whether it was cut inside a batch or between two).
 
+A replaced incarnation (a "zombie" that lost its lock while it ran, see ``partition_log``) that
+passed its owner check just before the takeover can still land one append (all its batches, in
+one write) in the segment it had open, after its successor bumped the epoch. It never
+acknowledges that append: its check after the write sees the new epoch. Each segment is
+therefore read by epochs, as Kafka truncates a log by leader epoch (``_place``):
+
+* *Stale*: an intact batch of an older epoch than the newest batch taken before it in the
+  segment was written after that newer batch, so after the takeover: it is passed over.
+* *Superseded*: an intact batch of a newer epoch than every batch taken so far, beginning below
+  the expected offset where a taken append began, is the successor's first append; the
+  zombie's batches from that offset on (landed between the successor's recovery and its first
+  write) are passed over, and the successor's batch is taken. Across segments the same rule
+  applies to a segment's trailing batches and the next segment's first batch
+  (``trim_superseded``): the successor rolled before it wrote, and the zombie's append landed
+  at the end of the sealed segment.
+
+A zombie's append that lands where the log ends and that no successor's write follows (the
+successor wrote nothing before it closed or died) cannot be told from one written before the
+takeover, and is kept, like any append whose acknowledgement was lost: the next incarnation
+continues after it. Passed-over batches are listed in ``SegmentScan.passed_over``. Any other
+intact batch that does not begin at the expected offset is damage, handled as above (an append
+beginning AT the expected offset after it is acknowledged data). What stays refused: a whole
+segment file that a zombie created by rolling just before the takeover overlaps the log
+(``check_segment_follows``) or begins with an older epoch than the segments before it
+(``check_epoch_order``).
+
 Across segments, ``check_segment_follows`` is the one rule every reader (``read_log``, the
 loader, the exporter's source) applies: a segment begins exactly where the previous one ends,
 unless the hole between them is a range the writer recorded as skipped (``skips``); any other
-hole or overlap is a ``CorruptLogError`` naming the missing offsets. Batch epochs never
-decrease along the log (each incarnation writes after its predecessors): a batch of an older
-epoch after a newer one was written by a replaced incarnation (a "zombie" that had lost its
-lock), and readers refuse it (``check_epoch_order``) rather than guess which writer to trust.
+hole or overlap is a ``CorruptLogError`` naming the missing offsets.
 
 The writer truncates a torn tail on open (``partition_log``); readers (``read_log``, the exporter,
 the read-only loader) just stop there. None of this takes the writer lock.
@@ -88,6 +108,8 @@ class SegmentScan(msgspec.Struct, frozen=True):
     valid_bytes: int  # bytes up to the end of the last valid batch
     next_offset: int  # offset after the last valid batch
     torn: TruncationReport | None = None
+    # (byte position, header) of intact batches a zombie wrote: stale or superseded
+    passed_over: list[tuple[int, BatchHeader]] = []
 
 
 def segment_path(partition_dir: str, base_offset: int) -> str:
@@ -123,30 +145,31 @@ def log_start_offset(partition_dir: str) -> int:
 def batch_crc_holding(partition_dir: str, offset: int) -> int | None:
     """The CRC of the batch that holds ``offset`` (a fingerprint of what the log holds there),
     or None when no intact batch does: below the log's start, in a range the writer skipped,
-    past the end, or behind damage. Reads the one segment that would hold it, and walks its
-    headers only as far as that batch (whose CRC it checks)."""
+    past the end, or behind damage. Reads the one segment that would hold it (and the first
+    batch of the next one, when it may supersede the end of this one), walks its headers and
+    checks the CRC of that batch only."""
     segments = list_segments(partition_dir)
-    holder = None
-    for info in segments:
+    index = None
+    for i, info in enumerate(segments):
         if info.base_offset > offset:
             break
-        holder = info
-    if holder is None:
+        index = i
+    if index is None:
         return None
+    holder = segments[index]
+    following = segments[index + 1] if index + 1 < len(segments) else None
     try:
         with open(holder.path, "rb") as f:
             buf = f.read()
+        scan = scan_segment(buf, holder.path, holder.base_offset, following is None, 1 << 62)
     except FileNotFoundError:  # retention deleted it meanwhile: the offset is below the start
         return None
-    pos, expected = 0, holder.base_offset
-    while True:
-        header, problem = batch_problem(buf, pos, expected, verify_crc=False)
-        if problem is not None:
-            return None  # the end, a torn tail or damage, before any batch held it
-        if header.end_offset > offset:
-            return header.crc if batch_problem(buf, pos, expected)[1] is None else None
-        pos += HEADER_BYTES + header.length
-        expected = header.end_offset
+    except CorruptLogError:
+        return None
+    for pos, header in trim_superseded(scan, following).batches:
+        if header.base_offset <= offset < header.end_offset:
+            return header.crc if batch_problem(buf, pos, None)[1] is None else None
+    return None
 
 
 def read_segment_bytes(path: str) -> bytes:
@@ -166,23 +189,34 @@ def scan_segment(
     """Validate the batches of one segment (module docstring). CRCs of batches wholly below
     ``verify_from_offset`` are not checked: their records are not going to be used."""
     batches: list[tuple[int, BatchHeader]] = []
+    passed_over: list[tuple[int, BatchHeader]] = []
     pos, expected, size = 0, base_offset, len(buf)
     while pos < size:
         peek = read_header(buf, pos)
         verify = peek is None or peek.end_offset > verify_from_offset
-        header, problem = batch_problem(buf, pos, expected, verify_crc=verify)
-        if problem is None:
-            if batches and header.epoch < batches[-1][1].epoch:
-                raise CorruptLogError(
-                    path,
-                    pos,
-                    header.base_offset,
-                    _epoch_problem(header.epoch, batches[-1][1].epoch),
-                )
+        header, problem = batch_problem(buf, pos, None, verify_crc=verify)
+        if (
+            problem is None
+            and header.base_offset == expected
+            and (not batches or header.epoch >= batches[-1][1].epoch)
+        ):  # the usual case, in line: the batch simply comes next
             batches.append((pos, header))
             pos += HEADER_BYTES + header.length
             expected = header.end_offset
             continue
+        place = _place(batches, header, expected) if problem is None else None
+        if place is not None:
+            if place == _STALE:
+                passed_over.append((pos, header))
+            else:
+                passed_over.extend(batches[place:])
+                del batches[place:]
+                batches.append((pos, header))
+                expected = header.end_offset
+            pos += HEADER_BYTES + header.length
+            continue
+        if problem is None:
+            problem = f"base offset {header.base_offset}, expected {expected}"
         if not is_last:
             raise CorruptLogError(path, pos, expected, f"{problem} in a sealed segment")
         later = _later_append_at(buf, pos, expected)
@@ -194,10 +228,77 @@ def scan_segment(
                 f"{problem}; an intact batch of a later "
                 f"append follows at byte {later}, so acknowledged data is damaged",
             )
-        return _drop_incomplete_append(batches, path, size, pos, expected, problem)
+        scan = _drop_incomplete_append(batches, path, size, pos, expected, problem)
+        return msgspec.structs.replace(scan, passed_over=passed_over)
     if is_last and batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
-        return _drop_incomplete_append(batches, path, size, pos, expected, None)
-    return SegmentScan(batches, pos, expected)
+        scan = _drop_incomplete_append(batches, path, size, pos, expected, None)
+        return msgspec.structs.replace(scan, passed_over=passed_over)
+    return SegmentScan(batches, pos, expected, passed_over=passed_over)
+
+
+_STALE = -1
+
+
+def _place(
+    batches: list[tuple[int, BatchHeader]], header: BatchHeader, expected: int
+) -> int | None:
+    """Where an intact batch that does not simply come next goes, by epoch (module docstring):
+    ``_STALE`` (passed over), the index in ``batches`` from which it supersedes them, or None
+    when it does not fit (damage)."""
+    if not batches:
+        return None
+    newest = batches[-1][1].epoch
+    if header.epoch < newest:
+        return _STALE
+    if header.epoch > newest and header.base_offset < expected:
+        return _append_starting_at(batches, header.base_offset)
+    return None
+
+
+def _append_starting_at(batches: list[tuple[int, BatchHeader]], offset: int) -> int | None:
+    """The index of the batch in ``batches`` that begins an append at ``offset``, or None."""
+    for index in range(len(batches) - 1, -1, -1):
+        header = batches[index][1]
+        if header.base_offset == offset:
+            return index if header.append_offset == offset else None
+        if header.base_offset < offset:
+            return None
+    return None
+
+
+def trim_superseded(scan: SegmentScan, following: SegmentInfo | None) -> SegmentScan:
+    """``scan`` of a sealed segment without its trailing batches that the first batch of the
+    ``following`` segment supersedes (module docstring). Reads that batch only when the
+    following segment begins below this one's end."""
+    if following is None or not scan.batches or following.base_offset >= scan.next_offset:
+        return scan
+    first = first_batch(following)
+    if first is None or first.epoch <= scan.batches[-1][1].epoch:
+        return scan  # not a successor's: the overlap is refused by check_segment_follows
+    cut = _append_starting_at(scan.batches, first.base_offset)
+    if cut is None:
+        return scan
+    return msgspec.structs.replace(
+        scan,
+        batches=scan.batches[:cut],
+        next_offset=first.base_offset,
+        passed_over=scan.passed_over + scan.batches[cut:],
+    )
+
+
+def first_batch(info: SegmentInfo) -> BatchHeader | None:
+    """The header of a segment's first batch when that batch is intact, else None."""
+    try:
+        with open(info.path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+            header = read_header(head, 0) if len(head) == HEADER_BYTES else None
+            if header is None:
+                return None
+            buf = head + f.read(header.length)
+    except FileNotFoundError:
+        return None
+    header, problem = batch_problem(buf, 0, None)
+    return header if problem is None else None
 
 
 def _drop_incomplete_append(
@@ -311,9 +412,10 @@ def read_log(
     Safe while a writer appends: stops cleanly at a torn or incomplete tail of the last segment.
     Records of unknown types are skipped (their offsets are simply absent). ``segment`` (a
     SegmentInfo or a segment path) restricts reading to that one segment, e.g. one Spark input
-    split per segment; the segment must still end where the next one begins. A hole between
-    segments that is not a recorded skip, a batch of an older epoch after a newer one, or damage
-    that is not a torn tail raises ``CorruptLogError`` (module docstring).
+    split per segment; the segment must still end where the next one begins. A replaced
+    incarnation's stale or superseded batches are passed over. A hole between segments that is
+    not a recorded skip, a segment beginning with an older epoch than those before it, or
+    damage that is not a torn tail raises ``CorruptLogError`` (module docstring).
     """
     if type(from_offset) is not int or from_offset < 0:
         raise ValueError(f"from_offset must be an int >= 0, got {from_offset!r}")
@@ -341,6 +443,7 @@ def read_log(
             check_segment_follows(partition_dir, previous_end, info)
         buf = read_segment_bytes(info.path)
         scan = scan_segment(buf, info.path, info.base_offset, following is None, from_offset)
+        scan = trim_superseded(scan, following)
         epoch = check_epoch_order(epoch, scan, info.path)
         if segment is not None and following is not None:
             check_segment_follows(partition_dir, scan.next_offset, following)

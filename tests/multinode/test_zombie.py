@@ -122,8 +122,8 @@ def test_stopped_nodes_never_acknowledge_after_the_takeover(three_nodes, log_dir
             with open(err) as f:
                 said = f.read()
             assert "owns it now" in said or "LogFencedError" in said, said[-2000:]
-            # Batches in epoch order (a reader refuses an older epoch after a newer one, so a
-            # zombie's late write would raise here), and the whole state loads.
+            # The log reads back and the whole state loads (a zombie's append that landed after
+            # the takeover is passed over by epoch: storage.segments).
             assert list(read_log(dirs[p]))
             load(dirs[p], Shard(p, PARTITIONS, TEST_CONFIG))
         assert deployment.infos() and all(
