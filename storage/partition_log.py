@@ -20,15 +20,19 @@ So before each write (append, roll, skip record, snapshot, retention) and again 
 returns, the writer checks that ``epoch.json`` is still the very file it wrote (it keeps that
 file open: one ``fstat`` says whether it still has a name and was not rewritten). If not, it
 raises ``LogFencedError`` and the log is failed: a replaced incarnation acknowledges nothing.
+The check and the write are not one step, so a replaced incarnation may still land one append;
+an incarnation therefore rolls to a segment of its own before its first append, and readers
+pass that late append over by epoch (``segments``).
 
 ``append(records)`` is the group-commit API: the runtime hands over the records of every request
 that arrived since its last append, and they cost ONE write and (policy "always") ONE fsync.
 They are split into batches of at most ``max_batch_bytes``; a record over ``max_record_bytes``
 or a malformed record raises before a byte is written. The active segment rolls (fsync, seal,
 new file, fsync the directory) before an append that would take it past ``segment_bytes``, so
-an append never spans two segments. A failed write or fsync fails the log for good (after a
-failed fsync the kernel may have dropped the dirty pages, so retrying could lie): the owner must
-reopen, which truncates whatever half-append is left. Each fsync of the active segment is
+an append never spans two segments, and before the first append into a segment a predecessor
+wrote (Fencing). A failed write or fsync fails the log for good (after a failed fsync the
+kernel may have dropped the dirty pages, so retrying could lie): the owner must reopen, which
+truncates whatever half-append is left. Each fsync of the active segment is
 followed by publishing the durable end (a 20-byte ``pwrite``).
 
 ``load_into`` never reuses an offset a snapshot or the exporter's watermark has passed: when the
@@ -155,6 +159,9 @@ class PartitionLog:
                 self.epoch = write_epoch(partition_dir, newest + 1)
             self._hold_epoch_file()
             self._fd = self._open_segment(self._segment_base)
+            # A predecessor replaced while it ran may still land one append in its segment,
+            # and so in ours if we shared it: we roll before our first write (segments).
+            self._inherited = self._size > 0
             os.fsync(self._fd)  # what a crashed predecessor left in the page cache
             self._open_durable_end()
             self._publish_durable_end(self._next_offset)
@@ -397,7 +404,9 @@ class PartitionLog:
                 )
             size = sum(map(len, parts))
             try:
-                if self._size and self._size + size > self.config.segment_bytes:
+                if self._size and (
+                    self._inherited or self._size + size > self.config.segment_bytes
+                ):
                     self._roll(self._next_offset)
                 write_all(self._fd, parts)
                 synced = self.config.fsync_policy == "always"
@@ -467,6 +476,7 @@ class PartitionLog:
             0,
             False,
         )
+        self._inherited = False
         self._publish_durable_end(new_base)
 
     def _flush_periodically(self) -> None:

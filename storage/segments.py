@@ -22,9 +22,12 @@ the previous one ends. Only the newest ("last") segment is ever written; a segme
 
 A replaced incarnation (a "zombie" that lost its lock while it ran, see ``partition_log``) that
 passed its owner check just before the takeover can still land one append (all its batches, in
-one write) in the segment it had open, after its successor bumped the epoch. It never
-acknowledges that append: its check after the write sees the new epoch. Each segment is
-therefore read by epochs, as Kafka truncates a log by leader epoch (``_place``):
+one write) after its successor bumped the epoch: in the segment it had open, or in the one it
+was rolling to. It never acknowledges that append (its check after the write sees the new
+epoch). Its successor never writes into the segment it found open: it rolls before its first
+append, to its own next offset, which is where the zombie rolls too. So the zombie's batches
+land at the end of the segment before the successor's, or in the successor's segment, and each
+segment is read by epochs, as Kafka truncates a log by leader epoch (``_place``):
 
 * *Stale*: an intact batch of an older epoch than the newest batch taken before it in the
   segment was written after that newer batch, so after the takeover: it is passed over.
@@ -33,18 +36,16 @@ therefore read by epochs, as Kafka truncates a log by leader epoch (``_place``):
   zombie's batches from that offset on (landed between the successor's recovery and its first
   write) are passed over, and the successor's batch is taken. Across segments the same rule
   applies to a segment's trailing batches and the next segment's first batch
-  (``trim_superseded``): the successor rolled before it wrote, and the zombie's append landed
-  at the end of the sealed segment.
+  (``trim_superseded``): the zombie's append landed at the end of the segment the successor
+  rolled away from.
 
-A zombie's append that lands where the log ends and that no successor's write follows (the
-successor wrote nothing before it closed or died) cannot be told from one written before the
-takeover, and is kept, like any append whose acknowledgement was lost: the next incarnation
-continues after it. Passed-over batches are listed in ``SegmentScan.passed_over``. Any other
-intact batch that does not begin at the expected offset is damage, handled as above (an append
-beginning AT the expected offset after it is acknowledged data). What stays refused: a whole
-segment file that a zombie created by rolling just before the takeover overlaps the log
-(``check_segment_follows``) or begins with an older epoch than the segments before it
-(``check_epoch_order``).
+A zombie's append that no write of its successor follows (the successor wrote nothing before it
+closed or died) cannot be told from one written before the takeover, and is kept, like any
+append whose acknowledgement was lost: the next incarnation continues after it. Passed-over
+batches are listed in ``SegmentScan.passed_over``. Any other intact batch that does not begin
+at the expected offset is damage, handled as above (an append beginning AT the expected offset
+after it is acknowledged data), and so is a segment that begins with an older epoch than the
+segments before it (``check_epoch_order``).
 
 Across segments, ``check_segment_follows`` is the one rule every reader (``read_log``, the
 loader, the exporter's source) applies: a segment begins exactly where the previous one ends,
