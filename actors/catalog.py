@@ -16,6 +16,17 @@ it is deleted (Metadata and CreateTopics answers carry it; a topic created again
 gets a new one). A file written before topics had ids gets one for each topic on its first open,
 written back at once, so the ids clients see never change afterwards.
 
+One owner at a time, also across a failover: a router that was cut off (a stalled node Ray
+declared dead and whose router it started elsewhere) may run again beside its successor. Each
+``TopicCatalog`` claims the catalog when it opens, before it reads it, by replacing
+``<log_dir>/catalog-owner.json`` (a new file: a new inode), and before every write it checks
+that the file is still the one it wrote (``check_owner``: one ``stat``). A replaced owner
+refuses every change with Kafka's NOT_CONTROLLER (admin clients find the new one and retry)
+and writes nothing; its router exits on its next check. As with the log's epoch (see
+``storage.partition_log``), the check and the write are not one step: an owner stalled
+between the two can still land one write. Each writer uses temporary files of its own, so two
+never interleave inside one.
+
 The catalog also keeps groups' own settings (``coordinator.group_config``: Kafka's group configs,
 set with ``kafka-configs --alter --entity-type groups``), as Kafka keeps them in its metadata
 rather than with the group: they exist whether or not the group does, and the shards get them
@@ -44,6 +55,7 @@ from groupcoord.wire.topics import TopicChange, TopicResult
 
 _T = TypeVar("_T")
 CATALOG_FILE = "topics.json"
+OWNER_FILE = "catalog-owner.json"
 MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_TOPICS = 100_000
@@ -103,12 +115,51 @@ class TopicCatalog:
         """``config``: the deployment's, whose bounds a group's settings must keep to."""
         self.path = os.path.join(directory, CATALOG_FILE)
         self._config = config or CoordinatorConfig()
+        self._owner_path = os.path.join(directory, OWNER_FILE)
+        self._owner = self._claim()  # before reading: a replaced owner writes no more after
         self.version, self._topics, self._ids, self._group_configs = self._read()
         self._id_chars = sum(map(len, self._group_configs))  # MAX_CONFIGURED_GROUP_ID_CHARS
         self._changed = False  # whether a change under ``_changing`` has changed anything
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
             self._ids = {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
             self._write()
+
+    def _claim(self) -> tuple[int, int, int]:
+        """Replace the owner file with one of ours; returns what identifies it
+        (``_file_identity``). Leftover temporary files of earlier owners go first."""
+        directory = os.path.dirname(self.path)
+        for name in os.listdir(directory):
+            if name.endswith(".tmp") and name.startswith((CATALOG_FILE, OWNER_FILE)):
+                os.remove(os.path.join(directory, name))  # a dead or replaced owner's
+        try:
+            with open(self._owner_path, "rb") as f:
+                previous = json.loads(f.read()).get("owner", 0)
+        except FileNotFoundError:
+            previous = 0
+        except (OSError, ValueError, AttributeError):
+            previous = 0  # unreadable: the new claim replaces it anyway
+        owner = previous + 1 if type(previous) is int and previous >= 0 else 1
+        data = json.dumps({"owner": owner, "pid": os.getpid()}).encode()
+        write_atomically(self._owner_path, [data], tmp=self._tmp(self._owner_path))
+        return _file_identity(self._owner_path)
+
+    def check_owner(self) -> None:
+        """CatalogError (NOT_CONTROLLER) when another ``TopicCatalog`` claimed the catalog
+        after this one (module docstring)."""
+        try:
+            replaced = _file_identity(self._owner_path) != self._owner
+        except OSError:  # removed: someone meant to take it over
+            replaced = True
+        if replaced:
+            raise CatalogError(
+                Errors.NOT_CONTROLLER,
+                f"{self._owner_path}: this router was replaced by a newer one, which owns the "
+                "topic catalog now; it changes nothing more",
+            )
+
+    @staticmethod
+    def _tmp(path: str) -> str:
+        return f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
 
     def _read(
         self,
@@ -191,7 +242,10 @@ class TopicCatalog:
         change, a refused one with its error code and message (the others still apply). The
         ones applied are written together, as one new version: a request of thousands of
         changes writes the file once, not once each."""
-        return self._changing(lambda: [self._apply_one(change) for change in changes])
+        try:
+            return self._changing(lambda: [self._apply_one(change) for change in changes])
+        except CatalogError as exc:  # replaced (check_owner): nothing was applied
+            return [TopicResult(exc.error, str(exc)) for _ in changes]
 
     def _apply_one(self, change: TopicChange) -> TopicResult:
         topic_id = None
@@ -320,8 +374,15 @@ class TopicCatalog:
             },
             sort_keys=True,
         ).encode()
-        write_atomically(self.path, [data])  # fsyncs the file and the directory
+        self.check_owner()
+        write_atomically(self.path, [data], tmp=self._tmp(self.path))  # fsyncs, renames
         self.version = version
+
+
+def _file_identity(path: str) -> tuple[int, int, int]:
+    """What tells one file at ``path`` from any later one put there by a rename."""
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino, stat.st_mtime_ns
 
 
 def _topic_id(text: object) -> uuid.UUID:

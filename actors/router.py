@@ -5,7 +5,9 @@ thin ``@ray.remote`` shell, named ``groupcoord-router``, detached and restarted 
 router holds no state a restart could lose: the partition count, the configuration and the log
 root are its constructor arguments (Ray reruns ``__init__`` with the same ones), and the
 partition actors are found again by name (``get_if_exists``), so a restarted router serves the
-same partitions without restarting them.
+same partitions without restarting them. A router that finds its topic catalog claimed by a
+newer one (``catalog``: Ray restarted it elsewhere while this one was cut off) exits within
+``OWNER_CHECK_INTERVAL_S``; until then the catalog refuses its changes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .live_lag import LagWindowConfig
 from .metrics import ListenerMetrics, created
 from .partition_actor import (
     GAUGE_INTERVAL_S,
+    OWNER_CHECK_INTERVAL_S,
     PartitionActor,
     normal_priority,
     open_server_log,
@@ -162,6 +165,7 @@ class RouterActor:
                 )
 
             self.catalog = TopicCatalog(log_dir, config)
+            self._owner_watch = asyncio.get_running_loop().create_task(self._watch_owner())
             self._runtime = RouterRuntime(num_partitions, factory)
             for n in range(num_partitions):  # start loading every partition now
                 self._runtime.partition(n)
@@ -186,6 +190,16 @@ class RouterActor:
             log.critical("router cannot start: %r", exc)
             self.init_error = repr(exc)
             self._runtime = None
+
+    async def _watch_owner(self) -> None:
+        """Exit once another router owns the catalog (module docstring)."""
+        while True:
+            await asyncio.sleep(OWNER_CHECK_INTERVAL_S)
+            try:
+                self.catalog.check_owner()
+            except CatalogError as exc:
+                log.critical("router: %s; this one was cut off and exits", exc)
+                os._exit(1)
 
     def _live(self) -> RouterRuntime:
         if self._runtime is None:

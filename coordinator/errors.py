@@ -36,6 +36,7 @@ class Errors(IntEnum):
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_CONFIG = 40  # a group setting's value refused (group_config)
+    NOT_CONTROLLER = 41  # a topic catalog change sent to a replaced router (actors.catalog)
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     POLICY_VIOLATION = 44  # a topic's settings change refused (wire.configs: none kept)

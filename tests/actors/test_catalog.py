@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import re
+import uuid
 
 import pytest
 
@@ -89,13 +90,21 @@ def test_every_topic_gets_a_random_id_that_survives_a_reopen(tmp_path):
     catalog.alter("events", 6)
     assert first.version == 4 and created.topic_id.version == 4 and first != created.topic_id
     assert catalog.topic_ids() == {"events": first, "orders": created.topic_id}
-    assert TopicCatalog(str(tmp_path)).topic_ids() == catalog.topic_ids()
+    assert _written_ids(tmp_path) == catalog.topic_ids()
     # Validating assigns nothing; a topic created again after a delete is a new topic.
     (validated,) = catalog.apply([TopicChange("create", "more", 1, validate_only=True)])
     assert validated.error == Errors.NONE and validated.topic_id is None
     catalog.delete("events")
-    assert "events" not in TopicCatalog(str(tmp_path)).topic_ids()
+    assert "events" not in _written_ids(tmp_path)
     assert catalog.create("events", 1) not in (first, None)
+    assert TopicCatalog(str(tmp_path)).topic_ids() == catalog.topic_ids()  # a reopen
+
+
+def _written_ids(tmp_path) -> dict:
+    """The topic ids in the catalog file (read without opening a catalog, which would claim
+    it from the one under test)."""
+    ids = json.loads((tmp_path / CATALOG_FILE).read_text())["ids"]
+    return {name: uuid.UUID(text) for name, text in ids.items()}
 
 
 def test_a_catalog_written_before_topic_ids_gets_them_once(tmp_path):
@@ -219,7 +228,9 @@ def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
     writes = []
     real = catalog_module.write_atomically
     monkeypatch.setattr(
-        catalog_module, "write_atomically", lambda *a: (writes.append(a[0]), real(*a))
+        catalog_module,
+        "write_atomically",
+        lambda path, *a, **kw: (path == catalog.path and writes.append(path), real(path, *a, **kw)),
     )
     changes = [TopicChange("create", f"t{i}", 1) for i in range(2_000)]
     changes.append(TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "50000"),)))
@@ -230,7 +241,7 @@ def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
     assert len(writes) == 1 and catalog.version == 1
     again = TopicCatalog(str(tmp_path))
     assert len(again.topics()) == 2_000 and again.group_configs() == {"g": {SESSION: 50_000}}
-    assert catalog.apply([TopicChange("create", "t0", 1)])[0].error != Errors.NONE
+    assert again.apply([TopicChange("create", "t0", 1)])[0].error == Errors.TOPIC_ALREADY_EXISTS
     assert len(writes) == 1  # nothing applied: nothing written
 
 
@@ -238,7 +249,7 @@ def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
     catalog = TopicCatalog(str(tmp_path))
     catalog.create("kept", 1)
 
-    def full_disk(*args):
+    def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(catalog_module, "write_atomically", full_disk)
@@ -252,3 +263,27 @@ def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
         )
     assert (catalog.version, catalog.topics(), catalog.group_configs()) == (1, {"kept": 1}, {})
     assert set(catalog.topic_ids()) == {"kept"}
+
+
+def test_a_replaced_owner_changes_nothing_and_says_so(tmp_path):
+    # Two routers on one log directory: one cut off (a stalled node Ray declared dead) and
+    # the one Ray started in its place. The first must not overwrite what the second wrote.
+    stale = TopicCatalog(str(tmp_path))
+    stale.create("events", 2)
+    current = TopicCatalog(str(tmp_path))
+    current.create("orders", 3)
+    before = (tmp_path / CATALOG_FILE).read_bytes()
+    results = stale.apply([TopicChange("create", "audit", 1), TopicChange("grow", "events", 4)])
+    assert [r.error for r in results] == [Errors.NOT_CONTROLLER] * 2
+    assert all("replaced" in r.message for r in results)
+    with pytest.raises(CatalogError) as refused:
+        stale.create("audit", 1)
+    assert refused.value.error == Errors.NOT_CONTROLLER
+    assert (tmp_path / CATALOG_FILE).read_bytes() == before
+    assert stale.topics() == {"events": 2}  # its memory is unchanged too
+    current.create("audit", 1)  # the owner carries on
+    assert json.loads((tmp_path / CATALOG_FILE).read_text())["topics"] == {
+        "events": 2,
+        "orders": 3,
+        "audit": 1,
+    }

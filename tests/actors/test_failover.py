@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import os
 import random
 
 import pytest
 import ray
 
 from groupcoord.actors import AdminClient, CoordinatorChannel, stop
+from groupcoord.actors.catalog import CATALOG_FILE, TopicCatalog
 from groupcoord.coordinator import OffsetCommitRequest, OffsetCommitRequestPartition, partition_for
 
 from .helpers import (
@@ -113,3 +116,23 @@ def test_admin_rides_out_a_router_restart(deployment):
             assert simple in {g.group_id for g in groups}
 
     asyncio.run(scenario())
+
+
+def test_a_router_whose_catalog_a_newer_one_claimed_exits_and_ray_restarts_it(deployment):
+    # A router Ray started elsewhere while this one was cut off claims the topic catalog; the
+    # cut-off one then changes nothing more and exits by itself. Here the newer claim comes
+    # from this process, so the router Ray restarts in its place claims the catalog back.
+    described = ray.get(deployment.router.describe.remote())
+    log_dir, pid = described["log_dir"], described["pid"]
+    TopicCatalog(log_dir)  # the newer owner
+
+    def restarted() -> bool:
+        try:
+            return ray.get(deployment.router.describe.remote(), timeout=2)["pid"] != pid
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return False
+
+    asyncio.run(wait_until(restarted, what="the replaced router to exit and be restarted"))
+    ray.get(deployment.router.create_topic.remote("after-the-claim", 2))  # it owns it again
+    with open(os.path.join(log_dir, CATALOG_FILE)) as f:
+        assert json.load(f)["topics"]["after-the-claim"] == 2
