@@ -35,9 +35,10 @@ segment is read by epochs, as Kafka truncates a log by leader epoch (``_place``)
   the expected offset where a taken append began, is the successor's first append; the
   zombie's batches from that offset on (landed between the successor's recovery and its first
   write) are passed over, and the successor's batch is taken. Across segments the same rule
-  applies to a segment's trailing batches and the next segment's first batch
-  (``trim_superseded``): the zombie's append landed at the end of the segment the successor
-  rolled away from.
+  applies to a segment's trailing batches and the next segment (``trim_superseded``): the
+  zombie's append landed at the end of the segment the successor rolled away from. There the
+  successor's segment supersedes them also while it holds no intact batch (its first append
+  torn by a crash), since no writer starts a segment inside the one before.
 
 A zombie's append that no write of its successor follows (the successor wrote nothing before it
 closed or died) cannot be told from one written before the takeover, and is kept, like any
@@ -268,21 +269,23 @@ def _append_starting_at(batches: list[tuple[int, BatchHeader]], offset: int) -> 
 
 
 def trim_superseded(scan: SegmentScan, following: SegmentInfo | None) -> SegmentScan:
-    """``scan`` of a sealed segment without its trailing batches that the first batch of the
-    ``following`` segment supersedes (module docstring). Reads that batch only when the
-    following segment begins below this one's end."""
+    """``scan`` of a sealed segment without its trailing batches that the ``following``
+    segment supersedes (module docstring): it begins below this one's end, and its first batch
+    is of a newer epoch, or there is none intact yet (the successor's first append, torn by a
+    crash or not written yet; no writer ever starts a segment inside the one before). Reads
+    that batch only when the following segment begins below this one's end."""
     if following is None or not scan.batches or following.base_offset >= scan.next_offset:
         return scan
     first = first_batch(following)
-    if first is None or first.epoch <= scan.batches[-1][1].epoch:
+    if first is not None and first.epoch <= scan.batches[-1][1].epoch:
         return scan  # not a successor's: the overlap is refused by check_segment_follows
-    cut = _append_starting_at(scan.batches, first.base_offset)
+    cut = _append_starting_at(scan.batches, following.base_offset)
     if cut is None:
         return scan
     return msgspec.structs.replace(
         scan,
         batches=scan.batches[:cut],
-        next_offset=first.base_offset,
+        next_offset=following.base_offset,
         passed_over=scan.passed_over + scan.batches[cut:],
     )
 

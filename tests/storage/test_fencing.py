@@ -131,10 +131,10 @@ def _every_reader_refuses(path: str, match: str) -> None:
             read()
 
 
-def _every_reader_reads(path: str, offsets: list[int], records=None) -> None:
+def _every_reader_reads(path: str, offsets: list[int], records=None, torn: bool = False) -> None:
     """read_log (whole, and segment by segment as the exporter splits it), the loader and the
     writer's own load all hold exactly ``records`` (by default those ``record_at`` gives) at
-    ``offsets``, and nothing else."""
+    ``offsets``, and nothing else; the loader and the writer report a torn tail if ``torn``."""
     records = [record_at(o) for o in offsets] if records is None else records
     whole = [(e.offset, e.record) for e in read_log(path)]
     assert whole == list(zip(offsets, records, strict=True))
@@ -144,9 +144,9 @@ def _every_reader_reads(path: str, offsets: list[int], records=None) -> None:
     want = state_of(records)
     readonly = Shard(0, 1)
     summary = load(path, readonly)
-    assert readonly.durable_state() == want and summary.truncated is None
+    assert readonly.durable_state() == want and (summary.truncated is not None) == torn
     with open_partition_log(path) as log:
-        assert log.truncated is None
+        assert (log.truncated is not None) == torn
         assert loaded_state(log)[0] == want
 
 
@@ -257,6 +257,31 @@ def test_a_stalled_zombies_append_is_passed_over_wherever_it_lands(
     # The successor wrote into a segment of its own: the one the zombie rolled to, if it did.
     assert [info.base_offset for info in list_segments(path)][-1] == written
     _every_reader_reads(path, list(range(written + 3)))
+
+
+@pytest.mark.parametrize("left_bytes", [0, 20])
+def test_a_zombies_append_before_a_successors_torn_first_append_is_passed_over(
+    tmp_path, monkeypatch, left_bytes
+):
+    # The zombie's append lands at the end of the segment its successor then rolls away from,
+    # and a crash tears the successor's first append: nothing of it (or a scrap) is in the new
+    # segment, which still begins inside the one before.
+    path = str(tmp_path)
+    zombie = _StalledZombie(path, LogConfig(), monkeypatch)
+    zombie.log.append(records_between(0, 10))
+    zombie.stall_in(_zombies_records(10, 3))
+    successor = open_partition_log(path)
+    loaded_state(successor)
+    zombie.land()
+    successor.append(records_between(10, 12))  # rolls to a segment at offset 10
+    successor.close()
+    torn = os.path.join(path, f"{10:020d}.log")
+    os.truncate(torn, left_bytes)  # the crash: that append was never acknowledged
+    _every_reader_reads(path, list(range(10)), torn=left_bytes > 0)
+    with open_partition_log(path) as log:
+        loaded_state(log)
+        log.append(records_between(10, 11))
+    _every_reader_reads(path, list(range(11)))
 
 
 def _zombies_records(offset: int, count: int):
