@@ -181,6 +181,11 @@ def test_a_zombies_stale_batch_before_its_successors_appends_is_passed_over_not_
     assert os.path.getsize(segment) == size  # the writer truncated nothing
 
 
+# Each zombie patches these anew (the last one made is the one that stalls).
+_REAL_WRITE_ALL = writer_module.write_all
+_REAL_OPEN_SEGMENT = writer_module.PartitionLog._open_segment
+
+
 class _StalledZombie:
     """A first incarnation whose append stops between its owner check and its write (a long
     pause or a stalled NFS client) while a second one takes the log over, then resumes.
@@ -191,8 +196,6 @@ class _StalledZombie:
         self.log.load_into(Shard(0, 1))
         self.armed, self.stalled, self.resume = False, threading.Event(), threading.Event()
         self.failure: list[Exception] = []
-        real_write_all = writer_module.write_all
-        real_open_segment = writer_module.PartitionLog._open_segment
 
         def stall() -> None:
             self.stalled.set()
@@ -201,12 +204,12 @@ class _StalledZombie:
         def write_all(fd, parts):
             if self.armed and not in_roll and fd == self.log._fd:
                 stall()
-            real_write_all(fd, parts)
+            _REAL_WRITE_ALL(fd, parts)
 
         def open_segment(log, base_offset):
             if self.armed and in_roll and log is self.log:
                 stall()
-            return real_open_segment(log, base_offset)
+            return _REAL_OPEN_SEGMENT(log, base_offset)
 
         monkeypatch.setattr(writer_module, "write_all", write_all)
         monkeypatch.setattr(writer_module.PartitionLog, "_open_segment", open_segment)
@@ -295,9 +298,10 @@ ZOMBIE_SEEDS = int(os.environ.get("GROUPCOORD_ZOMBIE_SEEDS", "12"))
 def test_stalled_zombies_in_seeded_runs_cost_nothing_acknowledged(tmp_path, monkeypatch):
     # Incarnation after incarnation is replaced while its append is stalled; the append lands
     # after a random number of its successor's appends (large ones roll segments, and small
-    # batches split appends), and every reader must hold what was acknowledged, and only that
-    # and the one kind of zombie append that is kept: one no successor's write followed
-    # (module docstring of storage.segments).
+    # batches split appends; now and then a crash tears the successor's last append), and
+    # every reader must hold what was acknowledged, and only that and the one kind of zombie
+    # append that is kept: one no successor's write followed (module docstring of
+    # storage.segments).
     for seed in range(ZOMBIE_SEEDS):
         rng = random.Random(seed)
         path = str(tmp_path / f"seed-{seed}")
@@ -308,12 +312,14 @@ def test_stalled_zombies_in_seeded_runs_cost_nothing_acknowledged(tmp_path, monk
         for _ in range(rng.randrange(1, 4)):
             in_roll = rng.random() < 0.5
             zombie = _StalledZombie(path, config, monkeypatch, in_roll)
-            for _ in range(rng.randrange(0, 3)):  # its first append rolls: later ones need not
+            # Its first append rolls (if its segment is not empty), later ones need not.
+            for _ in range(rng.randrange(int(in_roll), 3)):
                 written = records_between(len(held), len(held) + rng.randrange(1, 6))
                 zombie.log.append(written)
                 held += written
-            # Over a segment's worth of records: the append rolls (``in_roll`` stalls it there).
-            count = 40 if in_roll else rng.randrange(1, 12)
+            # Over a segment's worth of records after one append: it rolls, and ``in_roll``
+            # stalls it there.
+            count = 80 if in_roll else rng.randrange(1, 12)
             stalled = _zombies_records(len(held), count)
             zombie.stall_in(stalled)
             successor = open_partition_log(path, config)
@@ -326,11 +332,19 @@ def test_stalled_zombies_in_seeded_runs_cost_nothing_acknowledged(tmp_path, monk
                 if index < appends:
                     end = successor.end_offset
                     written = records_between(end, end + rng.choice([1, 3, 25]))
+                    sizes = {info.path: info.size_bytes for info in list_segments(path)}
                     successor.append(written)
+                    active = list_segments(path)[-1]
+                    last_append = (active.path, sizes.get(active.path, 0), active.size_bytes)
                     held += written
             successor.close()
             if not appends:  # indistinguishable from an append made before the takeover
                 held += stalled
+            elif appends > 1 and rng.random() < 0.3:  # a crash tore its last append
+                segment, start, end = last_append
+                os.truncate(segment, rng.randrange(start + 1, end))  # a scrap is left
+                held = held[: len(held) - len(written)]
+                _every_reader_reads(path, list(range(len(held))), held, torn=True)
         _every_reader_reads(path, list(range(len(held))), held)
 
 
