@@ -10,8 +10,10 @@ Theory of operation
    completely before the first ``restore`` call, so a bad one never half-loads a shard.
 3. Restore every snapshot group in bulk, then replay each record at offset >= the snapshot
    offset, checking that segments continue each other where records are needed (a hole is
-   accepted only where the writer recorded a skip: ``segments.check_segment_follows``) and
-   that batch epochs never decrease (``segments.check_epoch_order``).
+   accepted only where the writer recorded a skip: ``segments.check_segment_follows``),
+   passing over what a replaced incarnation wrote after the takeover (``segments``: by epoch;
+   counted in ``LoadSummary.passed_over_batches``), and that no segment begins with an older
+   epoch than those before it (``segments.check_epoch_order``).
 
 The cyclic garbage collector is paused while loading: a load allocates millions of small
 objects that all stay alive, and the collector's repeated passes over them would cost more than
