@@ -116,7 +116,7 @@ class TopicCatalog:
         self.path = os.path.join(directory, CATALOG_FILE)
         self._config = config or CoordinatorConfig()
         self._owner_path = os.path.join(directory, OWNER_FILE)
-        self._owner = self._claim()  # before reading: a replaced owner writes no more after
+        self._owner_identity = self._claim()  # before reading (module docstring)
         self.version, self._topics, self._ids, self._group_configs = self._read()
         self._id_chars = sum(map(len, self._group_configs))  # MAX_CONFIGURED_GROUP_ID_CHARS
         self._changed = False  # whether a change under ``_changing`` has changed anything
@@ -134,10 +134,8 @@ class TopicCatalog:
         try:
             with open(self._owner_path, "rb") as f:
                 previous = json.loads(f.read()).get("owner", 0)
-        except FileNotFoundError:
-            previous = 0
         except (OSError, ValueError, AttributeError):
-            previous = 0  # unreadable: the new claim replaces it anyway
+            previous = 0  # none yet, or unreadable: the new claim replaces it anyway
         owner = previous + 1 if type(previous) is int and previous >= 0 else 1
         data = json.dumps({"owner": owner, "pid": os.getpid()}).encode()
         write_atomically(self._owner_path, [data], tmp=self._tmp(self._owner_path))
@@ -147,7 +145,7 @@ class TopicCatalog:
         """CatalogError (NOT_CONTROLLER) when another ``TopicCatalog`` claimed the catalog
         after this one (module docstring)."""
         try:
-            replaced = _file_identity(self._owner_path) != self._owner
+            replaced = _file_identity(self._owner_path) != self._owner_identity
         except OSError:  # removed: someone meant to take it over
             replaced = True
         if replaced:

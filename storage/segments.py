@@ -276,7 +276,7 @@ def trim_superseded(scan: SegmentScan, following: SegmentInfo | None) -> Segment
     that batch only when the following segment begins below this one's end."""
     if following is None or not scan.batches or following.base_offset >= scan.next_offset:
         return scan
-    first = first_batch(following)
+    first = _first_batch(following)
     if first is not None and first.epoch <= scan.batches[-1][1].epoch:
         return scan  # not a successor's: the overlap is refused by check_segment_follows
     cut = _append_starting_at(scan.batches, following.base_offset)
@@ -290,7 +290,7 @@ def trim_superseded(scan: SegmentScan, following: SegmentInfo | None) -> Segment
     )
 
 
-def first_batch(info: SegmentInfo) -> BatchHeader | None:
+def _first_batch(info: SegmentInfo) -> BatchHeader | None:
     """The header of a segment's first batch when that batch is intact, else None."""
     try:
         with open(info.path, "rb") as f:
