@@ -230,11 +230,9 @@ def scan_segment(
                 f"{problem}; an intact batch of a later "
                 f"append follows at byte {later}, so acknowledged data is damaged",
             )
-        scan = _drop_incomplete_append(batches, path, size, pos, expected, problem)
-        return msgspec.structs.replace(scan, passed_over=passed_over)
+        return _drop_incomplete_append(batches, passed_over, path, size, pos, expected, problem)
     if is_last and batches and not batches[-1][1].flags & FLAG_LAST_IN_APPEND:
-        scan = _drop_incomplete_append(batches, path, size, pos, expected, None)
-        return msgspec.structs.replace(scan, passed_over=passed_over)
+        return _drop_incomplete_append(batches, passed_over, path, size, pos, expected, None)
     return SegmentScan(batches, pos, expected, passed_over=passed_over)
 
 
@@ -307,6 +305,7 @@ def _first_batch(info: SegmentInfo) -> BatchHeader | None:
 
 def _drop_incomplete_append(
     batches: list[tuple[int, BatchHeader]],
+    passed_over: list[tuple[int, BatchHeader]],
     path: str,
     size: int,
     pos: int,
@@ -322,7 +321,7 @@ def _drop_incomplete_append(
             expected = header.base_offset
         problem = f"incomplete append from offset {expected}" + (f" ({problem})" if problem else "")
     torn = TruncationReport(path, pos, expected, size - pos, problem)
-    return SegmentScan(batches, pos, expected, torn)
+    return SegmentScan(batches, pos, expected, torn, passed_over)
 
 
 def _later_append_at(buf: bytes, damaged_pos: int, expected_offset: int) -> int | None:
