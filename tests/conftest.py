@@ -53,3 +53,28 @@ def pytest_ignore_collect(collection_path, config):
         return None
     named = (os.path.abspath(str(arg).split("::")[0]) for arg in config.args)
     return not any(a == MULTINODE_DIR or a.startswith(MULTINODE_DIR + os.sep) for a in named)
+
+
+# `make test` runs this suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the suite
+# keeps one of the machine's two cores busy on average, waiting the rest of the time on Ray, JVMs
+# and subprocesses. A work unit is one test file, so module fixtures are built once. The Spark
+# folder is one unit, so one worker alone starts a SparkSession. Units are handed out in the
+# order below, the longest first, so that the short Ray-free files fill the end of the run.
+SPARK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark")
+FOLDER_ORDER = ("spark", "kafka", "actors")
+
+
+def pytest_collection_modifyitems(config, items):
+    def folder(item) -> str:
+        return os.path.basename(os.path.dirname(str(item.path)))
+
+    def rank(item) -> int:
+        name = folder(item)
+        return FOLDER_ORDER.index(name) if name in FOLDER_ORDER else len(FOLDER_ORDER)
+
+    items.sort(key=rank)  # stable: the order within a file, and of files within a rank, stays
+    for item in items:
+        unit = (
+            "spark" if str(item.path).startswith(SPARK_DIR + os.sep) else item.nodeid.split("::")[0]
+        )
+        item.add_marker(pytest.mark.xdist_group(unit))
