@@ -138,7 +138,7 @@ class TopicCatalog:
             previous = 0  # none yet, or unreadable: the new claim replaces it anyway
         owner = previous + 1 if type(previous) is int and previous >= 0 else 1
         data = json.dumps({"owner": owner, "pid": os.getpid()}).encode()
-        write_atomically(self._owner_path, [data], tmp=self._tmp(self._owner_path))
+        write_atomically(self._owner_path, [data])
         return _file_identity(self._owner_path)
 
     def check_owner(self) -> None:
@@ -154,10 +154,6 @@ class TopicCatalog:
                 f"{self._owner_path}: this router was replaced by a newer one, which owns the "
                 "topic catalog now; it changes nothing more",
             )
-
-    @staticmethod
-    def _tmp(path: str) -> str:
-        return f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
 
     def _read(
         self,
@@ -373,7 +369,7 @@ class TopicCatalog:
             sort_keys=True,
         ).encode()
         self.check_owner()
-        write_atomically(self.path, [data], tmp=self._tmp(self.path))  # fsyncs, renames
+        write_atomically(self.path, [data])  # fsyncs, renames
         self.version = version
 
 

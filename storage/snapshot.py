@@ -32,6 +32,7 @@ import json
 import os
 import re
 import struct
+import uuid
 import zlib
 from itertools import repeat, starmap
 
@@ -141,10 +142,14 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, chunks: list[bytes], tmp: str | None = None) -> None:
+def write_atomically(path: str, chunks: list[bytes]) -> None:
     """Write, fsync, rename into place, fsync the directory: all of ``path`` or none of it.
-    ``tmp`` (default ``path + ".tmp"``) must end in ``.tmp`` and be private to the caller."""
-    tmp = tmp or path + ".tmp"
+
+    Through a temporary name of this call's own, ``<path>.<pid>-<random>.tmp``: two writers of
+    one path (a fenced writer still running beside its successor, concurrent exporters) never
+    write into one file, and whichever renames last is there whole. A crash leaves that name
+    behind; whoever owns the directory removes ``*.tmp`` leftovers when it opens."""
+    tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for chunk in chunks:

@@ -17,7 +17,7 @@ The exporter writes its file atomically. The writer only reads them:
 ``export-watermark.json`` (no key) is the single file of versions before per-lake files; it is
 read like any other watermark, and the first exporter to publish its own file removes it.
 
-An exporter that dies mid-write may leave a small ``export-watermark.<key>.json.<pid>-<thread>.tmp``
+An exporter that dies mid-write may leave a small ``export-watermark.<key>.json.<pid>-<random>.tmp``
 behind; the writer never removes those (names starting ``WATERMARK_PREFIX``), since it cannot
 tell them from a write in progress.
 """
@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import threading
 
 from .config import CorruptLogError
 from .snapshot import fsync_dir, read_json_field, write_atomically
@@ -86,9 +85,9 @@ def write_export_watermark(partition_dir: str, key: str, next_offset: int, **ext
         raise ValueError(f"a watermark key must be letters and digits, got {key!r}")
     body = json.dumps({"next_offset": next_offset, **extra}, sort_keys=True).encode()
     path = os.path.join(partition_dir, watermark_file(key))
-    # A temporary name of our own: concurrent exports must not write or rename each other's,
-    # and the partition's writer leaves ``WATERMARK_PREFIX*.tmp`` alone when it opens.
-    write_atomically(path, [body], f"{path}.{os.getpid()}-{threading.get_ident()}.tmp")
+    # Its temporary name is private to this call; the partition's writer leaves
+    # ``WATERMARK_PREFIX*.tmp`` alone when it opens (an export may be writing one right now).
+    write_atomically(path, [body])
     try:
         os.remove(os.path.join(partition_dir, LEGACY_WATERMARK_FILE))
     except FileNotFoundError:

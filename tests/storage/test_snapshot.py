@@ -29,6 +29,7 @@ from groupcoord.storage import (
     watermark_file,
     write_export_watermark,
 )
+from groupcoord.storage import snapshot as snapshot_module
 from groupcoord.storage.snapshot import SnapValue, list_snapshots, offsets_of, read_snapshot
 
 from .helpers import loaded_state, records_between, state_of
@@ -435,3 +436,43 @@ def test_snapshots_taken_beside_appends_hold_exactly_the_records_below_their_off
     with open_partition_log(path, config) as log:
         state, _ = loaded_state(log)
     assert state == state_of(records_between(0, end))
+
+
+def test_two_writers_of_one_file_never_mix_their_bytes(tmp_path, monkeypatch):
+    # A fenced writer still running (its lock lost) snapshots at the offset its successor
+    # snapshots at. Before: both wrote through `<path>.tmp`, one inode; the successor's rename
+    # published it while the zombie, stalled between its chunks, still wrote into it: the
+    # snapshot held half of each.
+    path = str(tmp_path / "snapshot-00000000000000000042.snap")
+    chunk_bytes = 4096
+    zombie_mid_write, successor_done = threading.Event(), threading.Event()
+    real_write = snapshot_module.os.write
+    zombie = threading.Thread(
+        target=lambda: _swallow(
+            lambda: snapshot_module.write_atomically(path, [b"Z" * chunk_bytes] * 2)
+        )
+    )
+
+    def write(fd, data):
+        if threading.current_thread() is zombie and zombie_mid_write.is_set():
+            assert successor_done.wait(30)  # the zombie's second chunk: after the successor
+        written = real_write(fd, data)
+        if threading.current_thread() is zombie:
+            zombie_mid_write.set()
+        return written
+
+    monkeypatch.setattr(snapshot_module.os, "write", write)
+    zombie.start()
+    assert zombie_mid_write.wait(30)
+    snapshot_module.write_atomically(path, [b"S" * chunk_bytes * 2])
+    successor_done.set()
+    zombie.join(30)
+    with open(path, "rb") as f:
+        assert f.read() in (b"S" * chunk_bytes * 2, b"Z" * chunk_bytes * 2)
+
+
+def _swallow(call) -> None:
+    try:
+        call()
+    except OSError:
+        pass  # the zombie's rename may find its file gone; the file's bytes are what count
