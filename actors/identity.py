@@ -24,7 +24,7 @@ import msgspec
 
 from groupcoord.storage import partition_dir
 from groupcoord.storage.partition_log import LOCK_FILE
-from groupcoord.storage.snapshot import write_atomically
+from groupcoord.storage.snapshot import create_atomically
 from groupcoord.storage.writer_files import EPOCH_FILE, is_partition_log
 
 IDENTITY_FILE = "deployment.json"
@@ -102,9 +102,15 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
     disagree."""
     os.makedirs(log_dir, exist_ok=True)
     identity = check(log_dir, num_partitions, namespace)
+    if identity is not None:
+        return identity
+    made = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
+    if create_atomically(os.path.join(log_dir, IDENTITY_FILE), [msgspec.json.encode(made)]):
+        return made
+    # Another first start wrote its identity after our look: the one on disk stands.
+    identity = check(log_dir, num_partitions, namespace)
     if identity is None:
-        identity = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
-        write_atomically(os.path.join(log_dir, IDENTITY_FILE), [msgspec.json.encode(identity)])
+        raise ValueError(f"{log_dir}: its {IDENTITY_FILE} came and went while starting; retry")
     return identity
 
 

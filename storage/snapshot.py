@@ -149,8 +149,29 @@ def write_atomically(path: str, chunks: list[bytes]) -> None:
     one path (a fenced writer still running beside its successor, concurrent exporters) never
     write into one file, and whichever renames last is there whole. A crash leaves that name
     behind; whoever owns the directory removes ``*.tmp`` leftovers when it opens."""
+    os.replace(_write_private(path, chunks), path)
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def create_atomically(path: str, chunks: list[bytes]) -> bool:
+    """``write_atomically`` where ``path`` does not exist yet; False, and nothing changed, where
+    it does, also when another writer created it between the caller's look and this write."""
+    tmp = _write_private(path, chunks)
+    try:
+        os.link(tmp, path)  # unlike a rename, refuses to replace
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(tmp)
+    fsync_dir(os.path.dirname(path) or ".")
+    return True
+
+
+def _write_private(path: str, chunks: list[bytes]) -> str:
+    """``chunks`` written and fsynced under a temporary name beside ``path`` of this call's own;
+    returns that name."""
     tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         for chunk in chunks:
             view = memoryview(chunk)
@@ -159,8 +180,7 @@ def write_atomically(path: str, chunks: list[bytes]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    return tmp
 
 
 def read_json_field(path: str, name: str, what: str, hint: str = "") -> object:

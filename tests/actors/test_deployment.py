@@ -13,6 +13,7 @@ import ray
 from ray.exceptions import GetTimeoutError
 
 from groupcoord.actors import SyncGroupMember, connect, start, stop
+from groupcoord.actors import identity as identity_module
 from groupcoord.actors.cli import main
 from groupcoord.actors.http_actor import HTTP_ACTOR_NAME
 from groupcoord.actors.http_service import HttpConfig
@@ -101,6 +102,24 @@ def test_serve_with_another_partition_count_is_one_line_and_exit_2(ray_session, 
     assert main(["serve", "--partitions", "3", *common]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--partitions 2" in err and no_router(ns)
+
+
+def test_two_first_starts_on_one_root_agree_on_its_identity(tmp_path, monkeypatch):
+    # Two `serve`s started at once on an empty --log-dir: both looked, found no identity, and
+    # each wrote its own. Before: the later rename replaced the earlier one's, so the first
+    # ran under an id the directory no longer held (the lake's cluster id changed on restart).
+    first = claim(str(tmp_path), 2, "ns")
+    real_check = identity_module.check
+    looks = []
+
+    def looked_before_the_first_wrote(*args):
+        looks.append(args)
+        return None if len(looks) == 1 else real_check(*args)
+
+    monkeypatch.setattr(identity_module, "check", looked_before_the_first_wrote)
+    second = claim(str(tmp_path), 2, "ns")
+    assert second == first == identity_module.read_identity(str(tmp_path))
+    assert [name for name in os.listdir(tmp_path) if name.endswith(".tmp")] == []
 
 
 def test_a_root_from_before_deployment_json_is_checked_by_its_partition_dirs(tmp_path):
