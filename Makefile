@@ -58,7 +58,7 @@ lint: $(STAMP)
 # process (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: lint $(STAMP) $(KAFKA_STAMP) browser bytecode
-	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	$(VENV)/bin/python -m pytest -q tests/multinode
 
 test-core: $(STAMP)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 NAMESPACE = "groupcoord-tests"
 
@@ -55,26 +56,32 @@ def pytest_ignore_collect(collection_path, config):
     return not any(a == MULTINODE_DIR or a.startswith(MULTINODE_DIR + os.sep) for a in named)
 
 
-# `make test` runs this suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the suite
-# keeps one of the machine's two cores busy on average, waiting the rest of the time on Ray, JVMs
-# and subprocesses. A work unit is one test file, so module fixtures are built once. The Spark
-# folder is one unit, so one worker alone starts a SparkSession. Units are handed out in the
-# order below, the longest first, so that the short Ray-free files fill the end of the run.
-SPARK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark")
+# `make test` runs this suite on two pytest-xdist workers (`-n 2 --dist loadfile`): on its own
+# it kept one of the machine's two cores busy, waiting the rest of the time on Ray, JVMs and
+# subprocesses. A work unit is one test file, so module fixtures are built once, except that all
+# of tests/spark is one unit, so that one worker alone starts a SparkSession (`_SuiteScheduling`;
+# xdist's own `loadgroup` marks do nothing under pytest 9). Units are handed out in the order
+# below, the longest folders first, so the short Ray-free files fill the end of the run.
 FOLDER_ORDER = ("spark", "kafka", "actors")
 
 
 def pytest_collection_modifyitems(config, items):
-    def folder(item) -> str:
-        return os.path.basename(os.path.dirname(str(item.path)))
-
     def rank(item) -> int:
-        name = folder(item)
-        return FOLDER_ORDER.index(name) if name in FOLDER_ORDER else len(FOLDER_ORDER)
+        folder = os.path.basename(os.path.dirname(str(item.path)))
+        return FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
 
     items.sort(key=rank)  # stable: the order within a file, and of files within a rank, stays
-    for item in items:
-        unit = (
-            "spark" if str(item.path).startswith(SPARK_DIR + os.sep) else item.nodeid.split("::")[0]
-        )
-        item.add_marker(pytest.mark.xdist_group(unit))
+
+
+class _SuiteScheduling(LoadFileScheduling):
+    """xdist's ``loadfile``, with every file of tests/spark in one unit."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = super()._split_scope(nodeid)
+        return "tests/spark" if scope.startswith("tests/spark/") else scope
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadfile":
+        return _SuiteScheduling(config, log)
+    return None
