@@ -73,12 +73,13 @@ class Deployment(msgspec.Struct, frozen=True):
         self, timeout_s: float = 60.0, progress: Callable[[dict, int, int], None] | None = None
     ) -> list[dict]:
         """Wait until every partition has loaded its log and, with Kafka listeners, until every
-        partition's listener has registered with the router (the bootstrap listener's Metadata
-        names them all: asked before, it names fewer brokers, and a client may wait for one
-        far longer than this); returns their ``info()``. Raises RuntimeError at once for a
-        partition that cannot load or whose Kafka listener cannot start, TimeoutError (one line
-        naming the partitions and why) when they are not serving in time. ``progress(info,
-        loaded, total)`` is called once per partition as it is seen serving."""
+        partition's listener has registered with the router and every listener's Metadata
+        names them all (asked before, one names fewer brokers, and a client may wait for one
+        far longer than this, or fail what it sent to one it drops); returns their ``info()``.
+        Raises RuntimeError at once for a partition that cannot load or whose Kafka listener
+        cannot start, TimeoutError (one line naming the partitions and why) when they are not
+        serving in time. ``progress(info, loaded, total)`` is called once per partition as it
+        is seen serving."""
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while True:
@@ -111,7 +112,11 @@ class Deployment(msgspec.Struct, frozen=True):
         ]
         if failed:
             raise RuntimeError(f"cannot serve Kafka clients: {'; '.join(failed)}")
-        return len(ray.get(self.router.kafka_listeners.remote())) == self.num_partitions
+        if len(ray.get(self.router.kafka_listeners.remote())) != self.num_partitions:
+            return False
+        # And every partition's Metadata names them all (the router tells the others when one
+        # registers): a client that asks one naming fewer drops the rest.
+        return all(info.get("kafka_brokers") == self.num_partitions for info in infos)
 
 
 def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str:

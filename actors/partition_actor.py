@@ -336,6 +336,7 @@ class PartitionActor:
             **self._runtime.info(),
             **base,
             "kafka": kafka,
+            "kafka_brokers": 0 if wire is None else wire.brokers_named(),
             "network_processes": network,
             "kafka_listener": counters,
         }

@@ -255,8 +255,16 @@ class RouterActor:
         unless it holds this version already (``held_version``): then the directory names
         version -1 and no catalog, which the listener keeps its own over (``adopt``). A
         listener polls every second, and the catalog can be megabytes."""
-        self._live().partition(partition)  # ValueError for a partition out of range
-        self._nodes[partition] = node
+        runtime = self._live()
+        runtime.partition(partition)  # ValueError for a partition out of range
+        if self._nodes.get(partition) != node:
+            self._nodes[partition] = node
+            # A new or moved listener: the others name it in their Metadata now, not at their
+            # next poll. A client told fewer brokers than before drops the others, failing
+            # what it has in flight to them (librdkafka: _DESTROY_BROKER). Not waited for.
+            nodes = WireDirectory(dict(self._nodes), {}, -1)
+            for other in self._nodes.keys() - {partition}:
+                runtime.partition(other).wire_directory.remote(nodes)
         if held_version == self.catalog.version:
             return WireDirectory(dict(self._nodes), {}, -1)
         return self._directory()

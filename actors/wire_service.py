@@ -205,6 +205,10 @@ class PartitionListener:
     async def _change_topics(self, changes: list) -> list:
         return await self._router.change_topics.remote(changes)
 
+    def brokers_named(self) -> int:
+        """How many brokers this partition's Metadata answers name (0 before it listens)."""
+        return 0 if self.node is None else len(self._brokers())
+
     def _brokers(self) -> Sequence[Node]:
         nodes = dict(self.directory.nodes)
         nodes[self.partition] = self.node

@@ -14,6 +14,7 @@ from ray.exceptions import RayError
 
 from groupcoord.actors import WireConfig, start, stop
 from groupcoord.coordinator import partition_for
+from tests.kafka.rawwire import RawConnection, plain
 
 from .helpers import TEST_CONFIG, wait_assigned, wait_restarted, wire_consumer
 
@@ -22,6 +23,11 @@ RESUME_TIMEOUT_S = 60.0
 NUM_PARTITIONS = 2
 GROUPS = ("wire-a", "wire-b")  # one on each partition (checked below)
 TOPIC, TOPIC_PARTITIONS = "events", 4
+METADATA_ALL_TOPICS = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +180,31 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment, rounds):
         reader.close()
         for tp in read:
             assert tp.offset == acked[(group, tp.partition)], (group, tp.partition)
+
+
+def test_every_listener_names_every_broker_once_ready(ray_session, tmp_path):
+    # Before: wait_ready returned once every listener had registered with the router, but each
+    # learned the others only at its next poll: right after start partition 0's Metadata named
+    # itself alone, and a librdkafka admin client that asked it dropped broker 1 with the
+    # CreateTopics it had sent there (_DESTROY_BROKER). A poll a minute apart shows that the
+    # router tells them, rather than the poll catching up.
+    d = start(
+        3,
+        str(tmp_path),
+        namespace="gc-wire-brokers",
+        config=TEST_CONFIG,
+        wire=WireConfig(bootstrap_port=0, metadata_refresh_ms=60_000),
+    )
+    try:
+        d.wait_ready(60)
+        listeners = [info["kafka"] for info in d.infos()]
+        for address in [d.kafka, *listeners]:
+            connection = RawConnection(address)
+            try:
+                metadata = plain(connection.send(3, 12, **METADATA_ALL_TOPICS))
+            finally:
+                connection.close()
+            named = sorted(f"{b['host']}:{b['port']}" for b in metadata["brokers"])
+            assert named == sorted(listeners), address
+    finally:
+        stop(d)
