@@ -10,7 +10,10 @@ Theory of operation
   calls ``router.exchange(n, node, held_version)``: it registers its address and gets back the
   addresses of all partitions, and the topic catalog when it is newer than the one it holds.
   So a partition restarted on another port or node is found again within one refresh, and a
-  restarted router relearns every address the same way. Until its partition has registered, a
+  restarted router relearns every address the same way. A listener that registers for the
+  first time or at a new address is also pushed to the others at once (``wire_directory``):
+  a client told fewer brokers than before drops the rest, failing what it has in flight to
+  them, so no listener may name fewer than the bootstrap listener for a whole refresh. Until its partition has registered, a
   group's FindCoordinator answers COORDINATOR_NOT_AVAILABLE, which clients retry.
 * **The bootstrap listener** (``WireConfig.bootstrap_port``, in the router) is what users put in
   ``bootstrap.servers``. It answers Metadata with the partition listeners as the brokers (not
