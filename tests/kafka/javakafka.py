@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -127,6 +128,7 @@ def compiled_classes(source: Path) -> Path:
     return out
 
 
+@functools.cache  # where no archive could be made, a process does not try again per tool
 def tools_archive() -> Path | None:
     """The class-data-sharing archive (JDK 17's dynamic AppCDS) of the classes Kafka's tools
     load, or None where it could not be made. A tool's JVM maps them instead of loading and
@@ -159,7 +161,7 @@ def tools_archive() -> Path | None:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            pass
+            staging.unlink(missing_ok=True)  # killed mid-dump: no half an archive
         if not staging.exists():
             return None
         staging.rename(archive)
