@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -138,6 +138,7 @@ class RouterActor:
         self.init_error: str | None = None
         normal_priority()  # the bootstrap listener answers clients too
         self._nodes: dict = {}  # partition -> its listener's Node
+        self._pushes: set[asyncio.Task] = set()  # nodes told to the listeners (``exchange``)
         self._bootstrap: BootstrapListener | None = None
         self._bootstrap_started: asyncio.Task | None = None  # its start(): its Node
         self._reporting: asyncio.Task | None = None  # its counters, to the metrics
@@ -255,16 +256,19 @@ class RouterActor:
         unless it holds this version already (``held_version``): then the directory names
         version -1 and no catalog, which the listener keeps its own over (``adopt``). A
         listener polls every second, and the catalog can be megabytes."""
-        runtime = self._live()
-        runtime.partition(partition)  # ValueError for a partition out of range
+        self._live().partition(partition)  # ValueError for a partition out of range
         if self._nodes.get(partition) != node:
             self._nodes[partition] = node
             # A new or moved listener: the others name it in their Metadata now, not at their
             # next poll. A client told fewer brokers than before drops the others, failing
             # what it has in flight to them (librdkafka: _DESTROY_BROKER). Not waited for.
-            nodes = WireDirectory(dict(self._nodes), {}, -1)
-            for other in self._nodes.keys() - {partition}:
-                runtime.partition(other).wire_directory.remote(nodes)
+            push = asyncio.get_running_loop().create_task(
+                self._tell(
+                    WireDirectory(dict(self._nodes), {}, -1), self._nodes.keys() - {partition}
+                )
+            )
+            self._pushes.add(push)
+            push.add_done_callback(self._pushes.discard)
         if held_version == self.catalog.version:
             return WireDirectory(dict(self._nodes), {}, -1)
         return self._directory()
@@ -339,20 +343,25 @@ class RouterActor:
     async def _publish_directory(self) -> None:
         directory = self._directory()
         # Every partition, listener or not: each shard needs the catalog (consumer groups).
-        runtime = self._live()
-        calls = [
-            runtime.partition(n).wire_directory.remote(directory)
-            for n in range(runtime.num_partitions)
-        ]
-        try:
-            await bounded(asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S)
-        except TimeoutError:
+        if not await self._tell(directory, range(self._live().num_partitions)):
             log.warning(
                 "topic catalog v%d: not every partition listener confirmed it within "
                 "%.0f s; they learn it on their next refresh",
                 directory.catalog_version,
                 PUBLISH_TIMEOUT_S,
             )
+
+    async def _tell(self, directory: WireDirectory, partitions: Iterable[int]) -> bool:
+        """Hand ``directory`` to ``partitions``' actors; whether all confirmed within
+        ``PUBLISH_TIMEOUT_S``. One that is down or restarting learns it at its next poll; its
+        error is collected here, not left to Ray to print as unhandled."""
+        runtime = self._live()
+        calls = [runtime.partition(n).wire_directory.remote(directory) for n in partitions]
+        try:
+            await bounded(asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S)
+        except TimeoutError:
+            return False
+        return True
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(
