@@ -257,20 +257,20 @@ class RouterActor:
         version -1 and no catalog, which the listener keeps its own over (``adopt``). A
         listener polls every second, and the catalog can be megabytes."""
         self._live().partition(partition)  # ValueError for a partition out of range
-        if self._nodes.get(partition) != node:
-            self._nodes[partition] = node
+        moved = self._nodes.get(partition) != node
+        self._nodes[partition] = node
+        nodes_only = WireDirectory(dict(self._nodes), {}, -1)
+        if moved:
             # A new or moved listener: the others name it in their Metadata now, not at their
             # next poll. A client told fewer brokers than before drops the others, failing
             # what it has in flight to them (librdkafka: _DESTROY_BROKER). Not waited for.
             push = asyncio.get_running_loop().create_task(
-                self._tell(
-                    WireDirectory(dict(self._nodes), {}, -1), self._nodes.keys() - {partition}
-                )
+                self._tell(nodes_only, self._nodes.keys() - {partition})
             )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
         if held_version == self.catalog.version:
-            return WireDirectory(dict(self._nodes), {}, -1)
+            return nodes_only
         return self._directory()
 
     async def kafka_listeners(self) -> list[int]:
