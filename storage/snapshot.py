@@ -148,8 +148,14 @@ def write_atomically(path: str, chunks: list[bytes]) -> None:
     Through a temporary name of this call's own, ``<path>.<pid>-<random>.tmp``: two writers of
     one path (a fenced writer still running beside its successor, concurrent exporters) never
     write into one file, and whichever renames last is there whole. A crash leaves that name
-    behind; whoever owns the directory removes ``*.tmp`` leftovers when it opens."""
-    os.replace(_write_private(path, chunks), path)
+    behind; whoever owns the directory removes ``*.tmp`` leftovers when it opens. A write or
+    rename that fails (a full disk) removes it itself."""
+    tmp = _write_private(path, chunks)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
     fsync_dir(os.path.dirname(path) or ".")
 
 
@@ -169,18 +175,31 @@ def create_atomically(path: str, chunks: list[bytes]) -> bool:
 
 def _write_private(path: str, chunks: list[bytes]) -> str:
     """``chunks`` written and fsynced under a temporary name beside ``path`` of this call's own;
-    returns that name."""
+    returns that name. Where a write or the fsync fails, that name is removed before the error
+    goes on."""
     tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        for chunk in chunks:
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
     return tmp
+
+
+def _remove_quietly(path: str) -> None:
+    """Remove ``path`` if it can be: the caller is already raising the error that matters."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def read_json_field(path: str, name: str, what: str, hint: str = "") -> object:

@@ -1,9 +1,11 @@
 """Snapshots: thresholds, compaction, retention, fallback from damaged snapshots, export
 retention."""
 
+import errno
 import logging
 import os
 import random
+import subprocess
 import sys
 import threading
 
@@ -476,3 +478,33 @@ def _swallow(call) -> None:
         call()
     except OSError:
         pass  # the zombie's rename may find its file gone; the file's bytes are what count
+
+
+_FULL_DISK_CHILD = """
+import os, resource, signal, sys
+from groupcoord.storage.snapshot import create_atomically, write_atomically
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+write = {"write": write_atomically, "create": create_atomically}[sys.argv[1]]
+try:
+    write(sys.argv[2], [b"x" * 40, b"y" * 40])
+except OSError as exc:
+    print(exc.errno)
+"""
+
+
+@pytest.mark.parametrize("how", ["write", "create"])
+def test_a_write_the_disk_refuses_leaves_no_temporary_file(tmp_path, how):
+    # A disk that fills up (here: a file-size limit, the same failed write(2)) mid-write used to
+    # leave the call's private `<path>.<pid>-<random>.tmp` behind for good where no owner
+    # cleans on open (a deployment's root: deployment.json, the catalog's directory).
+    path = tmp_path / "deployment.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_CHILD, how, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == str(errno.EFBIG)
+    assert sorted(os.listdir(tmp_path)) == []
