@@ -59,6 +59,12 @@ OWNER_FILE = "catalog-owner.json"
 MAX_TOPIC_NAME_CHARS = 249  # Kafka's limit
 MAX_PARTITIONS_PER_TOPIC = 100_000
 MAX_TOPICS = 100_000
+# Every topic's partitions together. A Metadata answer naming every topic (an admin client
+# listing topics, a consumer subscribed by pattern) lists each partition, built on a
+# listener's loop at a few µs each, so this bounds how long one request holds a partition
+# (without it, 100,000 topics of 100,000 partitions could be created, and each such answer
+# would take hours). Kafka's own guidance for a cluster was long about this many.
+MAX_CATALOG_PARTITIONS = 200_000
 # Groups with settings of their own: at most this many, with ids of this many characters in
 # all (a group id may be 32,767 characters long), so the catalog stays a few megabytes.
 MAX_CONFIGURED_GROUPS = 100_000
@@ -119,6 +125,7 @@ class TopicCatalog:
         self._owner_identity = self._claim()  # before reading (module docstring)
         self.version, self._topics, self._ids, self._group_configs = self._read()
         self._id_chars = sum(map(len, self._group_configs))  # MAX_CONFIGURED_GROUP_ID_CHARS
+        self._partition_count = sum(self._topics.values())  # MAX_CATALOG_PARTITIONS
         self._changed = False  # whether a change under ``_changing`` has changed anything
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
             self._ids = {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
@@ -262,14 +269,26 @@ class TopicCatalog:
     def _changing(self, make: Callable[[], _T]) -> _T:
         """``make()``'s result, once what it changed in memory is written as one new version
         of the file; when ``make`` or the write raises, the catalog is as it was."""
-        saved = (dict(self._topics), dict(self._ids), dict(self._group_configs), self._id_chars)
+        saved = (
+            dict(self._topics),
+            dict(self._ids),
+            dict(self._group_configs),
+            self._id_chars,
+            self._partition_count,
+        )
         self._changed = False
         try:
             result = make()
             if self._changed:
                 self._write()
         except BaseException:
-            self._topics, self._ids, self._group_configs, self._id_chars = saved
+            (
+                self._topics,
+                self._ids,
+                self._group_configs,
+                self._id_chars,
+                self._partition_count,
+            ) = saved
             raise
         return result
 
@@ -324,10 +343,12 @@ class TopicCatalog:
                 Errors.INVALID_REQUEST,
                 f"the catalog already holds {MAX_TOPICS} topics, the most it may",
             )
+        self._check_partition_count(name, partitions)
         if validate_only:
             return None
         topic_id = self._ids[name] = uuid.uuid4()
         self._topics[name] = partitions
+        self._partition_count += partitions
         self._changed = True
         return topic_id
 
@@ -340,12 +361,23 @@ class TopicCatalog:
                 f"topic {name!r} has {current} "
                 f"partitions; a topic can only grow, not to {partitions}",
             )
+        self._check_partition_count(name, partitions - current)
         if not validate_only:
             self._topics[name] = partitions
+            self._partition_count += partitions - current
             self._changed = True
 
+    def _check_partition_count(self, name: str, more: int) -> None:
+        if self._partition_count + more > MAX_CATALOG_PARTITIONS:
+            raise CatalogError(
+                Errors.INVALID_PARTITIONS,
+                f"topic {name!r}: {more} more partitions would make "
+                f"{self._partition_count + more} in the catalog; the most it holds is "
+                f"{MAX_CATALOG_PARTITIONS}",
+            )
+
     def _delete(self, name: str) -> None:
-        self._known(name)
+        self._partition_count -= self._known(name)
         del self._topics[name]
         self._ids.pop(name, None)
         self._changed = True

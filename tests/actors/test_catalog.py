@@ -13,6 +13,8 @@ import pytest
 from groupcoord.actors import catalog as catalog_module
 from groupcoord.actors.catalog import (
     CATALOG_FILE,
+    MAX_CATALOG_PARTITIONS,
+    MAX_PARTITIONS_PER_TOPIC,
     MAX_TOPIC_NAME_CHARS,
     CatalogError,
     TopicCatalog,
@@ -243,6 +245,33 @@ def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
     assert len(again.topics()) == 2_000 and again.group_configs() == {"g": {SESSION: 50_000}}
     assert again.apply([TopicChange("create", "t0", 1)])[0].error == Errors.TOPIC_ALREADY_EXISTS
     assert len(writes) == 1  # nothing applied: nothing written
+
+
+def test_the_partitions_of_all_topics_together_are_bounded(tmp_path):
+    # Found by a fuzzer: CreateTopics of random topics of up to 100,000 partitions each filled
+    # a catalog whose every all-topics Metadata answer then held a partition's loop for
+    # seconds (and would have for hours: nothing bounded the total). Each change that would
+    # pass the bound is refused with INVALID_PARTITIONS, the others apply.
+    catalog = TopicCatalog(str(tmp_path))
+    full = MAX_CATALOG_PARTITIONS // MAX_PARTITIONS_PER_TOPIC
+    results = catalog.apply(
+        [TopicChange("create", f"big{i}", MAX_PARTITIONS_PER_TOPIC) for i in range(full)]
+        + [TopicChange("create", "one.more", 1), TopicChange("create", "none", 1)]
+    )
+    assert [r.error for r in results] == [Errors.NONE] * full + [Errors.INVALID_PARTITIONS] * 2
+    assert "the most it holds is 200000" in results[-1].message
+    catalog.delete("big0")
+    catalog.create("small", 3)
+    catalog.create("other", 1)
+    with pytest.raises(CatalogError, match="more partitions would make") as refused:
+        catalog.alter("small", MAX_PARTITIONS_PER_TOPIC)  # growing counts too
+    assert refused.value.error == Errors.INVALID_PARTITIONS
+    catalog.alter("small", MAX_PARTITIONS_PER_TOPIC - 1)  # to the bound exactly
+    again = TopicCatalog(str(tmp_path))  # the count is read back
+    assert sum(again.topics().values()) == MAX_CATALOG_PARTITIONS
+    assert again.apply([TopicChange("create", "x", 1)])[0].error == Errors.INVALID_PARTITIONS
+    again.delete("small")
+    assert again.apply([TopicChange("create", "x", 1)])[0].error == Errors.NONE
 
 
 def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
