@@ -149,8 +149,9 @@ def _exit_for_restart(exc: BaseException) -> None:
 @ray.remote
 class PartitionActor:
     """One offsets partition. Methods: ``handle(request)``, ``info()``, ``ping()``, ``close()``;
-    for the HTTP service: ``live_lag()``, ``commit_topic_partitions()`` and
-    ``observe_end_offsets(end_offsets)`` (live_lag.py)."""
+    for the router: ``wire_directory(directory)`` and ``kafka_node()``; for the HTTP service:
+    ``live_lag()``, ``commit_topic_partitions()`` and ``observe_end_offsets(end_offsets)``
+    (live_lag.py)."""
 
     def __init__(
         self,
@@ -298,6 +299,11 @@ class PartitionActor:
             self._runtime.update_topics(
                 directory.catalog_version, dict(directory.topics), directory.group_configs
             )
+
+    async def kafka_node(self) -> Any:
+        """Where this partition's Kafka listener listens (a ``wire.Node``), or None before it
+        listens or without one: a starting router asks (``RouterActor._ask_listeners``)."""
+        return None if self._wire is None else self._wire.node
 
     async def live_lag(self) -> list[WindowSnapshot]:
         """The commit windows of this partition's groups (empty while broken)."""

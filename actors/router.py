@@ -49,6 +49,8 @@ MAX_PARTITIONS = 1_000  # each partition is a process; more is a configuration m
 EXTRA_CONCURRENCY = 1_000
 # How long a topic change waits for the partition listeners to confirm they know it.
 PUBLISH_TIMEOUT_S = 5.0
+# How long a starting router waits for a partition to say where it listens (``_ask_listeners``).
+ASK_LISTENER_TIMEOUT_S = 30.0
 
 
 class RouterRuntime:
@@ -138,6 +140,9 @@ class RouterActor:
         self.init_error: str | None = None
         normal_priority()  # the bootstrap listener answers clients too
         self._nodes: dict = {}  # partition -> its listener's Node
+        # partition -> the Node it registered itself (``exchange``); ``_nodes`` may know one
+        # sooner, asked (``_ask_listeners``), but the others are told when it registers.
+        self._registered: dict = {}
         self._pushes: set[asyncio.Task] = set()  # nodes told to the listeners (``exchange``)
         self._bootstrap: BootstrapListener | None = None
         self._bootstrap_started: asyncio.Task | None = None  # its start(): its Node
@@ -187,6 +192,7 @@ class RouterActor:
                 loop = asyncio.get_running_loop()
                 self._bootstrap_started = loop.create_task(self._bootstrap.start())
                 self._reporting = loop.create_task(self._report_listener())
+                self._asking = loop.create_task(self._ask_listeners())
         except Exception as exc:  # never raise from __init__: report instead
             log.critical("router cannot start: %r", exc)
             self.init_error = repr(exc)
@@ -251,14 +257,37 @@ class RouterActor:
     async def ping(self) -> None:
         return None
 
+    async def _ask_listeners(self) -> None:
+        """Ask every partition where its listener listens, once, at start. Otherwise a
+        restarted router learns each address only from that partition's next ``exchange``,
+        up to ``metadata_refresh_ms`` later, and meanwhile its bootstrap listener names fewer
+        brokers and answers those partitions' FindCoordinator COORDINATOR_NOT_AVAILABLE. An
+        ``exchange`` that comes first wins; a partition that does not answer within
+        ``ASK_LISTENER_TIMEOUT_S`` (a first start: not listening yet) registers itself. An
+        answer tells the other partitions nothing: each partition's registration does."""
+        runtime = self._live()
+
+        async def ask(partition: int) -> None:
+            try:
+                node = await bounded(
+                    runtime.partition(partition).kafka_node.remote(), ASK_LISTENER_TIMEOUT_S
+                )
+            except Exception as exc:  # down, restarting or slow: its own exchange will do
+                log.info("router: partition %d did not say where it listens (%r)", partition, exc)
+                return
+            if node is not None:
+                self._nodes.setdefault(partition, node)
+
+        await asyncio.gather(*(ask(n) for n in range(runtime.num_partitions)))
+
     async def exchange(self, partition: int, node: Any, held_version: int = -1) -> WireDirectory:
         """A partition listener registers its address; it learns everyone's, and the catalog
         unless it holds this version already (``held_version``): then the directory names
         version -1 and no catalog, which the listener keeps its own over (``adopt``). A
         listener polls every second, and the catalog can be megabytes."""
         self._live().partition(partition)  # ValueError for a partition out of range
-        moved = self._nodes.get(partition) != node
-        self._nodes[partition] = node
+        moved = self._registered.get(partition) != node
+        self._nodes[partition] = self._registered[partition] = node
         nodes_only = WireDirectory(dict(self._nodes), {}, -1)
         if moved:
             # A new or moved listener: the others name it in their Metadata now, not at their

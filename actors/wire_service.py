@@ -9,8 +9,9 @@ Theory of operation
 * **The router knows where everyone is.** Every ``metadata_refresh_ms`` each partition listener
   calls ``router.exchange(n, node, held_version)``: it registers its address and gets back the
   addresses of all partitions, and the topic catalog when it is newer than the one it holds.
-  So a partition restarted on another port or node is found again within one refresh, and a
-  restarted router relearns every address the same way. A listener that registers for the
+  So a partition restarted on another port or node is found again within one refresh. A
+  restarted router also asks every partition actor where it listens as it starts
+  (``kafka_node``), rather than wait up to a refresh for each. A listener that registers for the
   first time or at a new address is also pushed to the others at once (``wire_directory``):
   a client told fewer brokers than before drops the rest, failing what it has in flight to
   them, so no listener may name fewer than the bootstrap listener for a whole refresh. Until

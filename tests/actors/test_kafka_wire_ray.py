@@ -182,7 +182,9 @@ def test_kill_partition_actors_while_librdkafka_commits(deployment, rounds):
             assert tp.offset == acked[(group, tp.partition)], (group, tp.partition)
 
 
-def test_every_listener_names_every_broker_once_ready(ray_session, tmp_path):
+def test_every_listener_names_every_broker_once_ready_and_after_a_router_restart(
+    ray_session, tmp_path
+):
     # Before: wait_ready returned once every listener had registered with the router, but each
     # learned the others only at its next poll: right after start partition 0's Metadata named
     # itself alone, and a librdkafka admin client that asked it dropped broker 1 with the
@@ -206,5 +208,40 @@ def test_every_listener_names_every_broker_once_ready(ray_session, tmp_path):
                 connection.close()
             named = sorted(f"{b['host']}:{b['port']}" for b in metadata["brokers"])
             assert named == sorted(listeners), address
+        # A restarted router asks the partitions where they listen. Before, it learned each
+        # address at that partition's next poll (here a minute away): meanwhile its bootstrap
+        # listener named no broker and answered every FindCoordinator COORDINATOR_NOT_AVAILABLE.
+        router_pid = ray.get(d.router.describe.remote())["pid"]
+        ray.kill(d.router, no_restart=False)
+        wait_restarted(lambda: ray.get(d.router.describe.remote(), timeout=10), router_pid)
+        deadline = time.monotonic() + ROUTER_RELEARN_TIMEOUT_S
+        while _bootstrap_brokers(d.kafka) != sorted(listeners):
+            assert time.monotonic() < deadline, _bootstrap_brokers(d.kafka)
+            time.sleep(0.1)
+        groups = {partition_for(f"relearn-{n}", 3): f"relearn-{n}" for n in range(100)}
+        assert sorted(groups) == [0, 1, 2]  # a group of every partition
+        connection = RawConnection(d.kafka)
+        try:
+            for partition, group in sorted(groups.items()):
+                found = plain(connection.send(10, 4, key_type=0, coordinator_keys=[group]))
+                (coordinator,) = found["coordinators"]
+                assert coordinator["error_code"] == "none", coordinator
+                address = f"{coordinator['host']}:{coordinator['port']}"
+                assert address == listeners[partition], group
+        finally:
+            connection.close()
     finally:
         stop(d)
+
+
+# Far below the test's poll interval (60 s): what a restarted router's own asking takes.
+ROUTER_RELEARN_TIMEOUT_S = 20.0
+
+
+def _bootstrap_brokers(address: str) -> list[str]:
+    connection = RawConnection(address)
+    try:
+        metadata = plain(connection.send(3, 12, **METADATA_ALL_TOPICS))
+    finally:
+        connection.close()
+    return sorted(f"{b['host']}:{b['port']}" for b in metadata["brokers"])
