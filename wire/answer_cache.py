@@ -14,10 +14,13 @@ every request that asks the same thing:
 * ``MetadataAnswers``: a Metadata answer (``metadata_response``) depends on the request's
   version, the topics it names and the authorized operations it asks for (the caller's), and on
   the listener's view: its brokers, the leader it names, the cluster id and the topic catalog.
-  At most ``MAX_ENTRIES`` answers are kept (least recently used first out), and none whose body
-  is over ``MAX_BODY_BYTES``: an answer listing a huge catalog is built per request, as before.
-  The view is copied into each entry and compared by value, so a catalog changed in place is
-  seen too.
+  At most ``MAX_ENTRIES`` answers are kept, of ``MAX_CACHED_BYTES`` in all (least recently
+  used first out). The budget holds an answer naming every partition of the largest catalog
+  (``catalog.MAX_CATALOG_PARTITIONS``, about 5 MB), which holds a listener's loop for seconds
+  while it is built: a client that asks for every topic again (a pattern subscription, an
+  admin client listing topics) costs it nothing until the catalog changes. A bigger answer is built
+  per request. The view is copied into each entry and compared by value, so a catalog changed
+  in place is seen too.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from .builders import Node, answered_operations, metadata_response
 from .connection import EncodedResponse, WireRequest, encode_body
 
 MAX_ENTRIES = 32
-MAX_BODY_BYTES = 256 * 1024
+MAX_CACHED_BYTES = 16 * 1024 * 1024
 # ApiVersions version -> its encoded answer listing every range (a handful of versions).
 _API_VERSIONS: dict[int, EncodedResponse] = {}
 
@@ -58,6 +61,7 @@ class MetadataAnswers:
         # (version, topics asked, brokers, leader, cluster id)
         #   -> (catalog, topic ids, the encoded answer)
         self._entries: OrderedDict[tuple, tuple[dict, dict, EncodedResponse]] = OrderedDict()
+        self._cached_bytes = 0  # of the bodies in ``_entries``
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -96,9 +100,11 @@ class MetadataAnswers:
             operations=operations,
         )
         encoded = EncodedResponse(request.api_key, request.api_version, encode_body(response))
-        if len(encoded.body) <= MAX_BODY_BYTES:
+        if entry is not None:  # a stale answer to the same question
+            self._cached_bytes -= len(self._entries.pop(key)[2].body)
+        if len(encoded.body) <= MAX_CACHED_BYTES:
             self._entries[key] = (dict(partitions), dict(topic_ids), encoded)
-            self._entries.move_to_end(key)
-            while len(self._entries) > MAX_ENTRIES:
-                self._entries.popitem(last=False)
+            self._cached_bytes += len(encoded.body)
+            while len(self._entries) > MAX_ENTRIES or self._cached_bytes > MAX_CACHED_BYTES:
+                self._cached_bytes -= len(self._entries.popitem(last=False)[1][2].body)
         return encoded

@@ -6,13 +6,17 @@ import uuid
 
 import pytest
 
-from groupcoord.wire import SUPPORTED_VERSIONS, ApiKey, Connection, Node, apis, metadata_response
-from groupcoord.wire.answer_cache import (
-    MAX_BODY_BYTES,
-    MAX_ENTRIES,
-    MetadataAnswers,
-    api_versions_answer,
+from groupcoord.actors.catalog import MAX_CATALOG_PARTITIONS, MAX_PARTITIONS_PER_TOPIC
+from groupcoord.wire import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    Connection,
+    Node,
+    answer_cache,
+    apis,
+    metadata_response,
 )
+from groupcoord.wire.answer_cache import MAX_ENTRIES, MetadataAnswers, api_versions_answer
 from groupcoord.wire.builders import ZERO_TOPIC_ID
 from groupcoord.wire.connection import EncodedResponse, encode_response
 from tests.kafka.rawwire import make
@@ -120,7 +124,7 @@ def test_authorized_operations_are_answered_when_asked_for_each_caller(version):
     )
 
 
-def test_the_cache_is_bounded():
+def test_the_cache_is_bounded_in_entries_and_bytes(monkeypatch):
     catalog = {f"t{n}": 1 for n in range(MAX_ENTRIES + 5)}
     answers = MetadataAnswers()
     for name in catalog:
@@ -128,11 +132,31 @@ def test_the_cache_is_bounded():
             metadata_request(12, [{"name": name, "topic_id": ZERO_TOPIC_ID}]), **view(catalog, {})
         )
     assert len(answers) == MAX_ENTRIES
-    huge = {f"topic-{n}": 64 for n in range(MAX_BODY_BYTES // 1000)}  # over the body bound
+    monkeypatch.setattr(answer_cache, "MAX_CACHED_BYTES", 20_000)
+    answers = MetadataAnswers()
+    asked = [metadata_request(12, [{"name": n, "topic_id": ZERO_TOPIC_ID}]) for n in ("a", "b")]
+    catalog = {"a": 500, "b": 500}  # ~13 kB an answer: one fits the budget, two do not
+    first = answers.answer(asked[0], **view(catalog, {}))
+    assert answers.answer(asked[0], **view(catalog, {})) is first  # kept
+    second = answers.answer(asked[1], **view(catalog, {}))
+    assert len(answers) == 1 and answers.answer(asked[1], **view(catalog, {})) is second
+    assert answers.answer(asked[0], **view(catalog, {})) is not first  # it made room
+    huge = metadata_request(12, None)
+    answer = answers.answer(huge, **view({"big": 1_000}, {}))  # over the whole budget
+    assert len(answer.body) > answer_cache.MAX_CACHED_BYTES
+    assert answers.answer(huge, **view({"big": 1_000}, {})) is not answer  # built again
+
+
+def test_an_answer_naming_every_partition_of_the_largest_catalog_is_kept():
+    # Before: answers over 256 KiB (about 10,000 partitions) were built per request, so every
+    # all-topics Metadata of a big catalog held the listener's loop for its whole build.
+    topics = MAX_CATALOG_PARTITIONS // MAX_PARTITIONS_PER_TOPIC
+    catalog = {f"topic-{n}": MAX_PARTITIONS_PER_TOPIC for n in range(topics)}
+    answers = MetadataAnswers()
     request = metadata_request(12, None)
-    answer = answers.answer(request, **view(huge, {}))
-    assert len(answer.body) > MAX_BODY_BYTES
-    assert answers.answer(request, **view(huge, {})) is not answer  # built again, not kept
+    answer = answers.answer(request, **view(catalog, {}))
+    assert len(answer.body) > 20 * MAX_CATALOG_PARTITIONS  # every partition is in it
+    assert answers.answer(request, **view(catalog, {})) is answer
 
 
 def api_versions_request(version: int, name: str = "librdkafka") -> object:
