@@ -11,10 +11,12 @@ Theory of operation
   addresses of all partitions, and the topic catalog when it is newer than the one it holds.
   So a partition restarted on another port or node is found again within one refresh. A
   restarted router also asks every partition actor where it listens as it starts
-  (``kafka_node``), rather than wait up to a refresh for each. A listener that registers for the
-  first time or at a new address is also pushed to the others at once (``wire_directory``):
-  a client told fewer brokers than before drops the rest, failing what it has in flight to
-  them, so no listener may name fewer than the bootstrap listener for a whole refresh. Until
+  (``kafka_node``), rather than wait up to a refresh for each; until they have answered it
+  knows fewer, so a listener keeps every address it was told and takes only newer ones. A
+  listener that registers for the first time or at a new address is also pushed to the
+  others at once (``wire_directory``): a client told fewer brokers than before drops the
+  rest, failing what it has in flight to them, so no listener may name fewer than the
+  bootstrap listener for a whole refresh. Until
   its partition has registered, a group's FindCoordinator answers COORDINATOR_NOT_AVAILABLE,
   which clients retry.
 * **The bootstrap listener** (``WireConfig.bootstrap_port``, in the router) is what users put in
@@ -223,16 +225,19 @@ class PartitionListener:
         """Take the router's directory, but never an older catalog than the one held: a refresh
         the router answered before publishing a change can arrive after the change did, and
         a client that just created a topic must not see it vanish. Addresses are always
-        taken (the next refresh corrects any stale one)."""
+        taken (the next refresh corrects any stale one), and none is dropped: a router that
+        has just restarted may not know every partition's yet, and a client told fewer
+        brokers drops the others (module docstring)."""
         held = self.directory
+        nodes = directory.nodes
+        if held.nodes.keys() - nodes.keys():
+            nodes = {**held.nodes, **nodes}
         if directory.catalog_version < held.catalog_version:
             directory = WireDirectory(
-                directory.nodes,
-                held.topics,
-                held.catalog_version,
-                held.topic_ids,
-                held.group_configs,
+                nodes, held.topics, held.catalog_version, held.topic_ids, held.group_configs
             )
+        elif nodes is not directory.nodes:
+            directory = msgspec.structs.replace(directory, nodes=nodes)
         self.directory = directory
         if self._pool is not None and self.node is not None:
             self._pool.publish(self._view())

@@ -99,3 +99,25 @@ def test_a_directory_without_the_catalog_keeps_the_one_held():
         assert partition.catalog_version == 2
 
     asyncio.run(scenario())
+
+
+def test_a_directory_naming_fewer_listeners_drops_none():
+    # A router that has just restarted knows only the partitions that registered again (or
+    # answered its asking) so far. Before: a listener took its answer whole and named only
+    # those brokers until its next refresh, and a client that read that Metadata dropped the
+    # others, failing what it had sent them.
+    async def scenario():
+        partition = runtime()
+        listener = PartitionListener(0, 3, WireConfig(bootstrap_port=0), partition, None, "unused")
+        listener.node = NODE
+        others = {1: Node(1, "127.0.0.1", 10), 2: Node(2, "127.0.0.1", 11)}
+        listener.adopt(WireDirectory({0: NODE, **others}, {"t": 1}, 2))
+        moved = Node(2, "127.0.0.1", 12)
+        listener.adopt(WireDirectory({0: NODE, 2: moved}, {}, -1))  # partition 1 not yet known
+        assert listener.directory.nodes == {0: NODE, 1: others[1], 2: moved}
+        assert [b.node_id for b in listener._brokers()] == [0, 1, 2]
+        listener.adopt(WireDirectory({0: NODE}, {"t": 1, "u": 2}, 3))  # a newer catalog too
+        assert listener.directory.nodes == {0: NODE, 1: others[1], 2: moved}
+        assert listener.directory.topics == {"t": 1, "u": 2}
+
+    asyncio.run(scenario())
