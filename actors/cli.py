@@ -11,7 +11,8 @@
     groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
                       [--users-file F | --log-dir DIR]
     groupcoord topics list | create TOPIC --partitions N | alter TOPIC --partitions N
-                      | delete TOPIC
+                      | delete TOPIC | mirror --from kafka:HOST:PORT [--topic-pattern RE]
+                      [--dry-run] [--every-s S]
     groupcoord configs GROUP [--set NAME=VALUE]... [--delete NAME]...
     groupcoord demo   [--seconds S] [--log-dir DIR]
     groupcoord status
@@ -57,6 +58,7 @@ from . import cli_groups
 from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
 from .cli_common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, connect_and_say
 from .cli_serve import PARTITION_COLUMNS, cmd_serve, partitions_rows, users_file
+from .cli_topics import cmd_topics
 from .demo_run import run_demo
 from .output import Output
 from .security import (
@@ -99,29 +101,6 @@ def _bootstrap_line(listener: dict) -> str:
         f"{listener['refused_connections']} refused, {listener['protocol_errors']} protocol "
         f"errors, {listener['authentication_failures']} failed authentications"
     )
-
-
-def cmd_topics(args, out: Output) -> int:
-    router = _connect(args).router
-    if args.action != "list":
-        if args.topic is None:
-            raise ValueError(f"topics {args.action} needs a topic name")
-        if args.action in ("create", "alter") and args.partitions is None:
-            raise ValueError(f"topics {args.action} needs --partitions N")
-        change = {
-            "create": lambda: router.create_topic.remote(args.topic, args.partitions),
-            "alter": lambda: router.alter_topic.remote(args.topic, args.partitions),
-            "delete": lambda: router.delete_topic.remote(args.topic),
-        }[args.action]
-        try:
-            ray.get(change())
-        except RayTaskError as exc:  # the router refused it: say why in one line
-            raise ValueError(f"topics {args.action} {args.topic}: {exc.cause}") from None
-    topics = ray.get(router.topics.remote())
-    rows = [{"topic": t, "partitions": n} for t, n in sorted(topics.items())]
-    out.show("topics", "topics", rows, ("topic", "partitions"))
-    out.finish()
-    return 0
 
 
 def cmd_configs(args, out: Output) -> int:
@@ -438,12 +417,34 @@ def parser() -> OneLineParser:
         "topics",
         help="the topic catalog Kafka clients see",
         description="The topic catalog (LOG_DIR/topics.json) that Kafka clients' Metadata "
-        "requests see: list it, create a topic, grow one (alter) or delete one.",
+        "requests see: list it, create a topic, grow one (alter), delete one, or mirror an "
+        "upstream Kafka cluster's topics into it.",
     )
     common(topics, client_address)
-    topics.add_argument("action", choices=("list", "create", "alter", "delete"), help="what to do")
+    topics.add_argument(
+        "action", choices=("list", "create", "alter", "delete", "mirror"), help="what to do"
+    )
     topics.add_argument("topic", nargs="?", help="create/alter/delete: the topic name")
     topics.add_argument("--partitions", type=int, help="create/alter: the partition count")
+    topics.add_argument(
+        "--from",
+        dest="source",
+        metavar="kafka:HOST:PORT[,...]",
+        help="mirror: the upstream Kafka cluster whose topics and partition counts the "
+        "catalog takes (creating and growing topics, never shrinking or deleting one)",
+    )
+    topics.add_argument(
+        "--topic-pattern", metavar="REGEX", help="mirror: only upstream topics matching it whole"
+    )
+    topics.add_argument(
+        "--dry-run", action="store_true", help="mirror: show and validate, change nothing"
+    )
+    topics.add_argument(
+        "--every-s",
+        type=float,
+        metavar="S",
+        help="mirror: again every S seconds until interrupted, showing each round's changes",
+    )
 
     configs = sub.add_parser(
         "configs",

@@ -49,7 +49,7 @@ PARTITION_COLUMNS = (
 )
 
 
-def _iso_utc(ms: int | None) -> str:
+def iso_utc(ms: int | None) -> str:
     if ms is None:
         return ""
     return (
@@ -74,7 +74,7 @@ def partitions_rows(infos: list[dict]) -> list[dict]:
         | {
             "node": str(info.get("node", ""))[:12],
             "load_s": "" if info.get("load_seconds") is None else f"{info['load_seconds']:.2f}",
-            "loaded_at": _iso_utc(info.get("loaded_at_ms")),
+            "loaded_at": iso_utc(info.get("loaded_at_ms")),
             "nice": info.get("niceness"),
             "kafka": info.get("kafka") or "",
             "net": _network(info.get("network_processes")),

@@ -79,11 +79,17 @@ def offsets_file(path: str) -> EndOffsetsFn:
     return known
 
 
+def check_servers(servers: str) -> str:
+    """``servers`` if it looks like "host:port[,host:port...]", else ValueError saying so."""
+    if not isinstance(servers, str) or not servers or any(":" not in s for s in servers.split(",")):
+        raise ValueError(f"kafka:{servers}: expected kafka:HOST:PORT[,HOST:PORT...]")
+    return servers
+
+
 def _kafka_lookup(
     servers: str, spec_of: Callable[[Any], Any], what: str, timeout_s: float
 ) -> EndOffsetsFn:
-    if not servers or any(":" not in s for s in servers.split(",")):
-        raise ValueError(f"kafka:{servers}: expected kafka:HOST:PORT[,HOST:PORT...]")
+    check_servers(servers)
     try:
         # Lazy: only this source needs librdkafka (the [kafka] extra).
         from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415
