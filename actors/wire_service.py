@@ -52,6 +52,7 @@ from ray.exceptions import RayActorError
 from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.wire import Node
 
+from .bounded import bounded
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import KafkaListener, ListenerCounters
 from .kv import listen_at_remembered_port
@@ -59,6 +60,10 @@ from .network_frames import NetworkView
 from .network_pool import NetworkPool
 from .responses import error_response
 from .wire_config import WireConfig
+
+# Each refresh's wait for the router: Ray fails a call to a dead router, but one that is alive
+# and stalled would otherwise hold this listener's refreshes for good.
+EXCHANGE_TIMEOUT_S = 30.0
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -252,8 +257,9 @@ class PartitionListener:
         while True:
             try:
                 held = self.directory.catalog_version
-                self.adopt(await self._router.exchange.remote(self.partition, self.node, held))
-            except Exception as exc:  # the router is restarting: keep what we know
+                exchanged = self._router.exchange.remote(self.partition, self.node, held)
+                self.adopt(await bounded(exchanged, EXCHANGE_TIMEOUT_S))
+            except Exception as exc:  # restarting or stalled: keep what we know, ask again
                 log.info(
                     "partition %d: no listener directory from the router (%r)", self.partition, exc
                 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from groupcoord.actors import wire_service
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.wire_config import WireConfig
 from groupcoord.actors.wire_service import PartitionListener, WireDirectory
@@ -119,5 +120,46 @@ def test_a_directory_naming_fewer_listeners_drops_none():
         listener.adopt(WireDirectory({0: NODE}, {"t": 1, "u": 2}, 3))  # a newer catalog too
         assert listener.directory.nodes == {0: NODE, 1: others[1], 2: moved}
         assert listener.directory.topics == {"t": 1, "u": 2}
+
+    asyncio.run(scenario())
+
+
+class StalledOnceRouter:
+    """``exchange`` never answers the first call (a router alive but stalled), then answers."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.exchange = self
+
+    def remote(self, partition, node, held_version):
+        self.calls += 1
+        stalled = self.calls == 1
+
+        async def answer():
+            if stalled:
+                await asyncio.Event().wait()  # forever
+            return AFTER
+
+        return answer()
+
+
+def test_a_stalled_router_does_not_stop_the_refreshes(monkeypatch):
+    # Before: the refresh awaited the router's answer without a bound, so a router that was
+    # alive but stuck (no RayActorError ever came) ended this listener's refreshes for good.
+    monkeypatch.setattr(wire_service, "EXCHANGE_TIMEOUT_S", 0.2)
+
+    async def scenario():
+        router = StalledOnceRouter()
+        config = WireConfig(bootstrap_port=0, metadata_refresh_ms=10)
+        listener = PartitionListener(0, 1, config, runtime(), router, "unused")
+        listener.node = NODE
+        refresh = asyncio.get_running_loop().create_task(listener._refresh_forever())
+        try:
+            async with asyncio.timeout(10):
+                while listener.directory.catalog_version != AFTER.catalog_version:
+                    await asyncio.sleep(0.01)
+        finally:
+            refresh.cancel()
+        assert router.calls >= 2 and listener.directory.topics == {"created": 4}
 
     asyncio.run(scenario())
