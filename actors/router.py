@@ -144,6 +144,7 @@ class RouterActor:
         # sooner, asked (``_ask_listeners``), but the others are told when it registers.
         self._registered: dict = {}
         self._pushes: set[asyncio.Task] = set()  # nodes told to the listeners (``exchange``)
+        self.listener_pushes = 0  # registrations told to the other listeners (``describe``)
         self._bootstrap: BootstrapListener | None = None
         self._bootstrap_started: asyncio.Task | None = None  # its start(): its Node
         self._reporting: asyncio.Task | None = None  # its counters, to the metrics
@@ -249,6 +250,7 @@ class RouterActor:
             "config": self.config,
             "cluster_id": self.cluster_id,
             "init_error": self.init_error,
+            "listener_pushes": self.listener_pushes,
             "server_log": self.server_log,
             "node": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(),
@@ -286,13 +288,17 @@ class RouterActor:
         version -1 and no catalog, which the listener keeps its own over (``adopt``). A
         listener polls every second, and the catalog can be megabytes."""
         self._live().partition(partition)  # ValueError for a partition out of range
-        moved = self._registered.get(partition) != node
+        # A listener's first registration (it holds no directory yet: a new incarnation) or a
+        # move. Not every first registration with a restarted router: its listeners know one
+        # another already, and telling each of n about n - 1 others is n² calls.
+        moved = held_version < 0 or self._registered.get(partition, node) != node
         self._nodes[partition] = self._registered[partition] = node
         nodes_only = WireDirectory(dict(self._nodes), {}, -1)
         if moved:
             # A new or moved listener: the others name it in their Metadata now, not at their
             # next poll. A client told fewer brokers than before drops the others, failing
             # what it has in flight to them (librdkafka: _DESTROY_BROKER). Not waited for.
+            self.listener_pushes += 1
             push = asyncio.get_running_loop().create_task(
                 self._tell(nodes_only, self._nodes.keys() - {partition})
             )

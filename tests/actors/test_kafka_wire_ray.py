@@ -115,6 +115,28 @@ def test_restarted_listeners_keep_their_addresses(deployment):
     assert ray.get(deployment.router.kafka_address.remote()) == bootstrap
 
 
+def test_a_restarted_router_tells_no_listener_what_it_knows_already(deployment):
+    # Before: every partition's first registration with a restarted router was pushed to all
+    # the others (n - 1 calls each: a million at 1,000 partitions), though each knew them all.
+    router_pid = ray.get(deployment.router.describe.remote())["pid"]
+    ray.kill(deployment.router, no_restart=False)
+    wait_restarted(lambda: ray.get(deployment.router.describe.remote(), timeout=10), router_pid)
+    deadline = time.monotonic() + RESUME_TIMEOUT_S
+    while len(ray.get(deployment.router.kafka_listeners.remote())) < NUM_PARTITIONS:
+        assert time.monotonic() < deadline, "the partitions did not register again"
+        time.sleep(0.1)
+    time.sleep(1.0)  # five refreshes (200 ms): every partition has registered again
+    assert ray.get(deployment.router.describe.remote())["listener_pushes"] == 0
+    # A partition that restarts is still told to the others at once.
+    (first,) = deployment.partitions()[:1]
+    pid = ray.get(first.info.remote())["pid"]
+    ray.kill(first, no_restart=False)
+    wait_restarted(lambda: ray.get(first.info.remote(), timeout=10), pid)
+    while ray.get(deployment.router.describe.remote())["listener_pushes"] < 1:
+        assert time.monotonic() < deadline + RESUME_TIMEOUT_S, "the restart was not pushed"
+        time.sleep(0.1)
+
+
 # Which partition actors each round kills, 2 s apart. Killing every partition at once leaves
 # the clients no live broker to learn a moved listener's address from.
 KILL_ROUNDS = {"one_at_a_time": [(0,), (1,), (0,)], "all_at_once": [(0, 1), (0, 1)]}
