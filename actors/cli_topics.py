@@ -10,7 +10,7 @@ import time
 
 import msgspec
 import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
 from . import topic_mirror
 from .cli_common import EXIT_OK, UsageError, connect_and_say
@@ -92,8 +92,8 @@ def _mirror(args, servers: str, router, out: Output) -> int:
             now = iso_utc(int(time.time() * 1000))
             try:
                 rows = mirrored()
-            except ConnectionError as exc:  # keep mirroring: the cluster may come back
-                print(f"groupcoord: {now} {exc}", file=sys.stderr, flush=True)
+            except (ConnectionError, RayError) as exc:  # the cluster or the router is away:
+                print(f"groupcoord: {now} {_first_line(exc)}", file=sys.stderr, flush=True)
             else:
                 changed = [r for r in rows if first or r.action in ("create", "grow")]
                 if changed or first:
@@ -113,3 +113,9 @@ def _mirror(args, servers: str, router, out: Output) -> int:
             time.sleep(args.every_s)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _first_line(exc: BaseException) -> str:
+    """One line for a round that failed; the next round tries again."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}; trying again next round"

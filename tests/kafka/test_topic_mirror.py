@@ -17,6 +17,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 
 from groupcoord.actors.cli import main
 from groupcoord.actors.topic_mirror import upstream_topics
+from tests.actors.helpers import wait_restarted
 from tests.kafka.admin import ADMIN_TIMEOUT_S, admin_client, create_topic, unique_name
 from tests.kafka.javakafka import free_ports
 
@@ -109,6 +110,17 @@ def test_mirroring_every_few_seconds_follows_the_upstream_cluster(
         deadline = time.monotonic() + MIRROR_WAIT_S
         while ray.get(router.topics.remote()).get(topic) != 5:
             assert time.monotonic() < deadline, "the growth was not mirrored"
+            time.sleep(0.2)
+        # The router restarts (Ray restarts it): the mirror says so and goes on.
+        router_pid = ray.get(router.describe.remote())["pid"]
+        ray.kill(router, no_restart=False)
+        wait_restarted(lambda: ray.get(router.describe.remote(), timeout=10), router_pid)
+        later = f"{prefix}-b"
+        new_topic = NewTopic(later, num_partitions=3, replication_factor=1)
+        futures = admin.create_topics([new_topic], request_timeout=ADMIN_TIMEOUT_S)
+        futures[later].result(timeout=ADMIN_TIMEOUT_S)
+        while ray.get(router.topics.remote()).get(later) != 3:
+            assert time.monotonic() < deadline + MIRROR_WAIT_S, "not mirrored after a restart"
             time.sleep(0.2)
         mirror.send_signal(signal.SIGINT)
         assert mirror.wait(30) == 0, mirror.stderr.read()
