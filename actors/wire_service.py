@@ -16,9 +16,9 @@ Theory of operation
   listener that registers for the first time or at a new address is also pushed to the
   others at once (``wire_directory``): a client told fewer brokers than before drops the
   rest, failing what it has in flight to them, so no listener may name fewer than the
-  bootstrap listener for a whole refresh. Until
-  its partition has registered, a group's FindCoordinator answers COORDINATOR_NOT_AVAILABLE,
-  which clients retry.
+  bootstrap listener for a whole refresh. Until its partition has registered (or answered the
+  router's asking), a group's FindCoordinator answers COORDINATOR_NOT_AVAILABLE, which
+  clients retry.
 * **The bootstrap listener** (``WireConfig.bootstrap_port``, in the router) is what users put in
   ``bootstrap.servers``. It answers Metadata with the partition listeners as the brokers (not
   itself: an admin client that lists groups on every broker would see groups twice),

@@ -18,9 +18,9 @@ every request that asks the same thing:
   used first out). The budget holds an answer naming every partition of the largest catalog
   (``catalog.MAX_CATALOG_PARTITIONS``, about 5 MB), which holds a listener's loop for seconds
   while it is built: a client that asks for every topic again (a pattern subscription, an
-  admin client listing topics) costs it nothing until the catalog changes. A bigger answer is built
-  per request. The view is copied into each entry and compared by value, so a catalog changed
-  in place is seen too.
+  admin client listing topics) costs it nothing until the catalog changes. A bigger answer
+  is built per request. The view is copied into each entry and compared by value, so a
+  catalog changed in place is seen too.
 """
 
 from __future__ import annotations
