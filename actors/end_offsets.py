@@ -86,29 +86,44 @@ def check_servers(servers: str) -> str:
     return servers
 
 
-def _kafka_lookup(
-    servers: str, spec_of: Callable[[Any], Any], what: str, timeout_s: float
-) -> EndOffsetsFn:
+def kafka_admin(servers: str) -> Any:
+    """A confluent-kafka admin client of the cluster at ``servers`` (``check_servers``);
+    ValueError without confluent-kafka, which only the ``kafka:`` sources and ``topics
+    mirror`` need (the [kafka] extra), so it is imported here, lazily."""
     check_servers(servers)
     try:
-        # Lazy: only this source needs librdkafka (the [kafka] extra).
-        from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415
-        from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: PLC0415
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
     except ImportError:
         raise ValueError(
             f"kafka:{servers} needs confluent-kafka (pip install 'groupcoord[kafka]')"
         ) from None
-    admin = AdminClient({"bootstrap.servers": servers})
+    return AdminClient({"bootstrap.servers": servers})
+
+
+def kafka_metadata(admin: Any, servers: str, timeout_s: float) -> Any:
+    """The cluster's metadata (``admin.list_topics``) within ``timeout_s``; ConnectionError
+    when no broker answers."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415 — kafka_admin imported it
+
+    try:
+        return admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ConnectionError(f"kafka:{servers}: cluster unreachable ({exc})") from None
+
+
+def _kafka_lookup(
+    servers: str, spec_of: Callable[[Any], Any], what: str, timeout_s: float
+) -> EndOffsetsFn:
+    admin = kafka_admin(servers)
+    from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415 — as above
+    from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
 
     def known(pairs: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], int]:
         checked = checked_partitions(pairs) or []
         if not checked:
             return {}
-        try:
-            # Fails fast (a KafkaException) when no broker answers, instead of per partition.
-            admin.list_topics(timeout=timeout_s)
-        except KafkaException as exc:
-            raise ConnectionError(f"kafka:{servers}: cluster unreachable ({exc})") from None
+        # Fails fast when no broker answers, instead of per partition.
+        kafka_metadata(admin, servers, timeout_s)
         futures = admin.list_offsets(
             {TopicPartition(t, p): spec_of(OffsetSpec) for t, p in set(checked)},
             request_timeout=timeout_s,

@@ -33,7 +33,7 @@ import msgspec
 from groupcoord.coordinator import Errors
 from groupcoord.wire.topics import MAX_CHANGES_PER_REQUEST, TopicChange, TopicResult
 
-from .end_offsets import KAFKA_TIMEOUT_S, check_servers
+from .end_offsets import KAFKA_TIMEOUT_S, kafka_admin, kafka_metadata
 
 # Kafka's own topics (Topic.INTERNAL_TOPICS and KRaft's metadata log): never a consumer's.
 INTERNAL_TOPICS = frozenset(
@@ -60,19 +60,7 @@ def upstream_topics(servers: str, timeout_s: float = KAFKA_TIMEOUT_S) -> dict[st
     internal topics and topics answered with an error left out. ConnectionError when no broker
     answers within ``timeout_s``; ValueError for a malformed ``servers`` or without
     confluent-kafka."""
-    check_servers(servers)
-    try:  # Lazy: only this command needs librdkafka (the [kafka] extra).
-        from confluent_kafka import KafkaException  # noqa: PLC0415
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-    except ImportError:
-        raise ValueError(
-            f"kafka:{servers} needs confluent-kafka (pip install 'groupcoord[kafka]')"
-        ) from None
-    admin = AdminClient({"bootstrap.servers": servers})
-    try:
-        metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise ConnectionError(f"kafka:{servers}: cluster unreachable ({exc})") from None
+    metadata = kafka_metadata(kafka_admin(servers), servers, timeout_s)
     return {
         name: len(topic.partitions)
         for name, topic in metadata.topics.items()
