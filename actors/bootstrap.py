@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import ray
 from ray._private.services import find_gcs_addresses
-from ray.exceptions import RayError
+from ray.exceptions import GetTimeoutError, RayError
 
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.coordinator.record_size import largest_record_bytes
@@ -50,6 +50,20 @@ DEFAULT_LOG_DIR = os.path.join(os.path.expanduser("~"), ".groupcoord", "logs")
 READY_POLL_S = 0.05
 # Partition states no wait can end: load_failed (PartitionRuntime), broken (its actor's init).
 BROKEN_STATES = ("load_failed", "broken")
+# How long a driver waits for one answer from a deployment's actor: the router bounds its own
+# work (publishing a catalog change, asking every partition), so only an actor that is alive
+# but stuck takes this long, and without a bound it would hold a command forever.
+ANSWER_TIMEOUT_S = 60.0
+
+
+def ask(refs: Any, what: str) -> Any:
+    """``ray.get(refs)`` within ``ANSWER_TIMEOUT_S``; past it, TimeoutError naming ``what``
+    (e.g. "the router"). A dead actor's RayActorError propagates."""
+    timeout_s = ANSWER_TIMEOUT_S
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except GetTimeoutError:
+        raise TimeoutError(f"{what} did not answer within {timeout_s:.0f} s") from None
 
 
 class Deployment(msgspec.Struct, frozen=True):
@@ -64,10 +78,10 @@ class Deployment(msgspec.Struct, frozen=True):
     http: str | None = None  # the live lag HTTP service's host:port, when it runs
 
     def partitions(self) -> list:
-        return ray.get(self.router.partitions.remote())
+        return ask(self.router.partitions.remote(), "the router")
 
     def infos(self) -> list[dict]:
-        return ray.get([h.info.remote() for h in self.partitions()])
+        return ask([h.info.remote() for h in self.partitions()], "a partition actor")
 
     def wait_ready(
         self, timeout_s: float = 60.0, progress: Callable[[dict, int, int], None] | None = None
@@ -112,7 +126,7 @@ class Deployment(msgspec.Struct, frozen=True):
         ]
         if failed:
             raise RuntimeError(f"cannot serve Kafka clients: {'; '.join(failed)}")
-        if len(ray.get(self.router.kafka_listeners.remote())) != self.num_partitions:
+        if len(ask(self.router.kafka_listeners.remote(), "the router")) != self.num_partitions:
             return False
         # And every partition's Metadata names them all (the router tells the others when one
         # registers): a client that asks one naming fewer drops the rest.
@@ -336,11 +350,11 @@ def start(
         log_level,
         http.lag_windows if http is not None else None,
     )
-    described = ray.get(router.describe.remote())
+    described = ask(router.describe.remote(), "the router")
     if described["init_error"]:
         raise RuntimeError(f"router failed to start: {described['init_error']}")
     _check_same_deployment(described, namespace, num_partitions, log_dir)  # a start raced us
-    kafka = ray.get(router.kafka_address.remote())
+    kafka = ask(router.kafka_address.remote(), "the router")
     return Deployment(
         namespace,
         router,
@@ -387,7 +401,7 @@ def _running(namespace: str) -> tuple[Any, dict] | None:
     router = _named(ROUTER_NAME, namespace)
     if router is None:
         return None
-    return router, ray.get(router.describe.remote())
+    return router, ask(router.describe.remote(), "the router")
 
 
 def _check_same_deployment(
@@ -428,7 +442,7 @@ def connect(namespace: str = DEFAULT_NAMESPACE, address: str | None = None) -> D
         described.get("cluster_id", ""),
         ray_address(),
         source,
-        ray.get(router.kafka_address.remote()),
+        ask(router.kafka_address.remote(), "the router"),
         _http_address(namespace),
     )
 

@@ -12,8 +12,8 @@ cancellation.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -22,3 +22,22 @@ async def bounded(awaitable: Awaitable[T], timeout_s: float) -> T:
     """``await awaitable``; past ``timeout_s`` it is cancelled and ``TimeoutError`` raised."""
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+async def gathered_within(awaitables: Iterable[Awaitable[Any]], timeout_s: float) -> list[Any]:
+    """Each awaitable's result, or the exception it raised, in order, once all are done or
+    ``timeout_s`` has passed; one still running then is cancelled and given as
+    ``TimeoutError`` (so the answers that came are not lost with the one that did not)."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout_s)
+    results: list[Any] = []
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            results.append(TimeoutError(f"no answer within {timeout_s:g} s"))
+        elif task.cancelled():
+            results.append(asyncio.CancelledError())
+        else:
+            results.append(task.exception() or task.result())
+    return results

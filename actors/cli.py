@@ -43,8 +43,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import version
 
-import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
 from groupcoord.coordinator.group_config import (
     DELETE,
@@ -55,8 +54,16 @@ from groupcoord.coordinator.group_config import (
 )
 
 from . import cli_groups
-from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE
-from .cli_common import EXIT_OK, EXIT_USAGE, OneLineParser, UsageError, connect_and_say
+from .bootstrap import DEFAULT_LOG_DIR, DEFAULT_NAMESPACE, ask
+from .cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OneLineParser,
+    UsageError,
+    connect_and_say,
+    first_line,
+)
 from .cli_serve import PARTITION_COLUMNS, cmd_serve, partitions_rows, users_file
 from .cli_topics import cmd_topics
 from .demo_run import run_demo
@@ -79,7 +86,7 @@ def _connect(args):
 def cmd_status(args, out: Output) -> int:
     deployment = _connect(args)
     infos = deployment.infos()
-    router = ray.get(deployment.router.describe.remote())
+    router = ask(deployment.router.describe.remote(), "the router")
     out.document["router_node"] = router["node"]
     counters = router.get("kafka_listener")
     bootstrap = None if counters is None else {"address": router.get("kafka"), **counters}
@@ -109,11 +116,11 @@ def cmd_configs(args, out: Output) -> int:
     ops += [GroupConfigOp(name, DELETE, None) for name in args.delete or ()]
     if ops:
         try:
-            ray.get(router.configure_group.remote(args.group, ops))
+            ask(router.configure_group.remote(args.group, ops), "the router")
         except RayTaskError as exc:  # the router refused it: say why in one line
             raise ValueError(f"configs {args.group}: {exc.cause}") from None
-    own = ray.get(router.group_configs.remote()).get(args.group, {})
-    config = ray.get(router.describe.remote())["config"]
+    own = ask(router.group_configs.remote(), "the router").get(args.group, {})
+    config = ask(router.describe.remote(), "the router")["config"]
     rows = [
         {
             "setting": name,
@@ -498,6 +505,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands[args.command](args, Output(getattr(args, "json", False)))
     except SystemExit as done:  # --help and --version print, then exit through argparse
         return done.code if isinstance(done.code, int) else EXIT_OK
+    # Before ValueError: a failed actor task is also an instance of its cause's type, and its
+    # message carries the remote traceback.
+    except RayError as exc:
+        print(f"groupcoord: the deployment failed: {first_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     # OSError: no Ray cluster to connect to (ConnectionError), partitions not serving in time
     # (TimeoutError); ValueError includes UsageError.
     except (ValueError, LookupError, RuntimeError, OSError) as exc:

@@ -3,7 +3,8 @@
 Exit codes of ``groups``: 0 done; 1 the operation failed (an unknown group, a refused reset
 or delete, an offsets source that cannot be reached, a partition that is not serving); 2 a
 usage error (an unknown flag, a bad value or file) or no deployment reached (no Ray cluster,
-several and no ``--address``, nothing in that namespace).
+several and no ``--address``, nothing in that namespace, an actor of it that does not answer).
+Every command exits 1, with one line, when an actor of the deployment dies or fails under it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from .bootstrap import Deployment, connect
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+def first_line(exc: BaseException) -> str:
+    """``exc`` in one line: its type and the first line of its message (Ray's errors carry the
+    remote traceback after it; a failed task's own exception is named, not Ray's wrapper)."""
+    exc = getattr(exc, "cause", None) or exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else '(no message)'}"
 
 
 class UsageError(ValueError):

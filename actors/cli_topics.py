@@ -9,11 +9,11 @@ import sys
 import time
 
 import msgspec
-import ray
 from ray.exceptions import RayError, RayTaskError
 
 from . import topic_mirror
-from .cli_common import EXIT_OK, UsageError, connect_and_say
+from .bootstrap import ask
+from .cli_common import EXIT_OK, UsageError, connect_and_say, first_line
 from .cli_serve import iso_utc
 from .end_offsets import check_servers
 from .output import Output
@@ -35,10 +35,10 @@ def cmd_topics(args, out: Output) -> int:
             "delete": lambda: router.delete_topic.remote(args.topic),
         }[args.action]
         try:
-            ray.get(change())
+            ask(change(), "the router")
         except RayTaskError as exc:  # the router refused it: say why in one line
             raise ValueError(f"topics {args.action} {args.topic}: {exc.cause}") from None
-    topics = ray.get(router.topics.remote())
+    topics = ask(router.topics.remote(), "the router")
     rows = [{"topic": t, "partitions": n} for t, n in sorted(topics.items())]
     out.show("topics", "topics", rows, ("topic", "partitions"))
     out.finish()
@@ -69,8 +69,8 @@ def _mirror(args, servers: str, router, out: Output) -> int:
     def mirrored() -> list[topic_mirror.MirrorRow]:
         return topic_mirror.mirror_once(
             servers,
-            lambda: ray.get(router.topics.remote()),
-            lambda changes: ray.get(router.change_topics.remote(changes)),
+            lambda: ask(router.topics.remote(), "the router"),
+            lambda changes: ask(router.change_topics.remote(changes), "the router"),
             pattern=args.topic_pattern,
             dry_run=args.dry_run,
         )
@@ -92,7 +92,8 @@ def _mirror(args, servers: str, router, out: Output) -> int:
             now = iso_utc(int(time.time() * 1000))
             try:
                 rows = mirrored()
-            except (ConnectionError, RayError) as exc:  # the cluster or the router is away:
+            # The upstream cluster or the router is away, or the router stuck: say so, go on.
+            except (ConnectionError, TimeoutError, RayError) as exc:
                 print(f"groupcoord: {now} {_first_line(exc)}", file=sys.stderr, flush=True)
             else:
                 changed = [r for r in rows if first or r.action in ("create", "grow")]
@@ -117,5 +118,4 @@ def _mirror(args, servers: str, router, out: Output) -> int:
 
 def _first_line(exc: BaseException) -> str:
     """One line for a round that failed; the next round tries again."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}; trying again next round"
+    return f"{first_line(exc)}; trying again next round"

@@ -38,6 +38,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.messages import validate
 from groupcoord.storage import open_partition_log
 
+from .bounded import bounded
 from .kv import kv_get, kv_put
 from .live_lag import LagWindowConfig, WindowSnapshot
 from .metrics import RayMetrics, created
@@ -45,7 +46,7 @@ from .responses import error_response
 from .runtime import PartitionRuntime
 from .server_log import log_to_file
 from .wire_config import WireConfig
-from .wire_service import PartitionListener
+from .wire_service import EXCHANGE_TIMEOUT_S, PartitionListener
 
 log = logging.getLogger("groupcoord.partition")
 
@@ -264,12 +265,15 @@ class PartitionActor:
 
     async def _fetch_catalog(self) -> None:
         """Ask the router for the topic catalog once loaded (consumer groups wait for it);
-        later changes are pushed (``wire_directory``). Retried while the router restarts,
-        at most ``CATALOG_FETCH_ATTEMPTS`` times (the listener's refresh also carries it)."""
+        later changes are pushed (``wire_directory``). Retried while the router restarts or
+        stalls (each attempt bounded as a listener's refresh is), at most
+        ``CATALOG_FETCH_ATTEMPTS`` times (the listener's refresh also carries it)."""
         delay_s = 0.1
         for _ in range(CATALOG_FETCH_ATTEMPTS):
             try:
-                version, topics, group_configs = await self._router.topic_catalog.remote()
+                version, topics, group_configs = await bounded(
+                    self._router.topic_catalog.remote(), EXCHANGE_TIMEOUT_S
+                )
                 self._runtime.update_topics(version, topics, group_configs)
                 return
             except Exception as exc:

@@ -25,7 +25,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
 from groupcoord.coordinator.messages import ListGroupsRequest, ListGroupsResponse
 from groupcoord.wire.topics import TopicChange
 
-from .bounded import bounded
+from .bounded import bounded, gathered_within
 from .catalog import CatalogError, TopicCatalog
 from .live_lag import LagWindowConfig
 from .metrics import ListenerMetrics, created
@@ -51,6 +51,9 @@ EXTRA_CONCURRENCY = 1_000
 PUBLISH_TIMEOUT_S = 5.0
 # How long a starting router waits for a partition to say where it listens (``_ask_listeners``).
 ASK_LISTENER_TIMEOUT_S = 30.0
+# How long ListGroups waits for every partition: one that has not answered by then is left out
+# and the answer says COORDINATOR_NOT_AVAILABLE, as for one that is down (merge_list_groups).
+LIST_GROUPS_TIMEOUT_S = 30.0
 
 
 class RouterRuntime:
@@ -405,8 +408,8 @@ class RouterActor:
             raise ValueError("states_filter must be a list of state names")
         request = ListGroupsRequest(list(states_filter))
         handles = await self.partitions()
-        responses = await asyncio.gather(
-            *(h.handle.remote(request) for h in handles), return_exceptions=True
+        responses = await gathered_within(
+            (h.handle.remote(request) for h in handles), LIST_GROUPS_TIMEOUT_S
         )
         return merge_list_groups(responses)
 

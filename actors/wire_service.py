@@ -47,10 +47,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayError
 
-from groupcoord.coordinator import CoordinatorConfig, Errors, partition_for
+from groupcoord.coordinator import CoordinatorConfig, Errors, JoinGroupRequest, partition_for
 from groupcoord.wire import Node
+from groupcoord.wire.topics import TopicResult
 
 from .bounded import bounded
 from .kafka_gateway import KafkaGateway
@@ -64,6 +65,13 @@ from .wire_config import WireConfig
 # Each refresh's wait for the router: Ray fails a call to a dead router, but one that is alive
 # and stalled would otherwise hold this listener's refreshes for good.
 EXCHANGE_TIMEOUT_S = 30.0
+# A topic change's wait for the router (which itself waits at most PUBLISH_TIMEOUT_S for the
+# listeners): past it the client is told REQUEST_TIMED_OUT, as Kafka's controller says when it
+# cannot answer in time; the change may or may not have been made.
+CHANGE_TOPICS_TIMEOUT_S = 30.0
+# The bootstrap listener's wait for a partition to answer a request it forwards, beyond the
+# JoinGroup's own rebalance timeout (the one request a partition may rightly hold that long).
+FORWARD_TIMEOUT_S = 30.0
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -215,7 +223,13 @@ class PartitionListener:
         return self.directory.nodes.get(partition_for(group_id, self.num_partitions))
 
     async def _change_topics(self, changes: list) -> list:
-        return await self._router.change_topics.remote(changes)
+        try:
+            asked = self._router.change_topics.remote(changes)
+            return await bounded(asked, CHANGE_TOPICS_TIMEOUT_S)
+        except (TimeoutError, RayError) as exc:  # a stalled router, or one restarting
+            log.warning("partition %d: topic change not answered (%r)", self.partition, exc)
+            why = f"the topic catalog did not answer within {CHANGE_TOPICS_TIMEOUT_S:g} s"
+            return [TopicResult(Errors.REQUEST_TIMED_OUT, why)] * len(changes)
 
     def brokers_named(self) -> int:
         """How many brokers this partition's Metadata answers name (0 before it listens)."""
@@ -264,6 +278,13 @@ class PartitionListener:
                     "partition %d: no listener directory from the router (%r)", self.partition, exc
                 )
             await asyncio.sleep(self.config.metadata_refresh_ms / 1000)
+
+
+def forward_timeout_s(request: Any) -> float:
+    """How long the bootstrap listener waits for a partition's answer to ``request``."""
+    if isinstance(request, JoinGroupRequest):  # held until the rebalance completes
+        return request.rebalance_timeout_ms / 1000 + FORWARD_TIMEOUT_S
+    return FORWARD_TIMEOUT_S
 
 
 class BootstrapListener:
@@ -321,8 +342,9 @@ class BootstrapListener:
     async def _route(self, group_id: str, request: Any) -> Any:
         handle = self._partition_handle(partition_for(group_id, self.num_partitions))
         try:
-            return await handle.handle.remote(request)
-        except RayActorError:  # restarting: the client retries
+            return await bounded(handle.handle.remote(request), forward_timeout_s(request))
+        # Restarting or stalled: the client finds the coordinator again and retries.
+        except (RayActorError, TimeoutError):
             return error_response(request, Errors.COORDINATOR_NOT_AVAILABLE)
 
     async def _list_all(self, request: Any) -> Any:

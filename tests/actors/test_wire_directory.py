@@ -16,8 +16,9 @@ from groupcoord.actors import wire_service
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.wire_config import WireConfig
 from groupcoord.actors.wire_service import PartitionListener, WireDirectory
-from groupcoord.coordinator import CoordinatorConfig
+from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.wire import Node
+from groupcoord.wire.topics import TopicChange
 
 from .fakes import MemoryLog
 
@@ -163,3 +164,30 @@ def test_a_stalled_router_does_not_stop_the_refreshes(monkeypatch):
         assert router.calls >= 2 and listener.directory.topics == {"created": 4}
 
     asyncio.run(scenario())
+
+
+class StalledChangeRouter:
+    """``change_topics`` never answers (a router alive but stalled)."""
+
+    def __init__(self) -> None:
+        self.change_topics = self
+
+    def remote(self, changes):
+        return asyncio.Event().wait()
+
+
+def test_a_stalled_router_answers_topic_changes_request_timed_out(monkeypatch):
+    # Before: CreateTopics on a partition's listener awaited the router without a bound, so
+    # the client's request (and its connection's later ones) hung as long as the router did.
+    monkeypatch.setattr(wire_service, "CHANGE_TOPICS_TIMEOUT_S", 0.2)
+    changes = [TopicChange("create", "a", partitions=1), TopicChange("create", "b", partitions=2)]
+
+    async def scenario():
+        config = WireConfig(bootstrap_port=0)
+        listener = PartitionListener(0, 1, config, runtime(), StalledChangeRouter(), "unused")
+        async with asyncio.timeout(10):
+            return await listener._change_topics(changes)
+
+    results = asyncio.run(scenario())
+    assert [r.error for r in results] == [Errors.REQUEST_TIMED_OUT] * 2
+    assert "did not answer within 0.2 s" in results[0].message
