@@ -37,6 +37,7 @@ from groupcoord.coordinator.record_size import largest_record_bytes
 from groupcoord.storage import LogConfig
 
 from . import identity
+from .bounded import bounded
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
@@ -63,6 +64,15 @@ def ask(refs: Any, what: str) -> Any:
     try:
         return ray.get(refs, timeout=timeout_s)
     except GetTimeoutError:
+        raise TimeoutError(f"{what} did not answer within {timeout_s:.0f} s") from None
+
+
+async def ask_async(ref: Any, what: str) -> Any:
+    """``ask`` for a caller on an event loop: ``await ref`` within ``ANSWER_TIMEOUT_S``."""
+    timeout_s = ANSWER_TIMEOUT_S
+    try:
+        return await bounded(ref, timeout_s)
+    except TimeoutError:
         raise TimeoutError(f"{what} did not answer within {timeout_s:.0f} s") from None
 
 

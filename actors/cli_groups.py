@@ -29,7 +29,7 @@ from groupcoord.coordinator.routing import partition_for
 
 from . import bootstrap
 from .admin import AdminClient, AdminError
-from .bootstrap import DEFAULT_NAMESPACE, Deployment
+from .bootstrap import DEFAULT_NAMESPACE, Deployment, ask_async
 from .cli_common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -443,7 +443,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
         else None
     )
     admin = AdminClient(deployment.router)
-    catalog = await deployment.router.topics.remote() if args.topic else {}
+    catalog = await ask_async(deployment.router.topics.remote(), "the router") if args.topic else {}
     rows: list[dict] = []
     status = EXIT_OK
     for group_id in await _group_ids(args, admin):
@@ -520,7 +520,7 @@ async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int
 
 async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
     admin = AdminClient(deployment.router)
-    catalog = await deployment.router.topics.remote()
+    catalog = await ask_async(deployment.router.topics.remote(), "the router")
     committed = await admin.fetch_offsets(args.group)
     targets = _targets(args.topic, committed, catalog)
     try:

@@ -32,6 +32,20 @@ class StuckRouter:
         await asyncio.Event().wait()
 
 
+@ray.remote(num_cpus=0, max_restarts=0)
+class TopicsStuckRouter:
+    """Found and described as a deployment's router is, but stuck when asked for topics."""
+
+    def describe(self):
+        return {"num_partitions": 1, "log_dir": "/nowhere", "cluster_id": "stuck"}
+
+    def kafka_address(self):
+        return None
+
+    async def topics(self):
+        await asyncio.Event().wait()
+
+
 def _one_line_error(capsys, argv: list[str], namespace: str) -> str:
     capsys.readouterr()
     assert main([*argv, "--namespace", namespace]) != 0
@@ -60,6 +74,24 @@ def test_a_stuck_router_ends_the_command_at_its_bound(ray_session, capsys, monke
     router = StuckRouter.options(name=ROUTER_NAME, namespace=namespace).remote()
     try:
         for argv in COMMANDS:
+            last = _one_line_error(capsys, argv, namespace)
+            assert last == "groupcoord: the router did not answer within 1 s", last
+    finally:
+        ray.kill(router)
+
+
+def test_a_router_stuck_inside_a_groups_command_ends_it_at_its_bound(
+    ray_session, capsys, monkeypatch
+):
+    monkeypatch.setattr(bootstrap, "ANSWER_TIMEOUT_S", 1.0)
+    namespace = "gc-topics-stuck-router"
+    router = TopicsStuckRouter.options(name=ROUTER_NAME, namespace=namespace).remote()
+    try:
+        for argv in (
+            ["groups", "--delete-offsets", "--group", "g", "--topic", "t"],
+            ["groups", "--reset-offsets", "--group", "g", "--topic", "t", "--to-earliest"],
+            ["topics", "list"],
+        ):
             last = _one_line_error(capsys, argv, namespace)
             assert last == "groupcoord: the router did not answer within 1 s", last
     finally:
