@@ -19,7 +19,11 @@ T = TypeVar("T")
 
 
 async def bounded(awaitable: Awaitable[T], timeout_s: float) -> T:
-    """``await awaitable``; past ``timeout_s`` it is cancelled and ``TimeoutError`` raised."""
+    """``await awaitable``; past ``timeout_s`` it is cancelled and ``TimeoutError`` raised.
+    Also from a coroutine stepped outside any task, as the Kafka listener runs a request's
+    first step (``kafka_listener``): ``asyncio.timeout`` needs a task, so the wait gets one."""
+    if asyncio.current_task() is None:
+        return await asyncio.ensure_future(bounded(awaitable, timeout_s))
     async with asyncio.timeout(timeout_s):
         return await awaitable
 
