@@ -95,6 +95,38 @@ def test_a_grown_topic_is_rebalanced_onto(deployment):
     consumer.close()
 
 
+def test_topics_are_created_through_the_bootstrap_and_every_partition_listener(deployment):
+    # Both answer CreateTopics through a coroutine the listener steps outside a task; before
+    # ab5f921 the bounded wait inside (the router's publishing, a partition's ask) raised
+    # there and the listener closed the connection instead of answering.
+    addresses = [deployment.kafka, *(info["kafka"] for info in deployment.infos())]
+    for n, address in enumerate(addresses):
+        name = f"created-over-the-wire-{n}"
+        connection = RawConnection(address, client_id="topics-test")
+        try:
+            answer = plain(
+                connection.send(
+                    19,  # CreateTopics
+                    7,
+                    topics=[
+                        {
+                            "name": name,
+                            "num_partitions": 3,
+                            "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [],
+                        }
+                    ],
+                    timeout=10_000,
+                    validate_only=False,
+                )
+            )
+        finally:
+            connection.close()
+        assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [(name, "none")]
+        assert ray.get(deployment.router.topics.remote())[name] == 3
+
+
 def test_restarted_listeners_keep_their_addresses(deployment):
     """As a restarted Kafka broker does. The router's directory names a dead partition's last
     address until the restarted one registers, and librdkafka re-bootstraps only once when all
