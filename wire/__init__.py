@@ -37,7 +37,6 @@ from .builders import (
     fetch_response,
     find_coordinator_response,
     list_offsets_response,
-    metadata_response,
     produce_expects_response,
     produce_response,
 )
@@ -54,6 +53,7 @@ from .consumer_groups import (
     consumer_heartbeat_from_core,
     consumer_heartbeat_to_core,
 )
+from .fast_metadata import metadata_response
 from .fast_responses import fast_response
 from .sasl import SaslServer, SaslStep, ScramCredential, illegal_state_response, scram_credential
 from .translate import (

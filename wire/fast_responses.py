@@ -33,16 +33,12 @@ from groupcoord.coordinator import messages as core
 
 from .apis import ApiKey
 from .connection import EncodedResponse, WireRequest
+from .encoding import I16, I32, NO_TAGS, array_size, byte_string, string
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _PARTITION_ERROR = struct.Struct(">ih")  # partition index, error code
 _PARTITION_ERROR_TAGS = struct.Struct(">ihB")  # ... and an empty tagged-field section
-_NO_TAGS = b"\0"
-_NULL_STRING = _I16.pack(-1)
 _ERROR_GENERATION = struct.Struct(">hi")  # error code, generation id
-_NO_THROTTLE = _I32.pack(0)
-_SMALL_VARINTS = tuple(bytes((value,)) for value in range(0x80))  # one byte each
+_NO_THROTTLE = I32.pack(0)
 
 
 def fast_response(request: WireRequest, response: object) -> EncodedResponse | None:
@@ -52,11 +48,11 @@ def fast_response(request: WireRequest, response: object) -> EncodedResponse | N
     if kind is core.OffsetCommitResponse and request.api_key == ApiKey.OFFSET_COMMIT:
         body = _offset_commit(version, response.partitions)  # type: ignore[attr-defined]
     elif kind is core.HeartbeatResponse and request.api_key == ApiKey.HEARTBEAT:
-        body = _I16.pack(int(response.error))  # type: ignore[attr-defined]
+        body = I16.pack(int(response.error))  # type: ignore[attr-defined]
         if version >= 1:
             body = _NO_THROTTLE + body
         if version >= 4:
-            body += _NO_TAGS
+            body += NO_TAGS
     elif kind is core.JoinGroupResponse and request.api_key == ApiKey.JOIN_GROUP:
         body = _join_group(version, response)  # type: ignore[arg-type]
     elif kind is core.SyncGroupResponse and request.api_key == ApiKey.SYNC_GROUP:
@@ -72,51 +68,39 @@ def _join_group(version: int, answer: core.JoinGroupResponse) -> bytes:
     out = [_NO_THROTTLE] if version >= 2 else []
     out.append(_ERROR_GENERATION.pack(int(answer.error), answer.generation_id))
     if version >= 7:
-        out.append(_string(answer.protocol_type, flexible))
-        out.append(_string(answer.protocol_name, flexible))
+        out.append(string(answer.protocol_type, flexible))
+        out.append(string(answer.protocol_name, flexible))
     else:
-        out.append(_string(answer.protocol_name or "", flexible))
-    out.append(_string("" if hide_leadership else answer.leader, flexible))
+        out.append(string(answer.protocol_name or "", flexible))
+    out.append(string("" if hide_leadership else answer.leader, flexible))
     if version >= 9:
         out.append(b"\1" if answer.skip_assignment else b"\0")
-    out.append(_string(answer.member_id, flexible))
+    out.append(string(answer.member_id, flexible))
     members = () if hide_leadership else answer.members
-    out.append(_array_size(len(members), flexible))
+    out.append(array_size(len(members), flexible))
     for m in members:
-        out.append(_string(m.member_id, flexible))
+        out.append(string(m.member_id, flexible))
         if version >= 5:
-            out.append(_string(m.group_instance_id, flexible))
-        out.append(_bytes(m.metadata, flexible))
+            out.append(string(m.group_instance_id, flexible))
+        out.append(byte_string(m.metadata, flexible))
         if flexible:
-            out.append(_NO_TAGS)
+            out.append(NO_TAGS)
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     return b"".join(out)
 
 
 def _sync_group(version: int, answer: core.SyncGroupResponse) -> bytes:
     flexible = version >= 4
     out = [_NO_THROTTLE] if version >= 1 else []
-    out.append(_I16.pack(int(answer.error)))
+    out.append(I16.pack(int(answer.error)))
     if version >= 5:
-        out.append(_string(answer.protocol_type, flexible))
-        out.append(_string(answer.protocol_name, flexible))
-    out.append(_bytes(answer.assignment, flexible))
+        out.append(string(answer.protocol_type, flexible))
+        out.append(string(answer.protocol_name, flexible))
+    out.append(byte_string(answer.assignment, flexible))
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     return b"".join(out)
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    """A (nullable) string: int16 length, or a compact length (+1, 0 for null) when flexible."""
-    if value is None:
-        return b"\0" if flexible else _NULL_STRING
-    encoded = value.encode()
-    return (_varint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))) + encoded
-
-
-def _bytes(value: bytes, flexible: bool) -> bytes:
-    return (_varint(len(value) + 1) if flexible else _I32.pack(len(value))) + value
 
 
 def _offset_commit(version: int, partitions: list[core.OffsetCommitResponsePartition]) -> bytes:
@@ -131,29 +115,13 @@ def _offset_commit(version: int, partitions: list[core.OffsetCommitResponseParti
             run = topics.setdefault(topic, [])
         run.append(pack(p.partition, p.error, *tags))
     out = [_NO_THROTTLE] if version >= 3 else []
-    out.append(_array_size(len(topics), flexible))
+    out.append(array_size(len(topics), flexible))
     for name, entries in topics.items():
-        out.append(_string(name, flexible))
-        out.append(_array_size(len(entries), flexible))
+        out.append(string(name, flexible))
+        out.append(array_size(len(entries), flexible))
         out.extend(entries)
         if flexible:
-            out.append(_NO_TAGS)
+            out.append(NO_TAGS)
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     return b"".join(out)
-
-
-def _array_size(count: int, flexible: bool) -> bytes:
-    return _varint(count + 1) if flexible else _I32.pack(count)
-
-
-def _varint(value: int) -> bytes:
-    """Kafka's unsigned varint (compact lengths, +1 so that 0 means null)."""
-    if value < 0x80:
-        return _SMALL_VARINTS[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

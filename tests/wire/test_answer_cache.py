@@ -22,6 +22,7 @@ from groupcoord.wire.connection import EncodedResponse, encode_response
 from tests.kafka.rawwire import make
 
 from .frames import request_frame
+from .kio_metadata import decoded, kio_metadata_response
 
 NODES = [Node(0, "p0.local", 9092), Node(1, "p1.local", 9093)]
 FLAGS = dict(
@@ -50,7 +51,7 @@ def view(catalog, ids, brokers=NODES, operations=(3576, 8096)):
 
 
 def built(request, **view_values) -> bytes:
-    return encode_response(request, metadata_response(request, **view_values))
+    return encode_response(request, kio_metadata_response(request, **view_values))
 
 
 @pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.METADATA][1] + 1))
@@ -108,15 +109,12 @@ def test_authorized_operations_are_answered_when_asked_for_each_caller(version):
             encoded = answers.answer(request, **view(catalog, ids, operations=operations))
             frame = encode_response(request, encoded)
             assert frame == built(request, **view(catalog, ids, operations=operations))
-    described = metadata_response(
-        metadata_request(version, topics, include_topic_authorized_operations=True),
-        **view(catalog, ids, operations=(280, 4352)),
-    )
+    theirs = view(catalog, ids, operations=(280, 4352))
+    asked = metadata_request(version, topics, include_topic_authorized_operations=True)
+    described = decoded(asked, metadata_response(asked, **theirs))
     assert [t.topic_authorized_operations for t in described.topics] == [280, 280]
-    cluster = metadata_response(
-        metadata_request(version, topics, include_cluster_authorized_operations=True),
-        **view(catalog, ids, operations=(280, 4352)),
-    )
+    asked = metadata_request(version, topics, include_cluster_authorized_operations=True)
+    cluster = decoded(asked, metadata_response(asked, **theirs))
     omitted = -(2**31)
     assert [t.topic_authorized_operations for t in cluster.topics] == [omitted, omitted]
     assert getattr(cluster, "cluster_authorized_operations", omitted) == (
