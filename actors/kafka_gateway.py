@@ -272,7 +272,7 @@ class KafkaGateway:
                 if self.authorizer is not None:
                     visible = [g for g in listed.groups if allowed(DESCRIBE, g.group_id)]
                     listed = ListGroupsResponse(listed.error, visible)
-                return response_from_core(request, listed)
+                return _group_response(request, listed)
             case ApiKey.DESCRIBE_GROUPS:
                 described = response_from_core(request, await self._describe(request, allowed))
                 return with_authorized_operations(request, described, operations_of)

@@ -1,5 +1,6 @@
 """Direct encoders for the answers on every group member's path: Heartbeat and OffsetCommit
-(steady traffic), JoinGroup and SyncGroup (every rebalance, once per member).
+(steady traffic), JoinGroup and SyncGroup (every rebalance, once per member); and ListGroups,
+whose answer grows with the number of groups.
 
 ``response_from_core`` builds kio's response entity and ``encode_response`` has kio's Python
 writer walk it: for an OffsetCommit answer of four partitions that was the largest part of a
@@ -18,6 +19,8 @@ JoinGroup      0-9      from v2        from v6; protocol type (nullable) from v7
                                        nullable from v7, skip-assignment from v9, a member's
                                        group instance id from v5
 SyncGroup      0-5      from v1        from v4; protocol type and name (nullable) from v5
+ListGroups     0-5      from v1        from v3; a group's state from v4, its type from v5 (and
+                                       the request's types filter applied)
 ============== ======== ============== =========================================================
 
 A JoinGroup answer with skip-assignment below v9 hides the leadership (no leader, no members),
@@ -42,8 +45,9 @@ _NO_THROTTLE = I32.pack(0)
 
 
 def fast_response(request: WireRequest, response: object) -> EncodedResponse | None:
-    """The encoded answer to ``request`` from the core's ``response`` for a Heartbeat or an
-    OffsetCommit; None for anything else (``response_from_core`` answers it)."""
+    """The encoded answer to ``request`` from the core's ``response`` for a Heartbeat, an
+    OffsetCommit, a JoinGroup, a SyncGroup or a ListGroups; None for anything else
+    (``response_from_core`` answers it)."""
     version, kind = request.api_version, type(response)
     if kind is core.OffsetCommitResponse and request.api_key == ApiKey.OFFSET_COMMIT:
         body = _offset_commit(version, response.partitions)  # type: ignore[attr-defined]
@@ -57,6 +61,9 @@ def fast_response(request: WireRequest, response: object) -> EncodedResponse | N
         body = _join_group(version, response)  # type: ignore[arg-type]
     elif kind is core.SyncGroupResponse and request.api_key == ApiKey.SYNC_GROUP:
         body = _sync_group(version, response)  # type: ignore[arg-type]
+    elif kind is core.ListGroupsResponse and request.api_key == ApiKey.LIST_GROUPS:
+        types_filter = {t.lower() for t in getattr(request.body, "types_filter", ())}
+        body = _list_groups(version, response, types_filter)  # type: ignore[arg-type]
     else:
         return None
     return EncodedResponse(request.api_key, version, body)
@@ -98,6 +105,36 @@ def _sync_group(version: int, answer: core.SyncGroupResponse) -> bytes:
         out.append(string(answer.protocol_type, flexible))
         out.append(string(answer.protocol_name, flexible))
     out.append(byte_string(answer.assignment, flexible))
+    if flexible:
+        out.append(NO_TAGS)
+    return b"".join(out)
+
+
+def _list_groups(version: int, answer: core.ListGroupsResponse, types_filter: set[str]) -> bytes:
+    """Groups listed in the core's order, those of a type the request filters out (v5+)
+    left out. A listing names up to ``max_groups`` of a shard's groups (the bootstrap's, every
+    shard's), with few distinct protocol types, states and group types: each such tail is
+    encoded once."""
+    flexible = version >= 3
+    tails: dict[tuple[str, str, str], bytes] = {}
+    out = [_NO_THROTTLE] if version >= 1 else []
+    out.append(I16.pack(int(answer.error)))
+    groups = [g for g in answer.groups if not types_filter or g.group_type in types_filter]
+    out.append(array_size(len(groups), flexible))
+    for g in groups:
+        out.append(string(g.group_id, flexible))
+        key = (g.protocol_type, g.group_state, g.group_type)
+        tail = tails.get(key)
+        if tail is None:
+            tail = string(g.protocol_type, flexible)
+            if version >= 4:
+                tail += string(g.group_state, flexible)
+            if version >= 5:
+                tail += string(g.group_type, flexible)
+            if flexible:
+                tail += NO_TAGS
+            tails[key] = tail
+        out.append(tail)
     if flexible:
         out.append(NO_TAGS)
     return b"".join(out)

@@ -149,3 +149,29 @@ def test_join_group_answers(version, answer):
 @given(answer=sync_answers)
 def test_sync_group_answers(version, answer):
     assert_same_bytes(wire_request(ApiKey.SYNC_GROUP, version), answer)
+
+
+list_answers = st.builds(
+    core.ListGroupsResponse,
+    error=errors,
+    groups=st.lists(
+        st.builds(
+            core.ListedGroup,
+            group_id=names,
+            protocol_type=st.sampled_from(["consumer", "", "connect"]),
+            group_state=st.sampled_from(["Stable", "Empty", "PreparingRebalance", "Dead"]),
+            group_type=st.sampled_from(["classic", "consumer"]),
+        ),
+        max_size=30,
+    ),
+)
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.LIST_GROUPS))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=list_answers, types_filter=st.sampled_from([(), ("consumer",), ("Classic",)]))
+def test_list_groups_answers(version, answer, types_filter):
+    values = {"states_filter": (), "types_filter": types_filter}
+    body = build_nested(apis.request_class(ApiKey.LIST_GROUPS, version), values)
+    (request,) = Connection().receive_data(request_frame(body))
+    assert_same_bytes(request, answer)
