@@ -23,12 +23,13 @@ def cmd_topics(args, out: Output) -> int:
     if args.action == "mirror":
         servers = _mirror_servers(args)  # usage errors before connecting
         return _mirror(args, servers, connect_and_say(args.namespace, args.address).router, out)
+    if args.action != "list":  # usage errors before connecting
+        if args.topic is None:
+            raise UsageError(f"groupcoord: topics {args.action} needs a topic name")
+        if args.action in ("create", "alter") and args.partitions is None:
+            raise UsageError(f"groupcoord: topics {args.action} needs --partitions N")
     router = connect_and_say(args.namespace, args.address).router
     if args.action != "list":
-        if args.topic is None:
-            raise ValueError(f"topics {args.action} needs a topic name")
-        if args.action in ("create", "alter") and args.partitions is None:
-            raise ValueError(f"topics {args.action} needs --partitions N")
         change = {
             "create": lambda: router.create_topic.remote(args.topic, args.partitions),
             "alter": lambda: router.alter_topic.remote(args.topic, args.partitions),
@@ -57,6 +58,7 @@ def _mirror_servers(args) -> str:
     if args.every_s is not None and not 1 <= args.every_s <= 86_400:
         raise UsageError("groupcoord topics mirror: --every-s must be in [1, 86400]")
     try:
+        topic_mirror.topic_matcher(args.topic_pattern)
         return check_servers(servers)
     except ValueError as exc:
         raise UsageError(f"groupcoord topics mirror: {exc}") from None

@@ -68,13 +68,19 @@ def upstream_topics(servers: str, timeout_s: float = KAFKA_TIMEOUT_S) -> dict[st
     }
 
 
+def topic_matcher(pattern: str | None) -> Callable[[str], object] | None:
+    """What ``--topic-pattern`` matches a whole topic name with (None: every topic);
+    ValueError for a pattern that is not a regular expression."""
+    try:
+        return re.compile(pattern).fullmatch if pattern is not None else None
+    except re.error as exc:
+        raise ValueError(f"--topic-pattern {pattern!r}: {exc}") from None
+
+
 def plan(upstream: dict[str, int], catalog: dict[str, int], pattern: str | None) -> list[MirrorRow]:
     """Every topic of either side (upstream ones matching ``pattern``), sorted, with its action
     (module docstring). ValueError for a pattern that is not a regular expression."""
-    try:
-        matches = re.compile(pattern).fullmatch if pattern is not None else None
-    except re.error as exc:
-        raise ValueError(f"--topic-pattern {pattern!r}: {exc}") from None
+    matches = topic_matcher(pattern)
     wanted = {t: n for t, n in upstream.items() if matches is None or matches(t)}
     rows = []
     for topic in sorted(wanted.keys() | catalog.keys()):

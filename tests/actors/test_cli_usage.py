@@ -92,3 +92,17 @@ def test_users_with_a_file_as_log_dir_names_it(tmp_path, capsys):
     assert err.count("\n") == 1 and f"users file {a_file}/users.json" in err
     assert "Not a directory" in err or "not a directory" in err
     assert a_file.read_text() == "keep"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["topics", "create"], "groupcoord: topics create needs a topic name"),
+        (["topics", "alter", "t"], "groupcoord: topics alter needs --partitions N"),
+        (["topics", "delete"], "groupcoord: topics delete needs a topic name"),
+    ],
+)
+def test_a_topics_command_missing_its_arguments_fails_before_ray(capsys, argv, says):
+    # Before: said only after looking for Ray and connecting to the deployment.
+    assert main(argv) == 2
+    assert capsys.readouterr().err == says + "\n"

@@ -144,6 +144,7 @@ def test_an_unreachable_upstream_is_a_connection_error():
         (["--from", "file:x.json"], "--from kafka:HOST:PORT"),
         (["--from", "kafka:h:1", "--every-s", "0"], "--every-s must be in [1, 86400]"),
         (["t", "--from", "kafka:h:1"], "takes no topic name"),
+        (["--from", "kafka:h:1", "--topic-pattern", "ev(ents"], "--topic-pattern 'ev(ents'"),
     ],
 )
 def test_a_bad_mirror_command_line_is_one_line_and_exit_2(args, says, capsys):
