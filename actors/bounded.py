@@ -23,9 +23,18 @@ async def bounded(awaitable: Awaitable[T], timeout_s: float) -> T:
     Also from a coroutine stepped outside any task, as the Kafka listener runs a request's
     first step (``kafka_listener``): ``asyncio.timeout`` needs a task, so the wait gets one."""
     if asyncio.current_task() is None:
-        return await asyncio.ensure_future(bounded(awaitable, timeout_s))
+        waiting = asyncio.ensure_future(bounded(awaitable, timeout_s))
+        # Its outcome is retrieved even when this coroutine is closed first (the connection
+        # went), so asyncio does not log it as never retrieved.
+        waiting.add_done_callback(_retrieved)
+        return await waiting
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def gathered_within(awaitables: Iterable[Awaitable[Any]], timeout_s: float) -> list[Any]:

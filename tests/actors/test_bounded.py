@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -61,3 +62,28 @@ def test_gathered_within_keeps_what_came_and_marks_what_did_not():
     first, late, failed = asyncio.run(scenario())
     assert first == 1
     assert isinstance(late, TimeoutError) and isinstance(failed, KeyError)
+
+
+def test_a_wait_whose_caller_went_away_is_not_logged_as_never_retrieved(caplog):
+    # The listener closes a request's coroutine when its connection goes; the wait's own task
+    # then fails unwatched, which asyncio would log at ERROR when it is collected.
+    async def failing_later():
+        await asyncio.sleep(0.05)
+        raise KeyError("the partition went away")
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        stepped = loop.create_future()
+
+        def first_step_then_close() -> None:  # in a plain callback: outside any task
+            coroutine = bounded(failing_later(), 5.0)
+            waiting_on = coroutine.send(None)
+            coroutine.close()  # the connection went
+            stepped.set_result(waiting_on)
+
+        loop.call_soon(first_step_then_close)
+        await asyncio.wait([await stepped], timeout=5)
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert "never retrieved" not in caplog.text
