@@ -381,6 +381,10 @@ class _Client(asyncio.Protocol):
                 self._send(item, done.value)
             except ValueError as exc:
                 self._refuse(item, exc)
+            except Exception as exc:  # a bug: as a failed task (_finished) or a later step
+                log.error("closing connection from %s", self.client_host, exc_info=exc)
+                self.close()
+                return
             else:
                 self._suspend(coroutine, waiting_on, item)
 
