@@ -370,6 +370,10 @@ class _Client(asyncio.Protocol):
                     self.submitted = None
                     self._refuse(item, exc)
                     return
+                except Exception as exc:  # a bug: as below
+                    self.submitted = None
+                    self._failed(exc)
+                    return
                 if taken:  # answered already (_reply), or busy until it is
                     continue
                 self.submitted = None
@@ -382,11 +386,15 @@ class _Client(asyncio.Protocol):
             except ValueError as exc:
                 self._refuse(item, exc)
             except Exception as exc:  # a bug: as a failed task (_finished) or a later step
-                log.error("closing connection from %s", self.client_host, exc_info=exc)
-                self.close()
+                self._failed(exc)
                 return
             else:
                 self._suspend(coroutine, waiting_on, item)
+
+    def _failed(self, exc: BaseException) -> None:
+        """An answer failed with a bug (not a refusal): log it with the client, close."""
+        log.error("closing connection from %s", self.client_host, exc_info=exc)
+        self.close()
 
     @property
     def busy(self) -> bool:
@@ -429,8 +437,7 @@ class _Client(asyncio.Protocol):
         except ValueError as exc:
             self._refuse(item, exc)
         except (Exception, asyncio.CancelledError) as exc:  # as a failed task: log, close
-            log.error("closing connection from %s", self.client_host, exc_info=exc)
-            self.close()
+            self._failed(exc)
         else:
             self._suspend(coroutine, waiting_on, item)
 
@@ -456,8 +463,7 @@ class _Client(asyncio.Protocol):
         elif isinstance(exc, ValueError) and then == self._send:
             self._refuse(item, exc)
         else:
-            log.error("closing connection from %s", self.client_host, exc_info=exc)
-            self.close()
+            self._failed(exc)
 
     def _send(self, item: WireRequest, response: object) -> None:
         self._write(self.connection.send_response(item, response))

@@ -302,20 +302,30 @@ def _join_v3(group_id: str, correlation_id: int) -> bytes:
     )
 
 
-def test_a_request_whose_answer_fails_at_once_closes_that_connection_alone(served, caplog):
-    # A bug in an answer's first step (run outside any task) is handled as in its later steps:
-    # logged by the listener with the client, the connection closed. Before, the exception
-    # left data_received and the event loop's transport logged it ("Fatal error").
+@pytest.mark.parametrize("path", ["respond", "submit"])
+def test_a_request_whose_answer_fails_at_once_closes_that_connection_alone(served, caplog, path):
+    # A bug in an answer's first step (run outside any task: the gateway's coroutine, or a
+    # group request submitted to the runtime) is handled as in its later steps: logged by the
+    # listener with the client, the connection closed. Before, the exception left
+    # data_received and the event loop's transport logged it ("Fatal error").
     partition, port = served
     listener = partition.listener
-    respond = listener._respond
+    respond, submit = listener._respond, listener._submit
 
-    async def failing(item, client_host, principal):
+    async def failing_respond(item, client_host, principal):
         if item.api_key == ApiKey.LIST_GROUPS:
             raise RuntimeError("a bug in an answer")
         return await respond(item, client_host, principal)
 
-    listener._respond = failing
+    def failing_submit(item, client_host, principal, reply):
+        if item.api_key == ApiKey.LIST_GROUPS:
+            raise RuntimeError("a bug in an answer")
+        return submit(item, client_host, principal, reply)
+
+    if path == "respond":
+        listener._respond = failing_respond
+    else:
+        listener._submit = failing_submit
     try:
         with caplog.at_level("ERROR"), _connect(port) as sock:
             body = make(apis.request_class(ApiKey.LIST_GROUPS, 4), {"states_filter": ()})
@@ -323,7 +333,7 @@ def test_a_request_whose_answer_fails_at_once_closes_that_connection_alone(serve
             assert _closed_without_answer(sock)
         assert _answers_api_versions(port)
     finally:
-        listener._respond = respond
+        listener._respond, listener._submit = respond, submit
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in errors] == ["closing connection from 127.0.0.1"]
     assert "a bug in an answer" in caplog.text
