@@ -228,7 +228,11 @@ class PartitionListener:
             return await bounded(asked, CHANGE_TOPICS_TIMEOUT_S)
         except (TimeoutError, RayError) as exc:  # a stalled router, or one restarting
             log.warning("partition %d: topic change not answered (%r)", self.partition, exc)
-            why = f"the topic catalog did not answer within {CHANGE_TOPICS_TIMEOUT_S:g} s"
+            why = (
+                f"the topic catalog did not answer within {CHANGE_TOPICS_TIMEOUT_S:g} s"
+                if isinstance(exc, TimeoutError)
+                else "the topic catalog is unavailable (its actor is restarting)"
+            )
             return [TopicResult(Errors.REQUEST_TIMED_OUT, why)] * len(changes)
 
     def brokers_named(self) -> int:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+from ray.exceptions import ActorDiedError
+
 from groupcoord.actors import wire_service
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.wire_config import WireConfig
@@ -166,17 +169,25 @@ def test_a_stalled_router_does_not_stop_the_refreshes(monkeypatch):
     asyncio.run(scenario())
 
 
-class StalledChangeRouter:
-    """``change_topics`` never answers (a router alive but stalled)."""
+class ChangeRouter:
+    """``change_topics`` never answers (a router alive but stalled), or fails as a dead
+    router's call does."""
 
-    def __init__(self) -> None:
+    def __init__(self, dead: bool) -> None:
+        self.dead = dead
         self.change_topics = self
 
-    def remote(self, changes):
-        return asyncio.Event().wait()
+    async def remote(self, changes):
+        if self.dead:
+            raise ActorDiedError()
+        await asyncio.Event().wait()
 
 
-def test_a_stalled_router_answers_topic_changes_request_timed_out(monkeypatch):
+@pytest.mark.parametrize(
+    ("dead", "says"),
+    [(False, "did not answer within 0.2 s"), (True, "unavailable (its actor is restarting)")],
+)
+def test_a_stalled_or_dead_router_answers_topic_changes_request_timed_out(monkeypatch, dead, says):
     # Before: CreateTopics on a partition's listener awaited the router without a bound, so
     # the client's request (and its connection's later ones) hung as long as the router did.
     monkeypatch.setattr(wire_service, "CHANGE_TOPICS_TIMEOUT_S", 0.2)
@@ -184,10 +195,10 @@ def test_a_stalled_router_answers_topic_changes_request_timed_out(monkeypatch):
 
     async def scenario():
         config = WireConfig(bootstrap_port=0)
-        listener = PartitionListener(0, 1, config, runtime(), StalledChangeRouter(), "unused")
+        listener = PartitionListener(0, 1, config, runtime(), ChangeRouter(dead), "unused")
         async with asyncio.timeout(10):
             return await listener._change_topics(changes)
 
     results = asyncio.run(scenario())
     assert [r.error for r in results] == [Errors.REQUEST_TIMED_OUT] * 2
-    assert "did not answer within 0.2 s" in results[0].message
+    assert says in results[0].message
