@@ -6,10 +6,12 @@ supported (api key, version) table and the ApiVersions answer; ``translate`` map
 messages to and from the core's (``consumer_groups`` the KIP-848 ones, topic ids to names;
 ``fast_requests`` reads the requests on every member's path, OffsetCommit, Heartbeat,
 JoinGroup and SyncGroup, straight into the core's, and ``fast_responses`` encodes their
-answers directly);
-``builders`` answers FindCoordinator, Metadata, ListOffsets and Fetch from what the listener
-knows, and refuses Produce; ``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl``
-decides group ACLs. No sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
+answers, and ListGroups', directly);
+``builders`` answers FindCoordinator, ListOffsets and Fetch from what the listener knows, and
+refuses Produce; ``fast_metadata`` writes the Metadata answer, whose size grows with the topic
+catalog, directly (``encoding`` holds Kafka's primitive encodings for the direct writers);
+``sasl`` authenticates a connection (PLAIN, SCRAM) and ``acl`` decides group ACLs. No
+sockets, no clock, no event loop: the listeners in ``actors/`` do the I/O.
 
 The codec is kio (pinned 0.6.5; Apache-2.0; Aiven, released 2026-10): message classes generated
 from Kafka 4.x's own JSON schemas, with flexible versions, tagged fields and every version of the
