@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -32,6 +33,8 @@ EndOffsetsFn = Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], in
 
 # Bound on each round trip to an upstream Kafka cluster (its metadata, then ListOffsets).
 KAFKA_TIMEOUT_S = 15.0
+
+log = logging.getLogger("groupcoord.kafka")
 
 
 def _checked_answer(
@@ -97,7 +100,17 @@ def kafka_admin(servers: str) -> Any:
         raise ValueError(
             f"kafka:{servers} needs confluent-kafka (pip install 'groupcoord[kafka]')"
         ) from None
-    return AdminClient({"bootstrap.servers": servers})
+    return AdminClient({"bootstrap.servers": servers, "logger": _LibrdkafkaLog()})
+
+
+class _LibrdkafkaLog:
+    """librdkafka's own log lines, to ``groupcoord.kafka`` at DEBUG. Left to librdkafka, a
+    client of an unreachable cluster writes a line to stderr for every connection attempt,
+    around the one-line error the caller gives. They are handed over when the client is
+    polled (``kafka_metadata`` polls it, so a long-lived client's lines do not pile up)."""
+
+    def log(self, level: int, message: str, *args: Any) -> None:
+        log.debug(message, *args)
 
 
 def kafka_metadata(admin: Any, servers: str, timeout_s: float) -> Any:
@@ -109,6 +122,8 @@ def kafka_metadata(admin: Any, servers: str, timeout_s: float) -> Any:
         return admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise ConnectionError(f"kafka:{servers}: cluster unreachable ({exc})") from None
+    finally:
+        admin.poll(0)  # its log lines so far, to _LibrdkafkaLog
 
 
 def _kafka_lookup(

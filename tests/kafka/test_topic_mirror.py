@@ -130,10 +130,13 @@ def test_mirroring_every_few_seconds_follows_the_upstream_cluster(
             mirror.wait(30)
 
 
-def test_an_unreachable_upstream_is_a_connection_error():
+def test_an_unreachable_upstream_is_a_connection_error_and_nothing_on_stderr(capfd):
+    # Before: librdkafka wrote a line to stderr (fd 2, past Python) for every connection
+    # attempt, around the command's one-line error.
     (port,) = free_ports(1)
     with pytest.raises(ConnectionError, match="cluster unreachable"):
         upstream_topics(f"127.0.0.1:{port}", timeout_s=1.0)
+    assert capfd.readouterr().err == ""
 
 
 @pytest.mark.parametrize(
