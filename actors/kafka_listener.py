@@ -34,7 +34,8 @@ connection:
   written as it is made;
 * a ``ProtocolError`` (garbage, an oversized or truncated frame, an unknown api or version) or
   a request the core refuses as ill-typed (``ValueError``) closes the connection, as Kafka does
-  with a request it cannot parse; neither changes the partition's state;
+  with a request it cannot parse; neither changes the partition's state; a bug raised while
+  answering (any other exception, at any step) is logged with the client and closes it too;
 * a connection with no request being answered and no bytes read or answer written for
   ``connection_max_idle_ms`` is closed (Kafka's connections.max.idle.ms), a client that stops
   reading its answers too (what is left unsent is dropped); beyond
