@@ -38,6 +38,7 @@ from groupcoord.storage import LogConfig
 
 from . import identity
 from .bounded import bounded
+from .catalog_mirror import MirrorConfig
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
@@ -308,6 +309,7 @@ def start(
     log_level: int = logging.INFO,
     http: HttpConfig | None = None,
     router_node: str = "head",
+    mirror: MirrorConfig | None = None,
 ) -> Deployment:
     """Start (or find) the coordinator in ``namespace``; returns its ``Deployment``.
 
@@ -317,7 +319,9 @@ def start(
     ``router_node`` places the router when this call creates it (placement.py): ``"head"``,
     ``"any"`` or a node id; partitions are spread over the nodes. It returns once the router
     (and its bootstrap listener) is up; ``Deployment.wait_ready`` waits for the partitions,
-    as ``groupcoord serve`` does before it says it is serving.
+    as ``groupcoord serve`` does before it says it is serving. ``mirror`` has the router keep
+    the topic catalog mirrored from an upstream Kafka cluster (``catalog_mirror``); like the
+    other settings, it is the router's from the start that created it.
     """
     if type(num_partitions) is not int or not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ValueError(
@@ -359,6 +363,7 @@ def start(
         wire,
         log_level,
         http.lag_windows if http is not None else None,
+        mirror,
     )
     described = ask(router.describe.remote(), "the router")
     if described["init_error"]:

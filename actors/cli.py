@@ -7,6 +7,8 @@
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
                       [--http-port P [--http-host H]] [--end-offsets SOURCE]
+                      [--mirror-from kafka:HOST:PORT [--mirror-every-s S]
+                       [--mirror-topic-pattern RE]]
                       [--config FILE.toml] [--log-level LEVEL] [one flag per setting: --help]
     groupcoord users  add NAME [--mechanism M]... [--password P] | list | delete NAME
                       [--users-file F | --log-dir DIR]
@@ -64,7 +66,7 @@ from .cli_common import (
     connect_and_say,
     first_line,
 )
-from .cli_serve import PARTITION_COLUMNS, cmd_serve, partitions_rows, users_file
+from .cli_serve import PARTITION_COLUMNS, cmd_serve, iso_utc, partitions_rows, users_file
 from .cli_topics import cmd_topics
 from .demo_run import run_demo
 from .output import Output
@@ -91,13 +93,30 @@ def cmd_status(args, out: Output) -> int:
     counters = router.get("kafka_listener")
     bootstrap = None if counters is None else {"address": router.get("kafka"), **counters}
     out.document["bootstrap_listener"] = bootstrap
+    out.document["mirror"] = mirror = router.get("mirror")
     if not out.as_json:
         print(f"router on node {router['node']}", flush=True)
         if bootstrap is not None:
             print(_bootstrap_line(bootstrap), flush=True)
+        if mirror is not None:
+            print(_mirror_line(mirror), flush=True)
     out.show("partitions", "partitions", partitions_rows(infos), PARTITION_COLUMNS)
     out.finish()
     return 0 if all(i["state"] == "serving" for i in infos) else 1
+
+
+def _mirror_line(mirror: dict) -> str:
+    """The router's catalog mirror (``catalog_mirror``): where from, and its last round."""
+    head = f"topic catalog mirrored from {mirror['from']} every {mirror['every_s']:g} s"
+    last = mirror["last"]
+    if last is None:
+        return f"{head}: no round yet"
+    outcome = (
+        f"failed: {last['error']}"
+        if last["error"]
+        else f"{last['created']} created, {last['grown']} grown, {last['refused']} refused"
+    )
+    return f"{head}: {mirror['rounds']} rounds, the last at {iso_utc(last['ended_ms'])}: {outcome}"
 
 
 def _bootstrap_line(listener: dict) -> str:
@@ -308,6 +327,26 @@ def parser() -> OneLineParser:
         help="where live lag's log-end offsets come from: file:PATH (JSON, read once), "
         "kafka:HOST:PORT[,...] (ListOffsets on an upstream cluster) or python:module:function "
         "(README: Administering groups); needs --http-port. Default: none, lag is null",
+    )
+    serve.add_argument(
+        "--mirror-from",
+        metavar="kafka:HOST:PORT",
+        default=None,
+        help="keep the topic catalog mirrored from this Kafka cluster (kafka:HOST:PORT[,...]): "
+        "the router creates and grows topics as `topics mirror` does, every --mirror-every-s. "
+        "Default: no mirror",
+    )
+    serve.add_argument(
+        "--mirror-every-s",
+        type=float,
+        default=None,
+        help="seconds between the mirror's rounds, in [1, 86400] (default 60)",
+    )
+    serve.add_argument(
+        "--mirror-topic-pattern",
+        metavar="RE",
+        default=None,
+        help="mirror only the topics whose whole name this regular expression matches",
     )
     serve.add_argument(
         "--kafka-security-protocol",

@@ -14,8 +14,9 @@ import ray
 
 from . import bootstrap
 from .bootstrap import ensure_ray, start, stop
+from .catalog_mirror import MAX_EVERY_S, MIN_EVERY_S, MirrorConfig
 from .cli_common import UsageError
-from .end_offsets import end_offsets_source
+from .end_offsets import check_servers, end_offsets_source
 from .http_service import HttpConfig
 from .output import Output
 from .security import (
@@ -26,6 +27,7 @@ from .security import (
 )
 from .serve_config import serve_settings
 from .server_log import SERVER_LOGS
+from .topic_mirror import topic_matcher
 from .wire_config import WireConfig
 
 # How long a stopping serve waits for the partitions to close before giving up on them.
@@ -180,9 +182,36 @@ def _http_config(args) -> HttpConfig | None:
     return HttpConfig(host=args.http_host, port=args.http_port, end_offsets=end_offsets)
 
 
+def _mirror_config(args) -> MirrorConfig | None:
+    """The catalog mirror serve asked for; UsageError (before Ray starts) for a bad one."""
+    if args.mirror_from is None:
+        given = [f for f in ("mirror_every_s", "mirror_topic_pattern") if getattr(args, f)]
+        if given:
+            flag = given[0].replace("_", "-")
+            raise UsageError(f"groupcoord serve: --{flag} needs --mirror-from")
+        return None
+    kind, _, servers = args.mirror_from.partition(":")
+    every_s = 60.0 if args.mirror_every_s is None else args.mirror_every_s
+    try:
+        if kind != "kafka":
+            raise ValueError("--mirror-from takes kafka:HOST:PORT[,HOST:PORT...]")
+        if not MIN_EVERY_S <= every_s <= MAX_EVERY_S:
+            raise ValueError("--mirror-every-s must be in [1, 86400]")
+        topic_matcher(args.mirror_topic_pattern)
+        return MirrorConfig(check_servers(servers), every_s, args.mirror_topic_pattern)
+    except ValueError as exc:
+        raise UsageError(f"groupcoord serve: {exc}") from None
+
+
+def mirror_line(mirror: MirrorConfig) -> str:
+    pattern = f" (topics matching {mirror.topic_pattern})" if mirror.topic_pattern else ""
+    return f"topic catalog mirrored from kafka:{mirror.servers}{pattern} every {mirror.every_s:g} s"
+
+
 def cmd_serve(args, out: Output) -> int:
     wire = _wire_config(args)
     http = _http_config(args)
+    mirror = _mirror_config(args)
     if (
         args.detach
         and not ray.is_initialized()
@@ -227,6 +256,7 @@ def cmd_serve(args, out: Output) -> int:
             log_level=settings.log_level,
             http=http,
             router_node=args.router_node,
+            mirror=mirror,
         )
         infos = deployment.wait_ready(args.ready_timeout, progress=_loaded)
         if deployment.kafka is not None:
@@ -260,6 +290,8 @@ def cmd_serve(args, out: Output) -> int:
                 f"web view: http://{deployment.http}/ ; Burrow API: "
                 f"http://{deployment.http}/v3/kafka"
             )
+        if mirror is not None:
+            out.note(mirror_line(mirror))
         out.document.update(
             kafka=deployment.kafka,
             http=deployment.http,

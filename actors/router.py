@@ -27,6 +27,7 @@ from groupcoord.wire.topics import TopicChange
 
 from .bounded import bounded, gathered_within
 from .catalog import CatalogError, TopicCatalog
+from .catalog_mirror import CatalogMirror, MirrorConfig
 from .live_lag import LagWindowConfig
 from .metrics import ListenerMetrics, created
 from .partition_actor import (
@@ -123,7 +124,8 @@ class RouterActor:
     ``topic_catalog()``, ``create_topic``, ``alter_topic``, ``delete_topic``,
     ``change_topics``, and groups' own settings: ``group_configs()``, ``configure_group``;
     for the Kafka listeners: ``exchange(partition, node)`` and
-    ``kafka_address()``."""
+    ``kafka_address()``. Given a ``MirrorConfig``, it keeps the catalog mirrored from an
+    upstream Kafka cluster (``catalog_mirror``; ``describe()["mirror"]``)."""
 
     def __init__(
         self,
@@ -136,6 +138,7 @@ class RouterActor:
         wire: WireConfig | None = None,
         log_level: int = logging.INFO,
         lag_windows: LagWindowConfig | None = None,
+        mirror: MirrorConfig | None = None,
     ) -> None:
         self.config, self.log_dir, self.namespace = config, log_dir, namespace
         self.server_log = open_server_log(log_dir, "router", log_level)
@@ -151,6 +154,7 @@ class RouterActor:
         self._bootstrap: BootstrapListener | None = None
         self._bootstrap_started: asyncio.Task | None = None  # its start(): its Node
         self._reporting: asyncio.Task | None = None  # its counters, to the metrics
+        self._mirror: CatalogMirror | None = None  # serve --mirror-from
         try:
             myself = ray.get_runtime_context().current_actor  # partition listeners ask it
             # Spread over the nodes alive now (placement.py); an existing partition actor
@@ -179,6 +183,9 @@ class RouterActor:
             self._runtime = RouterRuntime(num_partitions, factory)
             for n in range(num_partitions):  # start loading every partition now
                 self._runtime.partition(n)
+            if mirror is not None:
+                self._mirror = CatalogMirror(mirror, self.catalog.topics, self.change_topics)
+                self._mirroring = asyncio.get_running_loop().create_task(self._mirror.run_forever())
             if wire is not None:
                 self._bootstrap = BootstrapListener(
                     wire,
@@ -254,6 +261,7 @@ class RouterActor:
             "cluster_id": self.cluster_id,
             "init_error": self.init_error,
             "listener_pushes": self.listener_pushes,
+            "mirror": None if self._mirror is None else self._mirror.state(),
             "server_log": self.server_log,
             "node": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(),

@@ -3,11 +3,14 @@ difference becomes, refusals reported per topic with Kafka's error, requests chu
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from groupcoord.actors import topic_mirror
+from groupcoord.actors import catalog_mirror, topic_mirror
 from groupcoord.actors.catalog import MAX_PARTITIONS_PER_TOPIC, TopicCatalog
 from groupcoord.actors.topic_mirror import apply, plan
+from tests.kafka.javakafka import free_ports
 
 
 def test_the_plan_creates_grows_and_keeps():
@@ -53,3 +56,30 @@ def test_refusals_are_reported_per_topic_and_the_rest_applies(tmp_path, monkeypa
     catalog.delete("full")
     (dry,) = apply(change_topics, plan({"w": 1}, {}, None), dry_run=True)
     assert (dry.result, dry.refused) == ("valid", False) and "w" not in catalog.topics()
+
+
+def test_the_routers_mirror_reports_an_unreachable_cluster_and_goes_on(tmp_path, monkeypatch):
+    # serve --mirror-from: a round that cannot reach the cluster is kept in the state (what
+    # `groupcoord status` shows), changes nothing, and the next round tries again.
+    monkeypatch.setattr(catalog_mirror, "KAFKA_TIMEOUT_S", 0.5)
+    catalog = TopicCatalog(str(tmp_path))
+    catalog.create("here", 2)
+    (port,) = free_ports(1)
+
+    async def change_topics(changes):
+        return catalog.apply(changes)
+
+    mirror = catalog_mirror.CatalogMirror(
+        catalog_mirror.MirrorConfig(f"127.0.0.1:{port}", every_s=1), catalog.topics, change_topics
+    )
+
+    async def two_rounds():
+        await mirror.run_once()
+        await mirror.run_once()
+
+    asyncio.run(two_rounds())
+    state = mirror.state()
+    assert state["rounds"] == 2 and state["from"] == f"kafka:127.0.0.1:{port}"
+    assert state["last"]["error"].startswith("ConnectionError: ")
+    assert "cluster unreachable" in state["last"]["error"]
+    assert catalog.topics() == {"here": 2}

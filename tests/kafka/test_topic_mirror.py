@@ -1,6 +1,7 @@
 """``groupcoord topics mirror`` against the real broker as the upstream cluster: its topics and
 partition counts reach groupcoord's catalog, and Kafka clients asking groupcoord see them; a dry
-run changes nothing; ``--every-s`` keeps mirroring until interrupted."""
+run changes nothing; ``--every-s`` keeps mirroring until interrupted; a deployment served with
+``--mirror-from`` mirrors by itself."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 import ray
 from confluent_kafka.admin import NewPartitions, NewTopic
 
+from groupcoord.actors import start, stop
+from groupcoord.actors.catalog_mirror import MirrorConfig
 from groupcoord.actors.cli import main
 from groupcoord.actors.topic_mirror import upstream_topics
 from tests.actors.helpers import wait_restarted
@@ -154,3 +157,71 @@ def test_a_bad_mirror_command_line_is_one_line_and_exit_2(args, says, capsys):
     assert main(["topics", "mirror", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and "\n" not in err  # one line, said before Ray was looked for
+
+
+def test_a_deployment_served_with_a_mirror_follows_the_upstream_cluster(
+    broker_bootstrap, ray_session, tmp_path, capsys
+):
+    """``serve --mirror-from``: the router mirrors by itself, round after round, and again
+    after Ray restarts it; ``groupcoord status`` says how the last round went."""
+    prefix = unique_name("served-mirror")
+    deployment = start(
+        1,
+        str(tmp_path / "logs"),
+        namespace="gc-served-mirror",
+        mirror=MirrorConfig(broker_bootstrap, every_s=1, topic_pattern=f"{re.escape(prefix)}.*"),
+    )
+    admin = admin_client(broker_bootstrap)
+    router = deployment.router
+
+    def upstream_create(topic: str, partitions: int) -> None:
+        new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+        futures = admin.create_topics([new_topic], request_timeout=ADMIN_TIMEOUT_S)
+        futures[topic].result(timeout=ADMIN_TIMEOUT_S)
+
+    def mirrored(topic: str, partitions: int) -> None:
+        deadline = time.monotonic() + MIRROR_WAIT_S
+        while ray.get(router.topics.remote()).get(topic) != partitions:
+            assert time.monotonic() < deadline, f"{topic} not mirrored with {partitions}"
+            time.sleep(0.2)
+
+    try:
+        deployment.wait_ready(60)
+        upstream_create(f"{prefix}-a", 2)
+        mirrored(f"{prefix}-a", 2)
+        futures = admin.create_partitions([NewPartitions(f"{prefix}-a", 4)])
+        futures[f"{prefix}-a"].result(timeout=ADMIN_TIMEOUT_S)
+        mirrored(f"{prefix}-a", 4)
+        state = ray.get(router.describe.remote())["mirror"]
+        assert state["from"] == f"kafka:{broker_bootstrap}" and state["rounds"] >= 2
+        assert state["last"]["error"] is None and state["last"]["refused"] == 0
+        capsys.readouterr()
+        assert main(["status", "--namespace", "gc-served-mirror"]) == 0
+        (line,) = [s for s in capsys.readouterr().out.splitlines() if s.startswith("topic catalog")]
+        assert line.startswith(f"topic catalog mirrored from kafka:{broker_bootstrap} every 1 s:")
+        assert re.search(
+            r": \d+ rounds, the last at \S+Z: \d+ created, \d+ grown, 0 refused$", line
+        )
+        router_pid = ray.get(router.describe.remote())["pid"]
+        ray.kill(router, no_restart=False)
+        wait_restarted(lambda: ray.get(router.describe.remote(), timeout=10), router_pid)
+        upstream_create(f"{prefix}-b", 3)
+        mirrored(f"{prefix}-b", 3)
+        assert ray.get(router.topics.remote())[f"{prefix}-a"] == 4  # kept in the catalog
+    finally:
+        stop(deployment)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--mirror-every-s", "5"], "--mirror-every-s needs --mirror-from"),
+        (["--mirror-from", "file:x"], "--mirror-from takes kafka:HOST:PORT"),
+        (["--mirror-from", "kafka:h:1", "--mirror-every-s", "0.5"], "must be in [1, 86400]"),
+        (["--mirror-from", "kafka:h:1", "--mirror-topic-pattern", "("], "--topic-pattern '('"),
+    ],
+)
+def test_a_bad_serve_mirror_is_one_line_before_ray(args, says, capsys, tmp_path):
+    assert main(["serve", "--log-dir", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err, err
