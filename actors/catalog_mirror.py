@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from .end_offsets import KAFKA_TIMEOUT_S
+from .output import first_line
 from .topic_mirror import mirror_once
 
 log = logging.getLogger("groupcoord.mirror")
@@ -94,7 +95,7 @@ class CatalogMirror:
                 timeout_s=KAFKA_TIMEOUT_S,
             )
         except Exception as exc:  # the cluster away, the router stalled: next round retries
-            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            error = first_line(exc)
             log.warning("mirror from kafka:%s: %s", self.config.servers, error)
         self.rounds += 1
         refused = [r for r in rows if r.refused]

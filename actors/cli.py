@@ -64,12 +64,11 @@ from .cli_common import (
     OneLineParser,
     UsageError,
     connect_and_say,
-    first_line,
 )
 from .cli_serve import PARTITION_COLUMNS, cmd_serve, iso_utc, partitions_rows, users_file
 from .cli_topics import cmd_topics
 from .demo_run import run_demo
-from .output import Output
+from .output import Output, first_line
 from .security import (
     DEFAULT_SASL_MECHANISMS,
     PROTOCOLS,

@@ -21,14 +21,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-def first_line(exc: BaseException) -> str:
-    """``exc`` in one line: its type and the first line of its message (Ray's errors carry the
-    remote traceback after it; a failed task's own exception is named, not Ray's wrapper)."""
-    exc = getattr(exc, "cause", None) or exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else '(no message)'}"
-
-
 class UsageError(ValueError):
     """The command line is wrong; the message says how, in one line."""
 

@@ -13,10 +13,10 @@ from ray.exceptions import RayError, RayTaskError
 
 from . import topic_mirror
 from .bootstrap import ask
-from .cli_common import EXIT_OK, UsageError, connect_and_say, first_line
+from .cli_common import EXIT_OK, UsageError, connect_and_say
 from .cli_serve import iso_utc
 from .end_offsets import check_servers
-from .output import Output
+from .output import Output, first_line
 
 
 def cmd_topics(args, out: Output) -> int:

@@ -1,5 +1,6 @@
 """Output of the ``groupcoord`` commands (cli.py) and of the demo (demo_run.py): readable tables
-as they come, or one JSON document at the end with ``--json``."""
+as they come, or one JSON document at the end with ``--json``; an error in one line
+(``first_line``, also for the router's mirror state)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ import json
 from collections.abc import Sequence
 
 import msgspec
+
+
+def first_line(exc: BaseException) -> str:
+    """``exc`` in one line: its type and the first line of its message (Ray's errors carry the
+    remote traceback after it; a failed task's own exception is named, not Ray's wrapper)."""
+    exc = getattr(exc, "cause", None) or exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else '(no message)'}"
 
 
 def table(title: str, rows: Sequence[dict], columns: Sequence[str]) -> str:
