@@ -32,6 +32,14 @@ MIN_EVERY_S, MAX_EVERY_S = 1.0, 86_400.0
 CHANGE_TIMEOUT_S = 60.0
 
 
+def check_every_s(every_s: float, flag: str) -> float:
+    """``every_s`` when it is an interval between rounds the mirror takes; ValueError naming
+    ``flag`` (the option that gave it) otherwise."""
+    if not MIN_EVERY_S <= every_s <= MAX_EVERY_S:
+        raise ValueError(f"{flag} must be in [{MIN_EVERY_S:g}, {MAX_EVERY_S:g}]")
+    return every_s
+
+
 class MirrorConfig(msgspec.Struct, frozen=True):
     """``servers``: the upstream cluster ("host:port[,...]", ``end_offsets.check_servers``);
     ``every_s``: seconds between rounds; ``topic_pattern``: which upstream topics (a regular

@@ -14,7 +14,7 @@ import ray
 
 from . import bootstrap
 from .bootstrap import ensure_ray, start, stop
-from .catalog_mirror import MAX_EVERY_S, MIN_EVERY_S, MirrorConfig
+from .catalog_mirror import MirrorConfig, check_every_s
 from .cli_common import UsageError
 from .end_offsets import check_servers, end_offsets_source
 from .http_service import HttpConfig
@@ -185,7 +185,9 @@ def _http_config(args) -> HttpConfig | None:
 def _mirror_config(args) -> MirrorConfig | None:
     """The catalog mirror serve asked for; UsageError (before Ray starts) for a bad one."""
     if args.mirror_from is None:
-        given = [f for f in ("mirror_every_s", "mirror_topic_pattern") if getattr(args, f)]
+        given = [
+            f for f in ("mirror_every_s", "mirror_topic_pattern") if getattr(args, f) is not None
+        ]
         if given:
             flag = given[0].replace("_", "-")
             raise UsageError(f"groupcoord serve: --{flag} needs --mirror-from")
@@ -195,8 +197,7 @@ def _mirror_config(args) -> MirrorConfig | None:
     try:
         if kind != "kafka":
             raise ValueError("--mirror-from takes kafka:HOST:PORT[,HOST:PORT...]")
-        if not MIN_EVERY_S <= every_s <= MAX_EVERY_S:
-            raise ValueError("--mirror-every-s must be in [1, 86400]")
+        check_every_s(every_s, "--mirror-every-s")
         topic_matcher(args.mirror_topic_pattern)
         return MirrorConfig(check_servers(servers), every_s, args.mirror_topic_pattern)
     except ValueError as exc:

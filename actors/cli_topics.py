@@ -13,6 +13,7 @@ from ray.exceptions import RayError, RayTaskError
 
 from . import topic_mirror
 from .bootstrap import ask
+from .catalog_mirror import check_every_s
 from .cli_common import EXIT_OK, UsageError, connect_and_say
 from .cli_serve import iso_utc
 from .end_offsets import check_servers
@@ -55,9 +56,9 @@ def _mirror_servers(args) -> str:
         )
     if args.topic is not None:
         raise UsageError("groupcoord topics mirror takes no topic name (see --topic-pattern)")
-    if args.every_s is not None and not 1 <= args.every_s <= 86_400:
-        raise UsageError("groupcoord topics mirror: --every-s must be in [1, 86400]")
     try:
+        if args.every_s is not None:
+            check_every_s(args.every_s, "--every-s")
         topic_mirror.topic_matcher(args.topic_pattern)
         return check_servers(servers)
     except ValueError as exc:

@@ -216,6 +216,7 @@ def test_a_deployment_served_with_a_mirror_follows_the_upstream_cluster(
     ("args", "says"),
     [
         (["--mirror-every-s", "5"], "--mirror-every-s needs --mirror-from"),
+        (["--mirror-every-s", "0"], "--mirror-every-s needs --mirror-from"),  # was ignored
         (["--mirror-from", "file:x"], "--mirror-from takes kafka:HOST:PORT"),
         (["--mirror-from", "kafka:h:1", "--mirror-every-s", "0.5"], "must be in [1, 86400]"),
         (["--mirror-from", "kafka:h:1", "--mirror-topic-pattern", "("], "--topic-pattern '('"),
