@@ -5,14 +5,17 @@
                       [--verbose] [--end-offsets SOURCE]
     groupcoord groups --reset-offsets (--group G ... | --all-groups)
                       (--topic T[:P,...] ... | --all-topics) SCENARIO [--dry-run | --execute]
-                      [--end-offsets SOURCE] [--start-offsets SOURCE]
+                      [--export] [--end-offsets SOURCE] [--start-offsets SOURCE]
+    groupcoord groups --reset-offsets (--group G ... | --all-groups) --from-file PLAN.csv
+                      [--dry-run | --execute] [--export]
     groupcoord groups --delete-offsets --group G --topic T[:P,...] ...
     groupcoord groups --delete (--group G ... | --all-groups)
 
 The older spellings ``groups list``, ``groups describe G...``, ``groups delete G...``,
 ``groups reset-offsets G ...`` and ``groups delete-offsets G ...`` still work (a reset without
 ``--topic`` covers every committed partition). As in Kafka, a reset is a dry run unless
-``--execute`` is given, and is refused for a group with active members. An offsets SOURCE
+``--execute`` is given, and is refused for a group with active members; ``--export`` prints
+the plan as Kafka's CSV, which ``--from-file`` reads back (cli_groups_reset.py). An offsets SOURCE
 is ``file:PATH`` (or a bare path), ``kafka:HOST:PORT[,...]`` or ``python:module:function``
 (end_offsets.py). Output columns, messages and the JSON schema: groups_output.py.
 """
@@ -21,8 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from groupcoord.coordinator import Errors
 from groupcoord.coordinator.routing import partition_for
@@ -38,18 +40,12 @@ from .cli_common import (
     add_common,
     connect_and_say,
 )
-from .end_offsets import (
-    EndOffsetsFn,
-    end_offsets_source,
-    kafka_offsets,
-    kafka_offsets_for_times,
-    start_offsets_source,
-)
+from .cli_groups_reset import prepare, reset
+from .end_offsets import end_offsets_source
 from .groups_output import (
     CONSUMER_STATE_VIEW,
     DELETE_OFFSETS_VIEW,
     OFFSETS_VIEW,
-    RESET_VIEW,
     STATE_VIEW,
     GroupsOutput,
     assignment_text,
@@ -57,18 +53,11 @@ from .groups_output import (
     group_row,
     offset_row,
 )
-from .offset_reset import (
-    ResetError,
-    parse_datetime_ms,
-    parse_duration_ms,
-    parse_topics,
-    plan_reset,
-)
+from .offset_reset import parse_topics, partitions_named
 
 ACTIONS = ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete")
 ALIASES = {a[2:]: a for a in ACTIONS}
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-RESETTABLE = ("Empty", "Dead")
 # Why a group could not be deleted, in the words of Kafka's exceptions.
 DELETE_REFUSALS = {
     Errors.NON_EMPTY_GROUP: "the group is not empty",
@@ -163,9 +152,21 @@ def _parser(action: str) -> argparse.ArgumentParser:
         scenario.add_argument(
             "--by-duration", metavar="PnDTnHnMnS", help="first offset that long ago"
         )
+        scenario.add_argument(
+            "--from-file",
+            metavar="PATH",
+            help="the offsets of a CSV plan (--export's): topic,partition,offset lines, or "
+            "group,topic,partition,offset (no --topic: the file names the partitions)",
+        )
         run = p.add_mutually_exclusive_group()
         run.add_argument("--dry-run", action="store_true", help="only print the plan (default)")
         run.add_argument("--execute", action="store_true", help="write the new offsets")
+        p.add_argument(
+            "--export",
+            action="store_true",
+            help="print the plan as CSV (Kafka's format: topic,partition,offset for one "
+            "--group, else group,topic,partition,offset), not as a table",
+        )
         p.add_argument("--end-offsets", metavar="SOURCE", help=f"log-end offsets: {SOURCE_HELP}")
         p.add_argument(
             "--start-offsets",
@@ -207,8 +208,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | None:
     if args.action in ("--describe", "--delete", "--reset-offsets"):
         if bool(args.group) == args.all_groups:
             parser.error("give --group G (repeatable) or --all-groups")
-    if args.action == "--reset-offsets" and not (args.topic or args.all_topics):
-        parser.error("give the reset's scope: --topic T[:P,...] or --all-topics")
+    if args.action == "--reset-offsets":
+        if not (args.topic or args.all_topics or args.from_file is not None):
+            parser.error("give the reset's scope: --topic T[:P,...] or --all-topics")
+        if args.export and args.json:
+            parser.error("--export and --json are two forms of the output: give one")
     if args.action == "--list" and args.state:
         args.state = _states(args.state)
     return args
@@ -235,14 +239,18 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_OK
     end_fn = end_offsets_source(args.end_offsets) if getattr(args, "end_offsets", None) else None
     if args.action == "--reset-offsets":  # every usage error before reaching the cluster
-        args.scenario, args.value = _scenario(args)
-        args.start_fn, args.servers = _reset_sources(args, args.scenario)
+        prepare(args)
+    elif args.action == "--delete-offsets":
+        try:
+            parse_topics(args.topic)
+        except ValueError as exc:
+            raise UsageError(f"groupcoord groups --delete-offsets: {exc}") from None
     deployment = connect_and_say(args.namespace, args.address)
     out = GroupsOutput(args.json)
     run = {
         "--list": _list,
         "--describe": _describe,
-        "--reset-offsets": _reset,
+        "--reset-offsets": lambda *run_args: reset(*run_args, _group_ids),
         "--delete-offsets": _delete_offsets,
         "--delete": _delete,
     }[args.action]
@@ -363,166 +371,11 @@ def _members_columns(members: list[dict], args, consumer: bool) -> list[tuple[st
     return columns
 
 
-def _targets(
-    topic_args: Sequence[str] | None,
-    committed: Mapping[tuple[str, int], int],
-    catalog: Mapping[str, int],
-) -> list[tuple[str, int]]:
-    """The partitions named by --topic (a whole topic: the catalog's partitions, else those the
-    group committed), or every committed partition when there is no --topic."""
-    if not topic_args:
-        return sorted(committed)
-    topics, partitions = parse_topics(topic_args)
-    chosen = set(partitions)
-    for topic in topics:
-        if topic in catalog:
-            chosen |= {(topic, p) for p in range(catalog[topic])}
-            continue
-        known = {tp for tp in committed if tp[0] == topic}
-        if not known:
-            raise ResetError(
-                f"topic '{topic}' is not in the topic catalog and has no committed offsets: "
-                f"name its partitions (--topic {topic}:0,1,...)"
-            )
-        chosen |= known
-    return sorted(chosen)
-
-
-def _scenario(args) -> tuple[str, int | None]:
-    for name in ("to_earliest", "to_latest", "to_current"):
-        if getattr(args, name):
-            return name.replace("_", "-"), None
-    if args.to_offset is not None:
-        if args.to_offset < 0:
-            raise UsageError("groupcoord groups --reset-offsets: --to-offset must be >= 0")
-        return "to-offset", args.to_offset
-    if args.shift_by is not None:
-        return "shift-by", args.shift_by
-    if args.to_datetime is not None:
-        return "to-datetime", parse_datetime_ms(args.to_datetime)
-    return "by-duration", parse_duration_ms(args.by_duration)
-
-
-def _kafka_servers(spec: str | None) -> str | None:
-    return spec[len("kafka:") :] if spec and spec.startswith("kafka:") else None
-
-
-def _reset_sources(args, scenario: str) -> tuple[EndOffsetsFn | None, str | None]:
-    """The reset's log-start source and the Kafka cluster asked for offsets by time; usage
-    errors for a scenario without the source it needs."""
-    servers = _kafka_servers(args.end_offsets)
-    prog = "groupcoord groups --reset-offsets"
-    if scenario == "to-latest" and not args.end_offsets:
-        raise UsageError(
-            f"{prog}: --to-latest needs --end-offsets SOURCE (log-end offsets live outside "
-            "groupcoord)"
-        )
-    if scenario in ("to-datetime", "by-duration") and servers is None:
-        raise UsageError(
-            f"{prog}: --{scenario} needs --end-offsets kafka:HOST:PORT (offsets by time come "
-            "from the Kafka cluster that holds the records)"
-        )
-    if args.start_offsets:
-        return start_offsets_source(args.start_offsets), servers
-    return (kafka_offsets(servers, earliest=True) if servers else None), servers
-
-
-async def _lookup(fn: EndOffsetsFn | None, targets: list[tuple[str, int]]):
-    """What ``fn`` knows of ``targets`` (None without a source), off the event loop: a Kafka
-    source blocks on its cluster."""
-    return None if fn is None else dict(await asyncio.to_thread(fn, targets))
-
-
-async def _reset(args, deployment: Deployment, out: GroupsOutput, end_fn) -> int:
-    scenario, value, start_fn, servers = args.scenario, args.value, args.start_fn, args.servers
-    if scenario == "by-duration":  # Kafka: now minus the duration
-        value = round(time.time() * 1000) - (value or 0)
-    time_fn = (
-        kafka_offsets_for_times(servers, value or 0)
-        if servers and scenario in ("to-datetime", "by-duration")
-        else None
-    )
-    admin = AdminClient(deployment.router)
-    catalog = await ask_async(deployment.router.topics.remote(), "the router") if args.topic else {}
-    rows: list[dict] = []
-    status = EXIT_OK
-    for group_id in await _group_ids(args, admin):
-        (described,) = await admin.describe_groups([group_id])
-        if described.state not in RESETTABLE:
-            out.add(
-                "groups",
-                [group_row(group=group_id, state=described.state, error="NON_EMPTY_GROUP")],
-            )
-            out.error(
-                f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
-                f"but the current state is {described.state}."
-            )
-            status = EXIT_FAILED
-            continue
-        try:
-            committed = await admin.fetch_offsets(group_id)
-            targets = _targets(args.topic, committed, catalog)
-            if not targets:
-                raise ResetError(
-                    f"group '{group_id}' has no committed offsets to reset",
-                    "GROUP_ID_NOT_FOUND" if described.state == "Dead" else "OFFSETS_UNKNOWN",
-                )
-            new, notes = plan_reset(
-                scenario,
-                targets,
-                committed,
-                value=value,
-                start=await _lookup(start_fn, targets),
-                end=await _lookup(end_fn, targets),
-                at_time=await _lookup(time_fn, targets),
-            )
-            if args.execute:
-                await admin.alter_offsets(group_id, new)
-        except (ResetError, AdminError) as exc:
-            out.add(
-                "groups",
-                [
-                    group_row(
-                        group=group_id,
-                        state=described.state,
-                        error=exc.error if isinstance(exc, ResetError) else exc.error.name,
-                    )
-                ],
-            )
-            out.error(f"Error: {group_id}: {exc}")
-            status = EXIT_FAILED
-            continue
-        out.add("groups", [group_row(group=group_id, state=described.state)])
-        for note in notes:
-            out.note(f"{group_id}: {note}")
-        if described.state == "Dead":
-            out.note(
-                f"consumer group '{group_id}' does not exist"
-                + ("; it now has these offsets" if args.execute else "")
-            )
-        rows += [
-            offset_row(
-                group=group_id,
-                topic=t,
-                partition=p,
-                current_offset=committed.get((t, p)),
-                new_offset=offset,
-            )
-            for (t, p), offset in sorted(new.items())
-        ]
-    out.add("offsets", rows)
-    if rows:
-        out.table(rows, RESET_VIEW)
-    if rows and not args.execute:
-        out.note("dry run: nothing was written (add --execute to write these offsets)")
-    return status
-
-
 async def _delete_offsets(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
     admin = AdminClient(deployment.router)
     catalog = await ask_async(deployment.router.topics.remote(), "the router")
     committed = await admin.fetch_offsets(args.group)
-    targets = _targets(args.topic, committed, catalog)
+    targets = partitions_named(args.topic, committed, catalog)
     try:
         results = await admin.delete_offsets(args.group, targets)
     except AdminError as exc:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from .offsets import checked_partitions
+from .offsets import MAX_OFFSET, MAX_PARTITION, checked_partitions, decimal
 
 EndOffsetsFn = Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], int]]
 
@@ -69,12 +69,13 @@ def offsets_file(path: str) -> EndOffsetsFn:
     table: dict[tuple[str, int], int] = {}
     for key, value in raw.items():
         topic, _, partition = key.rpartition(":")
-        if not topic or not partition.isdigit() or type(value) is not int or value < 0:
+        number = decimal(partition, MAX_PARTITION)
+        if not topic or number is None or type(value) is not int or not 0 <= value <= MAX_OFFSET:
             raise ValueError(
-                f'{path}: entries must look like "topic:partition": offset >= 0, '
+                f'{path}: entries must look like "topic:partition": offset in 0..{MAX_OFFSET}, '
                 f"not {key!r}: {value!r}"
             )
-        table[(topic, int(partition))] = value
+        table[(topic, number)] = value
 
     def known(pairs: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], int]:
         return {tp: table[tp] for tp in pairs if tp in table}

@@ -17,6 +17,16 @@ MAX_PARTITION = 2**31 - 1
 MAX_OFFSET = 2**63 - 1
 
 
+def decimal(text: str, most: int) -> int | None:
+    """The number a plain decimal ``text`` names when it is within 0..``most``, else None. Only
+    ASCII digits: ``str.isdigit`` also accepts superscripts, which ``int`` refuses."""
+    if text.isascii() and text.isdigit():
+        number = int(text)
+        if number <= most:
+            return number
+    return None
+
+
 def checked_partition(tp: Any) -> tuple[str, int]:
     """``tp`` as a ``(topic, partition)`` pair; ``ValueError`` naming the problem otherwise."""
     if not isinstance(tp, tuple) or len(tp) != 2:

@@ -144,6 +144,90 @@ def test_reset_is_a_dry_run_unless_executed_and_covers_only_its_topics(served, c
     assert {o["new_offset"] for o in old["offsets"]} == {1} and len(old["offsets"]) == 3
 
 
+def test_a_reset_plan_exported_as_csv_is_read_back_with_from_file(served, capsys, tmp_path):
+    # Kafka's plan-then-apply: --export prints the plan as CSV, --from-file applies a file.
+    commit(served, "export-g", {("t", 0): 9, ("t", 1): 8, ("u", 0): 7})
+    commit(served, "export,h", {("t", 0): 6})  # a comma in a group id: quoted in the CSV
+    code, out, err = run(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "export-g",
+        "--all-topics",
+        "--shift-by",
+        "-2",
+        "--export",
+    )
+    assert code == 0 and out == "t,0,7\nt,1,6\nu,0,5\n\n", err  # Kafka's: no group column
+    assert "dry run" in err and committed(served, "export-g")[("t", 0)] == 9
+    code, out, _ = run(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "export-g",
+        "--group",
+        "export,h",
+        "--all-topics",
+        "--to-offset",
+        "1",
+        "--export",
+    )
+    assert code == 0 and out.splitlines() == [
+        "export-g,t,0,1",
+        "export-g,t,1,1",
+        "export-g,u,0,1",
+        '"export,h",t,0,1',
+        "",
+    ]
+    plan = tmp_path / "plan.csv"
+    plan.write_text('"export,h",t,0,2\nexport-g,u,0,3\nexport-g,t,1,4\nother-g,t,0,0\n')
+    both = ("--group", "export-g", "--group", "export,h")
+    document = run_json(capsys, "--reset-offsets", *both, "--from-file", str(plan), "--execute")
+    assert [
+        (o["group"], o["topic"], o["partition"], o["new_offset"]) for o in document["offsets"]
+    ] == [
+        ("export-g", "t", 1, 4),
+        ("export-g", "u", 0, 3),
+        ("export,h", "t", 0, 2),
+    ]
+    assert committed(served, "export-g") == {("t", 0): 9, ("t", 1): 4, ("u", 0): 3}
+    assert committed(served, "export,h") == {("t", 0): 2}
+    assert "other-g" not in str(document)  # a group the command does not name is left alone
+    # One group, the file without a group column; --all-topics is accepted, as Kafka does.
+    plan.write_text("t,0,1\n")
+    run_json(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "export-g",
+        "--all-topics",
+        "--from-file",
+        str(plan),
+        "--execute",
+    )
+    assert committed(served, "export-g")[("t", 0)] == 1
+    # A group the file has no plan for, and a partition past a catalogued topic's count:
+    # refused for that group (status 1), nothing written.
+    assert main(["topics", "create", "export-t", "--partitions", "2", "--namespace", NS]) == 0
+    plan.write_text('export-g,export-t,2,0\n"export,h",t,0,0\n')
+    code, out, err = run(capsys, "--reset-offsets", *both, "--from-file", str(plan), "--execute")
+    assert code == 1
+    assert "export-t-2 in " in err and "(2 in the topic catalog)" in err, err
+    assert f"no reset plan for group 'export,h' in {plan}" not in err  # the quoted group has one
+    assert committed(served, "export-g") == {("t", 0): 1, ("t", 1): 4, ("u", 0): 3}
+    code, _, err = run(
+        capsys,
+        "--reset-offsets",
+        "--group",
+        "export-g",
+        "--group",
+        "no-plan-g",
+        "--from-file",
+        str(plan),
+    )
+    assert code == 1 and f"no reset plan for group 'no-plan-g' in {plan}" in err
+
+
 def test_resets_that_cannot_happen_fail_with_status_1(served, active, capsys):
     # Kafka refuses a reset of a group with active members.
     code, out, err = run(
@@ -367,12 +451,58 @@ def test_delete_offsets(served, active, capsys):
             "kafka:HOST:PORT",
         ),
         (["--describe", "--group", "g", "--to-offset", "1"], "unrecognized arguments: --to-offset"),
+        (["--describe", "--group", "g", "--export"], "unrecognized arguments: --export"),
+        (
+            [
+                "--reset-offsets",
+                "--group",
+                "g",
+                "--all-topics",
+                "--to-current",
+                "--export",
+                "--json",
+            ],
+            "--export and --json are two forms of the output",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--topic", "t", "--from-file", "PLAN"],
+            "--from-file names its partitions itself: drop --topic",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--from-file", "PLAN", "--to-offset", "1"],
+            "not allowed with argument",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--topic", "t:²", "--to-current"],
+            "invalid partition",
+        ),
+        (["--delete-offsets", "--group", "g", "--topic", "t:x"], "invalid partition 'x'"),
     ],
 )
 def test_usage_errors_are_one_line_and_status_2(served, capsys, argv, why):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and why in err and err.startswith("groupcoord groups"), err
+
+
+@pytest.mark.parametrize(
+    "content, groups, why",
+    [
+        (b"topic,partition,offset\nt,0,1\n", ["g"], "line 1: partition 'partition' is not"),
+        (b"t,0,1\n", ["g", "h"], "has no group column (topic,partition,offset)"),
+        (b"t,0,1\n", ["--all-groups"], "has no group column"),
+        (b"\xff\xfe,0,1\n", ["g"], "not UTF-8 text"),
+        (None, ["g"], "No such file or directory"),
+    ],
+)
+def test_a_bad_reset_plan_is_a_usage_error_before_ray(capsys, tmp_path, content, groups, why):
+    plan = tmp_path / "plan.csv"
+    if content is not None:
+        plan.write_bytes(content)
+    chosen = groups if groups == ["--all-groups"] else [x for g in groups for x in ("--group", g)]
+    code, out, err = run(capsys, "--reset-offsets", *chosen, "--from-file", str(plan))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"groupcoord groups --reset-offsets: --from-file {plan}") and why in err
 
 
 def test_a_malformed_end_offsets_file_is_named(served, capsys, tmp_path):

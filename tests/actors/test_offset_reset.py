@@ -1,5 +1,6 @@
 """Offset reset planning and the file/Python offsets sources, without Ray (Kafka's rules from
-GroupOffsetsResetter: clamping, shift-by without a commit, to-current, time fallbacks)."""
+GroupOffsetsResetter: clamping, shift-by without a commit, to-current, time fallbacks), and the
+CSV reset plans of ``--export`` / ``--from-file`` (Kafka's format, as its tool writes it)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from groupcoord.actors.offset_reset import (
     ResetError,
     parse_datetime_ms,
     parse_duration_ms,
+    parse_reset_file,
     parse_topics,
     plan_reset,
+    reset_file_text,
 )
 
 T0, T1 = ("t", 0), ("t", 1)
@@ -47,8 +50,8 @@ def test_earliest_latest_current_and_time_scenarios():
 
 def test_argument_parsers():
     assert parse_topics(["a", "b:0,2", "c:1"]) == (["a"], [("b", 0), ("b", 2), ("c", 1)])
-    for bad in ("b:x", "b:1:2", "b:", ":1", "b:-1"):
-        with pytest.raises(ValueError):
+    for bad in ("b:x", "b:1:2", "b:", ":1", "b:-1", "b:²", "b: 1", f"b:{2**31}"):
+        with pytest.raises(ValueError, match="invalid (partition|topic arg)"):  # not int()'s
             parse_topics([bad])
     assert parse_duration_ms("P1DT2H3M4.5S") == ((24 + 2) * 60 + 3) * 60_000 + 4_500
     assert parse_duration_ms("PT30M") == 1_800_000
@@ -89,6 +92,8 @@ def test_file_and_python_sources(tmp_path):
         ("[1, 2]", "expected a JSON object"),
         ('{"t0": 1}', "entries must look like"),
         ('{"t:0": -3}', "entries must look like"),
+        ('{"t:²": 3}', "entries must look like"),
+        ('{"t:0": 9223372036854775808}', "entries must look like"),
         (b"\xff\xfe", "not valid JSON"),
     ],
 )
@@ -101,3 +106,50 @@ def test_a_bad_offsets_file_is_named_in_the_error(tmp_path, content, why):
     with pytest.raises(ValueError, match="cannot read the offsets file") as caught:
         end_offsets_source(str(tmp_path / "missing.json"))
     assert str(tmp_path / "missing.json") in str(caught.value)
+
+
+def test_from_file_offsets_are_clamped_like_to_offset():
+    new, notes = plan_reset("from-file", [T0, T1], {}, planned={T0: 90, T1: 2}, end={T0: 50})
+    assert new == {T0: 50, T1: 2} and any("above the end offset of t-0" in n for n in notes)
+
+
+def test_a_reset_plan_round_trips_through_its_csv():
+    rows = [
+        {"group": "g,1", "topic": "t", "partition": 0, "new_offset": 5},  # a comma: quoted
+        {"group": "g,1", "topic": "u", "partition": 3, "new_offset": 0},
+        {"group": 'say "hi"', "topic": "t", "partition": 1, "new_offset": 7},
+    ]
+    text = reset_file_text(rows, with_group=True)
+    assert text.splitlines()[0] == '"g,1",t,0,5'
+    assert parse_reset_file(text, "plan.csv") == {
+        "g,1": {("t", 0): 5, ("u", 3): 0},
+        'say "hi"': {("t", 1): 7},
+    }
+    one = reset_file_text(rows[:2], with_group=False)
+    assert one == "t,0,5\nu,3,0\n"  # what Kafka's tool writes for one --group
+    assert parse_reset_file(one, "plan.csv") == {None: {("t", 0): 5, ("u", 3): 0}}
+    # Blank lines and CRLF endings pass; a later line for a partition wins, as in Kafka.
+    assert parse_reset_file("t,0,1\r\n\r\nt,0,4\r\n", "p") == {None: {("t", 0): 4}}
+
+
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        ("", "no offsets in the file"),
+        ("\n\n", "no offsets in the file"),
+        ("topic,partition,offset\nt,0,1\n", "line 1: partition 'partition' is not a number"),
+        ("t,0\n", "line 1: expected 3 or 4 comma-separated fields"),
+        ("g,t,0,1,2\n", "line 1: expected 3 or 4"),
+        ("t,0,1\ng,t,0,1\n", "line 2: expected 3 comma-separated fields"),
+        ("t,0,-4\n", "line 1: offset '-4' is not a number"),
+        ("t,²,4\n", "line 1: partition '²' is not a number"),
+        (f"t,{2**31},4\n", "is not a number in 0..2147483647"),
+        (f"t,0,{2**63}\n", "offset '9223372036854775808' is not a number"),
+        (",0,4\n", "line 1: an empty group or topic name"),
+        (",t,0,4\n", "line 1: an empty group or topic name"),
+    ],
+)
+def test_a_bad_reset_plan_is_named_with_its_line(content, why):
+    with pytest.raises(ValueError, match=why) as caught:
+        parse_reset_file(content, "plan.csv")
+    assert str(caught.value).startswith("plan.csv")

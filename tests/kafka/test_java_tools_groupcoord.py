@@ -1,5 +1,6 @@
 """Kafka's own `kafka-consumer-groups` against groupcoord's listeners: it lists, describes (with
-the members while they are connected), resets (dry run, then execute) and deletes a group.
+the members while they are connected), resets (dry run, then execute) and deletes a group, and
+reset plans pass between it and `groupcoord groups` as CSV files.
 
 groupcoord holds offsets, not records, so its ListOffsets answers 0 for every partition: the
 tool shows a log-end offset of 0, and clamps a reset above it to 0, as it does on an empty topic.
@@ -7,8 +8,12 @@ tool shows a log-end offset of 0, and clamps a reset above it to 0, as it does o
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from groupcoord.actors.cli import main
 from tests.kafka.admin import committed_offsets, create_topic, unique_name
 from tests.kafka.members import wait_until
 
@@ -58,3 +63,46 @@ def test_consumer_groups_tool_against_groupcoord(bootstrap, members, consumer_gr
     assert deleted.returncode == 0, deleted.stderr
     assert f"Deletion of requested consumer groups ('{group}') was successful" in deleted.stdout
     assert group not in consumer_groups("--list").stdout.split()
+
+
+def test_reset_plans_pass_between_groupcoord_and_kafkas_tool(
+    bootstrap, groupcoord_listeners, consumer_groups, tmp_path, capsys
+):
+    """A plan Kafka's tool exports (its --export CSV, a quoted group id among them) is read by
+    ``groupcoord groups --from-file``, and one groupcoord exports is applied by the tool."""
+    topic = create_topic(bootstrap, 2)
+    groups = [unique_name("plan"), unique_name("plan,with-comma")]
+    for group in groups:  # offsets committed outside any generation: the groups stay Empty
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumer.commit(
+            offsets=[TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)],
+            asynchronous=False,
+        )
+        consumer.close()
+    both = [x for g in groups for x in ("--group", g)]
+    namespace = groupcoord_listeners.deployment.namespace
+
+    exported = consumer_groups(
+        "--reset-offsets", *both, "--all-topics", "--to-current", "--export", "--dry-run"
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert f'"{groups[1]}",{topic},1,4' in exported.stdout.splitlines()
+    kafka_plan = tmp_path / "kafka.csv"
+    kafka_plan.write_text(exported.stdout)
+    capsys.readouterr()
+    argv = ["groups", "--reset-offsets", *both, "--from-file", str(kafka_plan), "--json"]
+    assert main([*argv, "--namespace", namespace]) == 0
+    planned = json.loads(capsys.readouterr().out)["offsets"]
+    assert sorted((o["group"], o["partition"], o["new_offset"]) for o in planned) == sorted(
+        (g, p, o) for g in groups for p, o in ((0, 3), (1, 4))
+    )
+
+    argv = ["groups", "--reset-offsets", *both, "--all-topics", "--to-offset", "1", "--export"]
+    assert main([*argv, "--namespace", namespace]) == 0
+    our_plan = tmp_path / "groupcoord.csv"
+    our_plan.write_text(capsys.readouterr().out)
+    applied = consumer_groups("--reset-offsets", *both, "--from-file", str(our_plan), "--execute")
+    assert applied.returncode == 0, applied.stderr
+    # groupcoord's ListOffsets answers 0, so the tool clamps 1 to 0 (the module's docstring).
+    for group in groups:
+        assert committed_offsets(bootstrap, group, topic) == {0: 0, 1: 0}, applied.stdout
