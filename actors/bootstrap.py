@@ -42,6 +42,7 @@ from .catalog_mirror import MirrorConfig
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
+from .offsets import decimal
 from .partition_actor import partition_actor_name
 from .placement import router_strategy
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor, detached_options
@@ -235,16 +236,20 @@ def ensure_ray(
 
 # How long a GCS address may take to accept a TCP connection before it counts as unreachable.
 GCS_CONNECT_TIMEOUT_S = 5.0
+MAX_PORT = 65535
 
 
 def _check_reachable(target: str) -> None:
     """ConnectionError, in one line, when nothing accepts connections at a ``host:port`` GCS
     address: ``ray.init`` would retry for about a minute, printing its own warnings."""
-    host, _, port = target.rpartition(":")
-    if target in ("auto", "local") or "://" in target or not host or not port.isdigit():
+    host, _, port_text = target.rpartition(":")
+    if target in ("auto", "local") or "://" in target or not host:
         return  # Ray's own lookup or a client address: ray.init says what is wrong with it
+    port = decimal(port_text, MAX_PORT)
+    if port is None:
+        raise ValueError(f"{target}: expected HOST:PORT, the port a number in 0..{MAX_PORT}")
     try:
-        socket.create_connection((host, int(port)), timeout=GCS_CONNECT_TIMEOUT_S).close()
+        socket.create_connection((host, port), timeout=GCS_CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise ConnectionError(
             f"no Ray cluster at {target}: {exc.strerror or exc} (pass the address "

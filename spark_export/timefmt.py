@@ -25,7 +25,7 @@ def parse_time_ms(text: str) -> int:
     """Epoch milliseconds of an ISO-8601 time (``Z`` or an offset; none means UTC), or of a
     plain integer, taken as epoch milliseconds already."""
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # isdigit alone takes "²", which int() refuses
         return int(text)
     try:
         when = datetime.datetime.fromisoformat(text)

@@ -69,6 +69,24 @@ def test_an_address_nothing_listens_on_is_one_line_and_exit_2(tmp_path, argv):
     assert len(lines) == 1 and lines[0].startswith(f"groupcoord: no Ray cluster at {address}")
 
 
+@pytest.mark.parametrize("port", ["70000", "²"])
+def test_an_address_whose_port_is_no_port_is_one_line_and_exit_2(port):
+    # Before: 70000 was tried as port 4464 (getaddrinfo wraps it), and "²" passed isdigit()
+    # to fail in int() with its own message.
+    address = f"127.0.0.1:{port}"
+    result = subprocess.run(
+        [sys.executable, "-m", "groupcoord.actors.cli", "status", "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        f"groupcoord: {address}: expected HOST:PORT, the port a number in 0..65535"
+    ), result.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
