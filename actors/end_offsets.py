@@ -84,8 +84,12 @@ def offsets_file(path: str) -> EndOffsetsFn:
 
 
 def check_servers(servers: str) -> str:
-    """``servers`` if it looks like "host:port[,host:port...]", else ValueError saying so."""
-    if not isinstance(servers, str) or not servers or any(":" not in s for s in servers.split(",")):
+    """``servers`` if it is "host:port[,host:port...]" (each port a number in 1..65535), else
+    ValueError saying so."""
+    if not isinstance(servers, str) or not all(
+        host and decimal(port, 65535) not in (None, 0)
+        for host, _, port in (s.rpartition(":") for s in servers.split(","))
+    ):
         raise ValueError(f"kafka:{servers}: expected kafka:HOST:PORT[,HOST:PORT...]")
     return servers
 

@@ -80,6 +80,11 @@ def test_file_and_python_sources(tmp_path):
         ("python:no_such_module_x:f", "No module named"),
         ("python:justmodule", "python:module:function"),
         ("kafka:localhost", "kafka:HOST:PORT"),
+        ("kafka:localhost:abc", "kafka:HOST:PORT"),  # before: librdkafka's timeout said it
+        ("kafka:localhost:9092,:9093", "kafka:HOST:PORT"),
+        ("kafka:localhost:70000", "kafka:HOST:PORT"),
+        ("kafka:localhost:0", "kafka:HOST:PORT"),
+        ("kafka:", "kafka:HOST:PORT"),
     ]:
         with pytest.raises(ValueError, match=why):
             end_offsets_source(spec)
