@@ -30,6 +30,7 @@ from groupcoord.storage.writer_files import EPOCH_FILE, is_partition_log
 IDENTITY_FILE = "deployment.json"
 _PARTITION_DIR = re.compile(r"partition-(\d+)\Z")
 _HOLDER = re.compile(r"pid (\d+) on (\S+)")
+_TEMPORARY = re.compile(re.escape(IDENTITY_FILE) + r"\.(\d+)-[0-9a-f]+\.tmp\Z")
 
 
 class DeploymentIdentity(msgspec.Struct, frozen=True):
@@ -99,9 +100,10 @@ def check(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
 def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdentity:
     """The identity of ``log_dir`` for a start with these settings: read (``check``), or made
     and written on first start. ValueError (one line: what differs, what to do) when they
-    disagree."""
+    disagree. Temporary files a crashed first start left behind go first."""
     os.makedirs(log_dir, exist_ok=True)
     identity = check(log_dir, num_partitions, namespace)
+    _remove_dead_writers_files(log_dir)
     if identity is not None:
         return identity
     made = DeploymentIdentity(uuid.uuid4().hex, num_partitions, namespace)
@@ -112,6 +114,32 @@ def claim(log_dir: str, num_partitions: int, namespace: str) -> DeploymentIdenti
     if identity is None:
         raise ValueError(f"{log_dir}: its {IDENTITY_FILE} came and went while starting; retry")
     return identity
+
+
+def _remove_dead_writers_files(log_dir: str) -> None:
+    """Remove the ``deployment.json.<pid>-<random>.tmp`` files (``create_atomically``'s) of
+    processes that no longer run: a first start that crashed mid-write. A live writer's stays,
+    since a racing first start may be about to link it into place."""
+    for name in os.listdir(log_dir):
+        match = _TEMPORARY.match(name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        try:
+            os.remove(os.path.join(log_dir, name))
+        except FileNotFoundError:
+            pass  # another start removed it first
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    except OverflowError:
+        return False  # no such pid can exist
+    return True
 
 
 def writer_of(log_dir: str, num_partitions: int) -> str | None:

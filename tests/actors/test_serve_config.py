@@ -171,3 +171,22 @@ def test_a_bad_partition_count_fails_before_ray_starts(tmp_path, capsys, partiti
     err = capsys.readouterr().err
     assert err == f"groupcoord: --partitions must be in [1, 1000], got {partitions}\n"
     assert not log_dir.exists()
+
+
+def test_a_crashed_first_starts_temporary_file_is_removed_on_the_next_start(tmp_path):
+    # create_atomically writes deployment.json.<pid>-<random>.tmp first; a crash left it there.
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = tmp_path / f"deployment.json.{int(done.stdout)}-0123456789ab.tmp"
+    alive = tmp_path / f"deployment.json.{os.getpid()}-0123456789ab.tmp"  # a racing start's
+    other = tmp_path / "notes.1-ab.tmp"
+    for path in (dead, alive, other):
+        path.write_text("{")
+    claim(str(tmp_path), 2, "groupcoord")
+    assert not dead.exists() and alive.exists() and other.exists()
+    claim(str(tmp_path), 2, "groupcoord")  # a later start, the identity on disk: the same
+    assert alive.exists() and (tmp_path / "deployment.json").exists()
