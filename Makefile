@@ -73,6 +73,7 @@ bench: $(STAMP) $(KAFKA_STAMP)
 	$(VENV)/bin/python bench/wire_cpu.py
 	$(VENV)/bin/python bench/wire_split.py
 	$(VENV)/bin/python bench/large_answers.py
+	$(VENV)/bin/python bench/catalog.py
 	$(VENV)/bin/python bench/assignors.py
 	$(VENV)/bin/python bench/scale.py
 	$(VENV)/bin/python bench/rebalance.py

@@ -4,11 +4,12 @@ groupcoord holds no records, but Kafka clients need topics: Metadata answers lis
 consumer's subscription resolves against them, and a topic that grows makes the group's leader
 rejoin (Kafka's metadata-change rebalance), so that the new partitions get owners.
 
-One owner, one file. The router actor owns the catalog of a deployment; it lives in
+One owner, one place. The router actor owns the catalog of a deployment; it lives in
 ``<log_dir>/topics.json`` (``{"version": n, "topics": {name: partitions}, "ids": {name: uuid},
-"group_configs": {group id: {setting: value}}}``), replaced atomically (write, fsync, rename,
-fsync the directory) on every change, so a restarted router reads back exactly what it
-acknowledged. Every change bumps ``version``; listeners poll the
+"group_configs": {group id: {setting: value}}}``) and the log of the versions after that one
+beside it, ``topics.json.changes`` (``catalog_file``: a change appends its line and fsyncs; the
+whole file is rewritten atomically only now and then), so a restarted router reads back exactly
+what it acknowledged. Every change bumps ``version``; listeners poll the
 router for the catalog and compare versions. As in Kafka: topic names are 1-249 characters of ASCII
 letters, digits, ``.``, ``_`` and ``-`` (not ``.`` or ``..``); a topic's partition count can only
 grow; every topic has a topic id, a random (version 4) UUID given when it is created and kept until
@@ -52,6 +53,8 @@ from groupcoord.coordinator.group_config import (
 )
 from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
+
+from .catalog_file import CatalogFiles
 
 _T = TypeVar("_T")
 CATALOG_FILE = "topics.json"
@@ -114,8 +117,8 @@ def check_partitions(partitions: object) -> int:
 
 
 class TopicCatalog:
-    """The catalog of one deployment, kept in ``directory``/topics.json. Not thread-safe: one
-    owner (the router actor) calls it."""
+    """The catalog of one deployment, kept in ``directory``/topics.json and its log. Not
+    thread-safe: one owner (the router actor) calls it."""
 
     def __init__(self, directory: str, config: CoordinatorConfig | None = None) -> None:
         """``config``: the deployment's, whose bounds a group's settings must keep to."""
@@ -123,13 +126,17 @@ class TopicCatalog:
         self._config = config or CoordinatorConfig()
         self._owner_path = os.path.join(directory, OWNER_FILE)
         self._owner_identity = self._claim()  # before reading (module docstring)
+        self._files = CatalogFiles(self.path)
         self.version, self._topics, self._ids, self._group_configs = self._read()
         self._id_chars = sum(map(len, self._group_configs))  # MAX_CONFIGURED_GROUP_ID_CHARS
         self._partition_count = sum(self._topics.values())  # MAX_CATALOG_PARTITIONS
-        self._changed = False  # whether a change under ``_changing`` has changed anything
+        # What a change under ``_changing`` touched, with each name's value before it: the
+        # new version's line, and what a refused or failed write restores.
+        self._undo_topics: dict[str, tuple[int | None, uuid.UUID | None]] = {}
+        self._undo_groups: dict[str, dict[str, int] | None] = {}
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
-            self._ids = {name: self._ids.get(name) or uuid.uuid4() for name in self._topics}
-            self._write()
+            missing = [name for name in self._topics if name not in self._ids]
+            self._changing(lambda: self._give_ids(missing))
 
     def _claim(self) -> tuple[int, int, int]:
         """Replace the owner file with one of ours; returns what identifies it
@@ -165,33 +172,14 @@ class TopicCatalog:
     def _read(
         self,
     ) -> tuple[int, dict[str, int], dict[str, uuid.UUID], dict[str, dict[str, int]]]:
-        try:
-            with open(self.path, "rb") as f:
-                raw = json.loads(f.read())
-        except FileNotFoundError:
-            return 0, {}, {}, {}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: unreadable topic catalog ({exc})") from None
-        if (
-            not isinstance(raw, dict)
-            or type(raw.get("version")) is not int
-            or not isinstance(raw.get("topics"), dict)
-            or not isinstance(raw.get("ids", {}), dict)
-            or not isinstance(raw.get("group_configs", {}), dict)
-        ):
-            raise ValueError(
-                f'{self.path}: expected {{"version": int, "topics": {{...}}, "ids": {{...}}, '
-                f'"group_configs": {{...}}}}'
-            )
+        raw = self._files.read()  # ValueError naming the file for damage
         try:
             topics = {
                 check_topic_name(name): check_partitions(count)
                 for name, count in raw["topics"].items()
             }
-            ids = {
-                name: _topic_id(text) for name, text in raw.get("ids", {}).items() if name in topics
-            }
-            group_configs = checked_configs(raw.get("group_configs", {}))
+            ids = {name: _topic_id(text) for name, text in raw["ids"].items() if name in topics}
+            group_configs = checked_configs(raw["group_configs"])
         except (CatalogError, ValueError) as exc:
             raise ValueError(f"{self.path}: {exc}") from None
         return raw["version"], topics, ids, group_configs
@@ -267,30 +255,40 @@ class TopicCatalog:
         return TopicResult(Errors.NONE, None, change.partitions, topic_id)
 
     def _changing(self, make: Callable[[], _T]) -> _T:
-        """``make()``'s result, once what it changed in memory is written as one new version
-        of the file; when ``make`` or the write raises, the catalog is as it was."""
-        saved = (
-            dict(self._topics),
-            dict(self._ids),
-            dict(self._group_configs),
-            self._id_chars,
-            self._partition_count,
-        )
-        self._changed = False
+        """``make()``'s result, once what it changed in memory is written as one new version;
+        when ``make`` or the write raises, the catalog is as it was. Costs what was changed,
+        not the catalog's size: the changes touch names (``_touch_topic``, ``_touch_group``)
+        before they change them."""
+        saved = self._id_chars, self._partition_count
+        self._undo_topics, self._undo_groups = {}, {}
         try:
             result = make()
-            if self._changed:
+            if self._undo_topics or self._undo_groups:
                 self._write()
         except BaseException:
-            (
-                self._topics,
-                self._ids,
-                self._group_configs,
-                self._id_chars,
-                self._partition_count,
-            ) = saved
+            self._id_chars, self._partition_count = saved
+            for name, (count, topic_id) in self._undo_topics.items():
+                _put(self._topics, name, count)
+                _put(self._ids, name, topic_id)
+            for group_id, settings in self._undo_groups.items():
+                _put(self._group_configs, group_id, settings)
             raise
+        finally:
+            self._undo_topics, self._undo_groups = {}, {}
         return result
+
+    def _touch_topic(self, name: str) -> None:
+        if name not in self._undo_topics:
+            self._undo_topics[name] = (self._topics.get(name), self._ids.get(name))
+
+    def _touch_group(self, group_id: str) -> None:
+        if group_id not in self._undo_groups:
+            self._undo_groups[group_id] = self._group_configs.get(group_id)
+
+    def _give_ids(self, names: Sequence[str]) -> None:
+        for name in names:
+            self._touch_topic(name)
+            self._ids[name] = uuid.uuid4()
 
     def _configure(self, group_id: str, ops, replace: bool, validate_only: bool) -> None:
         if group_id == "":
@@ -306,13 +304,13 @@ class TopicCatalog:
             self._check_room_for(group_id)
         if validate_only or settings == current:
             return
+        self._touch_group(group_id)
         if settings:
             self._group_configs[group_id] = settings
             self._id_chars += 0 if current else len(group_id)
         else:
             del self._group_configs[group_id]
             self._id_chars -= len(group_id)
-        self._changed = True
 
     def _check_room_for(self, group_id: str) -> None:
         """CatalogError unless one more group may have settings of its own."""
@@ -346,10 +344,10 @@ class TopicCatalog:
         self._check_partition_count(name, partitions)
         if validate_only:
             return None
+        self._touch_topic(name)
         topic_id = self._ids[name] = uuid.uuid4()
         self._topics[name] = partitions
         self._partition_count += partitions
-        self._changed = True
         return topic_id
 
     def _alter(self, name: str, partitions: int, validate_only: bool) -> None:
@@ -363,9 +361,9 @@ class TopicCatalog:
             )
         self._check_partition_count(name, partitions - current)
         if not validate_only:
+            self._touch_topic(name)
             self._topics[name] = partitions
             self._partition_count += partitions - current
-            self._changed = True
 
     def _check_partition_count(self, name: str, more: int) -> None:
         if self._partition_count + more > MAX_CATALOG_PARTITIONS:
@@ -377,10 +375,11 @@ class TopicCatalog:
             )
 
     def _delete(self, name: str) -> None:
-        self._partition_count -= self._known(name)
+        count = self._known(name)
+        self._touch_topic(name)
+        self._partition_count -= count
         del self._topics[name]
         self._ids.pop(name, None)
-        self._changed = True
 
     def _known(self, name: str) -> int:
         count = self._topics.get(name)
@@ -389,20 +388,38 @@ class TopicCatalog:
         return count
 
     def _write(self) -> None:
-        """Replace the file with the catalog as it is in memory, as a new version."""
+        """Make what ``_changing`` touched durable as a new version (``catalog_file``)."""
         version = self.version + 1
-        data = json.dumps(
-            {
-                "version": version,
-                "topics": self._topics,
-                "ids": {t: str(i) for t, i in self._ids.items()},
-                "group_configs": self._group_configs,
-            },
-            sort_keys=True,
-        ).encode()
+        topics, ids = self._topics, self._ids
+        delta = {
+            "topics": {name: topics.get(name) for name in self._undo_topics},
+            "ids": {name: _id_text(ids.get(name)) for name in self._undo_topics},
+            "group_configs": {g: self._group_configs.get(g) for g in self._undo_groups},
+        }
         self.check_owner()
-        write_atomically(self.path, [data])  # fsyncs, renames
+        self._files.write(version, delta, lambda: self._state(version))
         self.version = version
+
+    def _state(self, version: int) -> dict:
+        """The whole catalog in the snapshot's format, as ``version``."""
+        return {
+            "version": version,
+            "topics": self._topics,
+            "ids": {t: str(i) for t, i in self._ids.items()},
+            "group_configs": self._group_configs,
+        }
+
+
+def _put(mapping: dict, key: str, value) -> None:
+    """``mapping[key] = value``, or no ``key`` at all for None."""
+    if value is None:
+        mapping.pop(key, None)
+    else:
+        mapping[key] = value
+
+
+def _id_text(topic_id: uuid.UUID | None) -> str | None:
+    return None if topic_id is None else str(topic_id)
 
 
 def _file_identity(path: str) -> tuple[int, int, int]:

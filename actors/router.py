@@ -402,7 +402,8 @@ class RouterActor:
         ``PUBLISH_TIMEOUT_S``. One that is down or restarting learns it at its next poll; its
         error is collected here, not left to Ray to print as unhandled."""
         runtime = self._live()
-        calls = [runtime.partition(n).wire_directory.remote(directory) for n in partitions]
+        shared = ray.put(directory)  # written once for all of them, not once a call
+        calls = [runtime.partition(n).wire_directory.remote(shared) for n in partitions]
         try:
             await bounded(asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S)
         except TimeoutError:

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from groupcoord.actors import catalog as catalog_module
+from groupcoord.actors import catalog_file
 from groupcoord.actors.catalog import (
     CATALOG_FILE,
     MAX_CATALOG_PARTITIONS,
@@ -105,7 +106,7 @@ def test_every_topic_gets_a_random_id_that_survives_a_reopen(tmp_path):
 def _written_ids(tmp_path) -> dict:
     """The topic ids in the catalog file (read without opening a catalog, which would claim
     it from the one under test)."""
-    ids = json.loads((tmp_path / CATALOG_FILE).read_text())["ids"]
+    ids = catalog_file.read_catalog(str(tmp_path / CATALOG_FILE))["ids"]
     return {name: uuid.UUID(text) for name, text in ids.items()}
 
 
@@ -228,11 +229,17 @@ def test_the_changes_of_one_request_are_written_once(tmp_path, monkeypatch):
     # rewrote a growing file per topic: quadratic, minutes of the router at 10,000).
     catalog = TopicCatalog(str(tmp_path))
     writes = []
-    real = catalog_module.write_atomically
+    real = catalog_file.write_atomically
     monkeypatch.setattr(
-        catalog_module,
+        catalog_file,
         "write_atomically",
         lambda path, *a, **kw: (path == catalog.path and writes.append(path), real(path, *a, **kw)),
+    )
+    real_append = catalog_file.append_durably
+    monkeypatch.setattr(
+        catalog_file,
+        "append_durably",
+        lambda fd, data: (writes.append("append"), real_append(fd, data)),
     )
     changes = [TopicChange("create", f"t{i}", 1) for i in range(2_000)]
     changes.append(TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "50000"),)))
@@ -274,24 +281,41 @@ def test_the_partitions_of_all_topics_together_are_bounded(tmp_path):
     assert again.apply([TopicChange("create", "x", 1)])[0].error == Errors.NONE
 
 
-def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
+@pytest.mark.parametrize("which", ["rewrite", "append"])
+def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch, which):
     catalog = TopicCatalog(str(tmp_path))
-    catalog.create("kept", 1)
+    catalog.create("kept", 1)  # the first write after opening rewrites; later ones append
+    catalog.configure_group("h", [_set(SESSION, "50000")], replace=False)
+    if which == "rewrite":
+        catalog = TopicCatalog(str(tmp_path))  # a new owner's first write rewrites both files
 
-    def full_disk(*args, **kwargs):
+    def full_disk(fd_or_path, data):
+        if which == "append":  # part of the line reached the file
+            os.write(fd_or_path, data[: len(data) // 2])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(catalog_module, "write_atomically", full_disk)
+    monkeypatch.setattr(catalog_file, "write_atomically", full_disk)
+    monkeypatch.setattr(catalog_file, "append_durably", full_disk)
     with pytest.raises(OSError):
         catalog.apply(
             [
                 TopicChange("create", "lost", 1),
                 TopicChange("delete", "kept"),
                 TopicChange("alter_group_configs", "g", configs=(_set(SESSION, "50000"),)),
+                TopicChange("alter_group_configs", "h", configs=(_set(SESSION, None, DELETE),)),
             ]
         )
-    assert (catalog.version, catalog.topics(), catalog.group_configs()) == (1, {"kept": 1}, {})
+    kept = (2, {"kept": 1}, {"h": {SESSION: 50_000}})
+    assert (catalog.version, catalog.topics(), catalog.group_configs()) == kept
     assert set(catalog.topic_ids()) == {"kept"}
+    ids = catalog.topic_ids()
+    # A crash now: what was acknowledged is read back, a line cut short is dropped.
+    again = TopicCatalog(str(tmp_path))
+    assert (again.version, again.topics(), again.group_configs()) == kept
+    assert again.topic_ids() == ids
+    monkeypatch.undo()
+    again.create("more", 1)
+    assert TopicCatalog(str(tmp_path)).topics() == {"kept": 1, "more": 1}
 
 
 def test_a_replaced_owner_changes_nothing_and_says_so(tmp_path):
@@ -301,17 +325,17 @@ def test_a_replaced_owner_changes_nothing_and_says_so(tmp_path):
     stale.create("events", 2)
     current = TopicCatalog(str(tmp_path))
     current.create("orders", 3)
-    before = (tmp_path / CATALOG_FILE).read_bytes()
+    before = catalog_file.read_catalog(str(tmp_path / CATALOG_FILE))
     results = stale.apply([TopicChange("create", "audit", 1), TopicChange("grow", "events", 4)])
     assert [r.error for r in results] == [Errors.NOT_CONTROLLER] * 2
     assert all("replaced" in r.message for r in results)
     with pytest.raises(CatalogError) as refused:
         stale.create("audit", 1)
     assert refused.value.error == Errors.NOT_CONTROLLER
-    assert (tmp_path / CATALOG_FILE).read_bytes() == before
+    assert catalog_file.read_catalog(str(tmp_path / CATALOG_FILE)) == before
     assert stale.topics() == {"events": 2}  # its memory is unchanged too
     current.create("audit", 1)  # the owner carries on
-    assert json.loads((tmp_path / CATALOG_FILE).read_text())["topics"] == {
+    assert catalog_file.read_catalog(str(tmp_path / CATALOG_FILE))["topics"] == {
         "events": 2,
         "orders": 3,
         "audit": 1,

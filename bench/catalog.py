@@ -1,0 +1,125 @@
+"""What one topic-catalog change costs the router, against the catalog's size, in one run.
+
+A CreateTopics of one topic (or a CreatePartitions, a group's settings) changes a few names;
+the router's loop makes it durable and hands the catalog to every partition before it answers.
+Two costs grow with the catalog, each timed here against the way it was done before, measured
+in the same run:
+
+* **durable**: ``TopicCatalog.create`` of one more topic, which appends the change's line to
+  ``topics.json.changes`` and fsyncs (``actors.catalog_file``), against rewriting the whole
+  catalog file (``CatalogFiles.rewrite``: what every change did before, and what a compaction
+  still does now and then). Wall time, fsyncs included.
+* **to Ray**: the ``WireDirectory`` written for Ray (``pickle.dumps``, which now writes msgpack
+  through its ``__reduce__``), against pickle's object graph of the same fields (how Ray wrote
+  it before), once per publish now (``ray.put``) where it was once per partition. CPU time.
+
+Catalogs of 1,000 / 10,000 / 90,000 topics of one partition each (``MAX_TOPICS`` is 100,000);
+each figure the least of ``--trials``; ratio = before ÷ now.
+
+Run: ``.venv/bin/python bench/catalog.py [--trials N]``; writes bench/results/catalog.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench.run_info import write_results  # noqa: E402 — ROOT on the path
+from groupcoord.actors.catalog import TopicCatalog  # noqa: E402
+from groupcoord.actors.catalog_file import CatalogFiles, read_catalog  # noqa: E402
+from groupcoord.actors.wire_service import WireDirectory  # noqa: E402
+from groupcoord.wire import Node  # noqa: E402
+from groupcoord.wire.topics import TopicChange  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "bench", "results", "catalog.json")
+SIZES = (1_000, 10_000, 90_000)
+
+
+def least_s(run, trials: int, clock) -> float:
+    best = float("inf")
+    for trial in range(trials):
+        started = clock()
+        run(trial)
+        best = min(best, clock() - started)
+    return best
+
+
+def row(what: str, topics: int, now_s: float, before_s: float) -> dict:
+    result = {
+        "cost": what,
+        "topics": topics,
+        "now_ms": round(now_s * 1000, 3),
+        "before_ms": round(before_s * 1000, 3),
+        "before_over_now": round(before_s / now_s, 1),
+    }
+    print(
+        f"{what:>8} {topics:>8,} {result['now_ms']:>10.3f} {result['before_ms']:>10.3f} "
+        f"{result['before_over_now']:>12.1f}×",
+        flush=True,
+    )
+    return result
+
+
+def catalog_rows(topics: int, trials: int) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix="bench-catalog-") as directory:
+        catalog = TopicCatalog(directory)
+        for start in range(0, topics, 10_000):
+            end = min(topics, start + 10_000)
+            catalog.apply([TopicChange("create", f"topic-{n:06d}", 1) for n in range(start, end)])
+        catalog.create("warm", 1)  # the first write after opening rewrites: past it
+
+        def create(trial: int) -> None:
+            catalog.create(f"more-{trial}", 1)
+
+        state = read_catalog(catalog.path)
+        for key in ("_snapshot_bytes", "_changes_bytes"):
+            state.pop(key)
+        files = CatalogFiles(os.path.join(directory, "rewrite-copy.json"))
+        durable = row(
+            "durable",
+            topics,
+            least_s(create, trials, time.perf_counter),
+            least_s(lambda _: files.rewrite(state), trials, time.perf_counter),
+        )
+        files.close()
+        directory_now = WireDirectory(
+            {0: Node(0, "localhost", 9092)},
+            catalog.topics(),
+            catalog.version,
+            catalog.topic_ids(),
+            catalog.group_configs(),
+        )
+        fields = (
+            directory_now.nodes,
+            directory_now.topics,
+            directory_now.catalog_version,
+            directory_now.topic_ids,
+            directory_now.group_configs,
+        )
+        to_ray = row(
+            "to Ray",
+            topics,
+            least_s(lambda _: pickle.dumps(directory_now), trials, time.thread_time),
+            least_s(lambda _: pickle.dumps(fields), trials, time.thread_time),
+        )
+        return [durable, to_ray]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5, help="runs per cell (default 5)")
+    args = parser.parse_args()
+    header = ("cost", "topics", "now ms", "before ms", "before ÷ now")
+    print("{:>8} {:>8} {:>10} {:>10} {:>13}".format(*header))
+    rows = [r for topics in SIZES for r in catalog_rows(topics, args.trials)]
+    write_results(RESULTS, {"bench": "catalog", "trials": args.trials, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
