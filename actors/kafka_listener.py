@@ -54,14 +54,13 @@ before then. SaslAuthenticate is evaluated in a worker thread (PLAIN's key deriv
 with a CA file requires client certificates signed by it. The gateway is told the connection's
 principal (``User:<name>`` from SASL, ``User:<subject>`` from a client certificate, else
 ``User:ANONYMOUS``) for its ACL checks. A listener binds loopback unless told otherwise, and
-only one that authenticates may bind anything else (``check_host``): without authentication
-anyone who can reach the port could reset a group's offsets.
+only one that authenticates may bind anything else (``security.check_host``): without
+authentication anyone who can reach the port could reset a group's offsets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import secrets
 import socket
@@ -82,7 +81,7 @@ from groupcoord.wire import (
 from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer, SaslStep
 
 from .batch_send import AtTurnEnd, TurnSends
-from .security import ListenerSecurity, UserStore, certificate_principal
+from .security import ListenerSecurity, UserStore, certificate_principal, check_host
 
 log = logging.getLogger("groupcoord.listener")
 
@@ -102,28 +101,6 @@ Respond = Callable[[WireRequest, str, str], Coroutine[Any, Any, object]]
 Submit = Callable[[WireRequest, str, str, Callable[[object], None]], bool]
 # Bytes of a SCRAM server nonce before base64 (RFC 5802 asks for an unpredictable one).
 NONCE_BYTES = 24
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback IP address (a host name is not)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_host(host: str, security: ListenerSecurity) -> None:
-    """ValueError unless ``host`` is loopback or the listener authenticates its clients."""
-    if not host:
-        raise ValueError("listener host must not be empty")
-    if not is_loopback(host) and not security.authenticates:
-        raise ValueError(
-            f"listener host {host} is not a loopback address: a non-loopback listener needs "
-            f"authentication (security protocol SASL_SSL or SASL_PLAINTEXT, or SSL with client "
-            f"certificates from --ssl-cafile; not {security.protocol} without)"
-        )
 
 
 class ListenerCounters(msgspec.Struct, frozen=True):

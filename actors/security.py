@@ -10,7 +10,7 @@ without or over TLS). Clients are authenticated by SASL, or on an SSL listener w
 ``ssl_cafile`` by a client certificate that CA signed (Kafka's ``ssl.client.auth=required``;
 the principal is ``User:`` and the certificate's subject as an RFC 2253 name, like Kafka's
 default ``User:CN=alice,O=acme``); otherwise the principal is ``User:ANONYMOUS``. Only a
-listener that authenticates may listen beyond loopback (``kafka_listener.check_host``).
+listener that authenticates may listen beyond loopback (``check_host``).
 
 The users file is JSON, ``{"users": {name: {mechanism: credential}}}``, holding Kafka's SCRAM
 credentials (salt, iterations, stored key, server key; bytes in base64) and never a password.
@@ -23,6 +23,7 @@ take effect on the next authentication without a restart.
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import logging
 import os
 import secrets
@@ -329,3 +330,25 @@ class UserStore:
             except ValueError as exc:
                 log.warning("keeping the previous users: %s", exc)
         return self._users.get(name, {}).get(mechanism)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (a host name is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, security: ListenerSecurity) -> None:
+    """ValueError unless ``host`` is loopback or the listener authenticates its clients."""
+    if not host:
+        raise ValueError("listener host must not be empty")
+    if not is_loopback(host) and not security.authenticates:
+        raise ValueError(
+            f"listener host {host} is not a loopback address: a non-loopback listener needs "
+            f"authentication (security protocol SASL_SSL or SASL_PLAINTEXT, or SSL with client "
+            f"certificates from --ssl-cafile; not {security.protocol} without)"
+        )

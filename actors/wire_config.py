@@ -12,9 +12,9 @@ import msgspec
 
 from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES
 
-from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener, check_host
+from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener
 from .network_pool import MAX_NETWORK_PROCESSES
-from .security import ListenerSecurity
+from .security import ListenerSecurity, check_host
 
 WILDCARD_HOSTS = ("0.0.0.0", "::")
 

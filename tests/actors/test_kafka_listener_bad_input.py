@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from groupcoord.actors.kafka_listener import KafkaListener, check_host
-from groupcoord.actors.security import ListenerSecurity
+from groupcoord.actors.kafka_listener import KafkaListener
+from groupcoord.actors.security import ListenerSecurity, check_host
 from groupcoord.coordinator import CoordinatorConfig
 from groupcoord.wire import apis
 from groupcoord.wire.apis import ApiKey
