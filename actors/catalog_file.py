@@ -62,9 +62,7 @@ class CatalogFiles:
         """The catalog's last version as one object in the snapshot's format (versions of the
         log replayed; ``{"version": 0, ...}`` with empty maps when there is no snapshot).
         ValueError naming the file for damage; the caller checks the values."""
-        state = read_catalog(self.path)
-        self._snapshot_bytes = state.pop("_snapshot_bytes")
-        self._changes_bytes = state.pop("_changes_bytes")
+        state, self._snapshot_bytes, self._changes_bytes = _read_files(self.path)
         return state
 
     def write(self, version: int, delta: dict, state) -> None:
@@ -118,8 +116,12 @@ class CatalogFiles:
 
 def read_catalog(path: str) -> dict:
     """What ``CatalogFiles.read`` reads, without owning anything: for readers beside the
-    owner (tests, tools). Also returns the files' sizes under ``_snapshot_bytes`` and
-    ``_changes_bytes``."""
+    owner (tests, tools)."""
+    return _read_files(path)[0]
+
+
+def _read_files(path: str) -> tuple[dict, int, int]:
+    """The catalog's last version, and the sizes of the snapshot and the log it came from."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -141,8 +143,7 @@ def read_catalog(path: str) -> dict:
     lines = changes.split(b"\n")
     for number, line in enumerate(lines[:-1], start=1):  # the last: b"" or a line cut short
         _replay(state, _line(changes_path, number, line))
-    state["_snapshot_bytes"], state["_changes_bytes"] = len(data), len(changes)
-    return state
+    return state, len(data), len(changes)
 
 
 def _snapshot(path: str, data: bytes) -> dict:
