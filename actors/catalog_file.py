@@ -122,28 +122,30 @@ def read_catalog(path: str) -> dict:
 
 def _read_files(path: str) -> tuple[dict, int, int]:
     """The catalog's last version, and the sizes of the snapshot and the log it came from."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        raise ValueError(f"{path}: unreadable topic catalog ({exc})") from None
-    state = _snapshot(path, data) if data else {"version": 0, "topics": {}, "ids": {}}
+    data = _contents(path, "topic catalog")
+    if data is None:
+        state = {"version": 0, "topics": {}}
+    else:
+        state = _snapshot(path, data)
     state.setdefault("ids", {})
     state.setdefault("group_configs", {})
     changes_path = path + CHANGES_SUFFIX
-    try:
-        with open(changes_path, "rb") as f:
-            changes = f.read()
-    except FileNotFoundError:
-        changes = b""
-    except OSError as exc:
-        raise ValueError(f"{changes_path}: unreadable topic catalog log ({exc})") from None
+    changes = _contents(changes_path, "topic catalog log") or b""
     lines = changes.split(b"\n")
     for number, line in enumerate(lines[:-1], start=1):  # the last: b"" or a line cut short
         _replay(state, _line(changes_path, number, line))
-    return state, len(data), len(changes)
+    return state, len(data or b""), len(changes)
+
+
+def _contents(path: str, what: str) -> bytes | None:
+    """The bytes of ``path``, None when there is no such file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{path}: unreadable {what} ({exc})") from None
 
 
 def _snapshot(path: str, data: bytes) -> dict:

@@ -68,7 +68,7 @@ def test_a_topic_only_grows_and_exists_once(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    [b"{", b"[]", b'{"version": "1", "topics": {}}', b'{"version": 1, "topics": {"a b": 1}}'],
+    [b"", b"{", b"[]", b'{"version": "1", "topics": {}}', b'{"version": 1, "topics": {"a b": 1}}'],
 )
 def test_a_damaged_catalog_is_an_error_naming_the_file(tmp_path, content):
     (tmp_path / CATALOG_FILE).write_bytes(content)
