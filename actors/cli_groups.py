@@ -1,6 +1,6 @@
 """``groupcoord groups``: kafka-consumer-groups for groupcoord, with Kafka's options.
 
-    groupcoord groups --list [--state [S,...]]
+    groupcoord groups --list [--state [S,...]] [--type [T,...]]
     groupcoord groups --describe (--group G ... | --all-groups) [--offsets | --members | --state]
                       [--verbose] [--end-offsets SOURCE]
     groupcoord groups --reset-offsets (--group G ... | --all-groups)
@@ -58,6 +58,7 @@ from .offset_reset import parse_topics, partitions_named
 ACTIONS = ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete")
 ALIASES = {a[2:]: a for a in ACTIONS}
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+TYPES = ("classic", "consumer")  # Kafka's group types (KIP-848), as --list --type spells them
 # Why a group could not be deleted, in the words of Kafka's exceptions.
 DELETE_REFUSALS = {
     Errors.NON_EMPTY_GROUP: "the group is not empty",
@@ -88,7 +89,8 @@ def _parser(action: str) -> argparse.ArgumentParser:
     """The options of one action (a flag another action takes is refused here)."""
     descriptions = {
         "--list": "List the consumer groups; --state shows their state or keeps only those "
-        f"states ({', '.join(STATES)}; comma-separated).",
+        f"states ({', '.join(STATES)}; comma-separated), --type likewise their type "
+        f"({', '.join(TYPES)}).",
         "--describe": "Describe groups: per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG and "
         "owner (--offsets, the default), the members (--members; --verbose adds each "
         "one's ASSIGNMENT; a consumer group's show their epochs and current and target "
@@ -116,6 +118,14 @@ def _parser(action: str) -> argparse.ArgumentParser:
             default=None,
             metavar="S[,S...]",
             help="show each group's state; with states, only groups in them",
+        )
+        p.add_argument(
+            "--type",
+            nargs="?",
+            const="",
+            default=None,
+            metavar="T[,T...]",
+            help="show each group's type; with types (classic, consumer), only groups of them",
         )
         return p
     if action == "--delete-offsets":
@@ -214,21 +224,23 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | None:
         if args.export and args.json:
             parser.error("--export and --json are two forms of the output: give one")
     if args.action == "--list" and args.state:
-        args.state = _states(args.state)
+        args.state = _names(args.state, STATES, "state")
+    if args.action == "--list" and args.type:
+        args.type = _names(args.type, TYPES, "type")
     return args
 
 
-def _states(text: str) -> list[str]:
-    """Comma-separated states, any case, as the coordinator spells them."""
-    canonical = {s.lower(): s for s in STATES}
-    wanted = [s.strip().lower() for s in text.split(",")]
-    bad = [s for s in wanted if s not in canonical]
-    if bad:
+def _names(text: str, valid: Sequence[str], what: str) -> list[str]:
+    """Comma-separated names of ``valid`` (states, types), any case, as they are spelled
+    there."""
+    canonical = {name.lower(): name for name in valid}
+    wanted = [name.strip().lower() for name in text.split(",")]
+    if any(name not in canonical for name in wanted):
         raise UsageError(
-            f"groupcoord groups --list: invalid state list {text!r}; valid states are: "
-            f"{', '.join(STATES)}"
+            f"groupcoord groups --list: invalid {what} list {text!r}; valid {what}s are: "
+            f"{', '.join(valid)}"
         )
-    return [canonical[s] for s in wanted]
+    return [canonical[name] for name in wanted]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -277,6 +289,8 @@ async def _list(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
         broken = bootstrap.not_serving(infos, bootstrap.BROKEN_STATES)
         raise RuntimeError(f"cannot list every group: {broken} (see groupcoord status)")
     listed = await AdminClient(deployment.router).list_groups(args.state or ())
+    if args.type:
+        listed = [g for g in listed if g.group_type in args.type]
     rows = [
         group_row(
             group=g.group_id,
@@ -287,11 +301,17 @@ async def _list(args, deployment: Deployment, out: GroupsOutput, _end) -> int:
         for g in sorted(listed, key=lambda g: g.group_id)
     ]
     out.add("groups", rows)
-    if args.state is None:
+    columns = [("group", "GROUP")]
+    if args.type is not None:  # Kafka's --list --type: a TYPE column, spelled Classic
+        columns.append(("type_text", "TYPE"))
+        rows = [r | {"type_text": (r["group_type"] or "").capitalize() or None} for r in rows]
+    if args.state is not None:
+        columns.append(("state", "STATE"))
+    if len(columns) == 1:
         for row in rows:
             out.text(row["group"])
     else:
-        out.table(rows, (("group", "GROUP"), ("state", "STATE")))
+        out.table(rows, columns)
     return EXIT_OK
 
 

@@ -386,6 +386,18 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
         # A classic group's --state and --members keep Kafka's classic columns.
         code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state")
         assert "EPOCH" not in out and "TYPE" not in out
+        # Kafka 4's --list --type: a TYPE column (Classic, Consumer); with types, a filter.
+        code, out, _ = run(capsys, "--list", "--type")
+        lines = [line.split() for line in out.splitlines() if line.strip()]
+        assert code == 0 and lines[0] == ["GROUP", "TYPE"]
+        assert {(group_id, "Consumer"), (LONG_GROUP, "Classic")} <= {tuple(r) for r in lines}
+        code, out, _ = run(capsys, "--list", "--type", "CONSUMER", "--state")
+        lines = [line.split() for line in out.splitlines() if line.strip()]
+        assert lines[0] == ["GROUP", "TYPE", "STATE"] and [group_id, "Consumer", "Stable"] in lines
+        assert all(row[1] == "Consumer" for row in lines[1:])
+        listed = run_json(capsys, "--list", "--type", "classic")
+        assert LONG_GROUP in {g["group"] for g in listed["groups"]}
+        assert {g["group_type"] for g in listed["groups"]} == {"classic"}
     finally:
         member.close()
 
@@ -438,6 +450,7 @@ def test_delete_offsets(served, active, capsys):
     [
         (["--describe", "--group", "g", "--bogus"], "unrecognized arguments: --bogus"),
         (["--list", "--state", "bogus"], "valid states are: Empty, PreparingRebalance"),
+        (["--list", "--type", "classic,bogus"], "valid types are: classic, consumer"),
         (["--describe", "--list"], "exactly one action"),
         (["--describe"], "--group G (repeatable) or --all-groups"),
         (["--reset-offsets", "--group", "g", "--to-offset", "1"], "scope"),
