@@ -148,7 +148,7 @@ class TopicCatalog:
         try:
             with open(self._owner_path, "rb") as f:
                 previous = json.loads(f.read()).get("owner", 0)
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             previous = 0  # none yet, or unreadable: the new claim replaces it anyway
         owner = previous + 1 if type(previous) is int and previous >= 0 else 1
         data = json.dumps({"owner": owner, "pid": os.getpid()}).encode()

@@ -151,8 +151,8 @@ def _contents(path: str, what: str) -> bytes | None:
 def _snapshot(path: str, data: bytes) -> dict:
     try:
         raw = json.loads(data)
-    except ValueError as exc:
-        raise ValueError(f"{path}: unreadable topic catalog ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: brackets nested too deep
+        raise ValueError(f"{path}: unreadable topic catalog ({exc!r})") from None
     if (
         not isinstance(raw, dict)
         or type(raw.get("version")) is not int
@@ -170,8 +170,8 @@ def _snapshot(path: str, data: bytes) -> dict:
 def _line(path: str, number: int, line: bytes) -> dict:
     try:
         raw = json.loads(line)
-    except ValueError as exc:
-        raise ValueError(f"{path} line {number}: unreadable ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{path} line {number}: unreadable ({exc!r})") from None
     if (
         not isinstance(raw, dict)
         or type(raw.get("version")) is not int

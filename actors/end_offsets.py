@@ -62,7 +62,7 @@ def offsets_file(path: str) -> EndOffsetsFn:
             raw = json.load(f)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the offsets file: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # nested too deep
         raise ValueError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ValueError(f'{path}: expected a JSON object {{"topic:partition": offset}}')

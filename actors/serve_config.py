@@ -255,7 +255,7 @@ def file_defaults(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
             raw = tomllib.load(f)
     except OSError as exc:
         raise ConfigFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # arrays nested too deep
         raise ConfigFileError(f"{path}: not TOML: {exc}") from None
     options = _options(parser)
     defaults = {}

@@ -212,7 +212,7 @@ def read_json_field(path: str, name: str, what: str, hint: str = "") -> object:
             data = json.loads(f.read())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise CorruptLogError(path, 0, -1, f"unreadable {what} ({exc!r}){hint}") from None
     value = data.get(name) if isinstance(data, dict) else None
     if value is None:

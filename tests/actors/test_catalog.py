@@ -340,3 +340,13 @@ def test_a_replaced_owner_changes_nothing_and_says_so(tmp_path):
         "orders": 3,
         "audit": 1,
     }
+
+
+@pytest.mark.parametrize("owner", [b"{oops", b"[1]", b"[" * 50_000])
+def test_a_damaged_owner_file_is_claimed_over(tmp_path, owner):
+    # Before: brackets nested deep made the claim raise RecursionError: no router could start.
+    TopicCatalog(str(tmp_path)).create("events", 1)
+    (tmp_path / catalog_module.OWNER_FILE).write_bytes(owner)
+    again = TopicCatalog(str(tmp_path))
+    assert again.topics() == {"events": 1}
+    again.create("orders", 1)

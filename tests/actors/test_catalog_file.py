@@ -9,6 +9,8 @@ import json
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from groupcoord.actors import catalog_file
 from groupcoord.actors.catalog import CATALOG_FILE, TopicCatalog
@@ -110,3 +112,40 @@ def test_a_replaced_owner_that_still_appends_writes_where_no_reader_looks(tmp_pa
     stale.create("lost", 1)
     assert "lost" not in TopicCatalog(str(tmp_path)).topics()
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    snapshot=st.one_of(st.none(), st.binary(max_size=200), st.sampled_from([b"[" * 50_000])),
+    log=st.one_of(
+        st.binary(max_size=300),
+        st.lists(
+            st.sampled_from(
+                [
+                    '{"version": 2}',
+                    '{"version": 3, "topics": {"t": 1}}',
+                    '{"version": 2, "ids": {"t": null}}',
+                    "[" * 50_000,
+                    "",
+                    '{"version": 2, "topics": {"t": 0}}',
+                ]
+            ),
+            max_size=4,
+        ).map(lambda lines: "\n".join(lines).encode()),
+    ),
+)
+def test_any_damage_opens_or_is_a_value_error(tmp_path_factory, snapshot, log):
+    # The router opens the catalog as it starts: damage must be one line naming the file,
+    # never another exception (json.loads raises RecursionError for brackets nested deep).
+    directory = tmp_path_factory.mktemp("damaged")
+    if snapshot is not None:
+        (directory / CATALOG_FILE).write_bytes(snapshot)
+    (directory / (CATALOG_FILE + CHANGES_SUFFIX)).write_bytes(log)
+    try:
+        catalog = TopicCatalog(str(directory))
+    except ValueError as exc:
+        assert CATALOG_FILE in str(exc)
+    else:
+        assert all(1 <= count for count in catalog.topics().values())

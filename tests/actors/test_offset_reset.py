@@ -100,6 +100,7 @@ def test_file_and_python_sources(tmp_path):
         ('{"t:²": 3}', "entries must look like"),
         ('{"t:0": 9223372036854775808}', "entries must look like"),
         (b"\xff\xfe", "not valid JSON"),
+        (b"[" * 50_000, "not valid JSON"),  # before: json's RecursionError
     ],
 )
 def test_a_bad_offsets_file_is_named_in_the_error(tmp_path, content, why):

@@ -89,6 +89,7 @@ def test_options_added_by_anyone_get_file_support(tmp_path):
         ('fsync-policy = "sometimes"', "fsync-policy: 'sometimes' is not one of always"),
         ("kafka-host = 1", "kafka-host: expected a string, got an integer"),
         ("partitions = ", "not TOML"),
+        ("partitions = " + "[" * 50_000, "not TOML"),  # before: tomllib's RecursionError
     ],
 )
 def test_a_bad_file_is_one_line_naming_the_file_and_key(tmp_path, capsys, text, message):

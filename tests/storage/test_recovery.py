@@ -267,10 +267,11 @@ def test_every_reader_refuses_a_missing_segment_in_the_middle(tmp_path):
 def test_a_damaged_epoch_file_is_a_clear_error(tmp_path):
     with open_partition_log(str(tmp_path)):
         pass
-    with open(tmp_path / "epoch.json", "w") as f:
-        f.write("{not json")
-    with pytest.raises(CorruptLogError, match="epoch"):
-        open_partition_log(str(tmp_path))
+    for damage in ("{not json", "[" * 50_000):  # before: json's RecursionError for the second
+        with open(tmp_path / "epoch.json", "w") as f:
+            f.write(damage)
+        with pytest.raises(CorruptLogError, match="epoch"):
+            open_partition_log(str(tmp_path))
     with open(tmp_path / "epoch.json", "w") as f:
         f.write('{"epoch": 41}')
     with open_partition_log(str(tmp_path)) as log:
