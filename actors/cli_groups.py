@@ -10,6 +10,7 @@
                       [--dry-run | --execute] [--export]
     groupcoord groups --delete-offsets --group G --topic T[:P,...] ...
     groupcoord groups --delete (--group G ... | --all-groups)
+    groupcoord groups --validate-regex REGEX
 
 The older spellings ``groups list``, ``groups describe G...``, ``groups delete G...``,
 ``groups reset-offsets G ...`` and ``groups delete-offsets G ...`` still work (a reset without
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from collections.abc import Sequence
 
 from groupcoord.coordinator import Errors
 from groupcoord.coordinator.routing import partition_for
+from groupcoord.coordinator.topic_regex import regex_error
 
 from . import bootstrap
 from .admin import AdminClient, AdminError
@@ -55,8 +58,15 @@ from .groups_output import (
 )
 from .offset_reset import parse_topics, partitions_named
 
-ACTIONS = ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete")
-ALIASES = {a[2:]: a for a in ACTIONS}
+ACTIONS = (
+    "--list",
+    "--describe",
+    "--reset-offsets",
+    "--delete-offsets",
+    "--delete",
+    "--validate-regex",
+)
+ALIASES = {a[2:]: a for a in ACTIONS[:5]}  # the older spellings: `groups list`, ...
 STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 TYPES = ("classic", "consumer")  # Kafka's group types (KIP-848), as --list --type spells them
 # Why a group could not be deleted, in the words of Kafka's exceptions.
@@ -81,6 +91,7 @@ Kafka's kafka-consumer-groups for groupcoord. One action:
   --reset-offsets   plan (--dry-run, the default) or --execute an offset reset
   --delete-offsets  delete a group's offsets of some topics
   --delete          delete groups that have no members
+  --validate-regex  whether a consumer's topic regex (KIP-848) is valid here
 
 {EPILOG}"""
 
@@ -101,6 +112,9 @@ def _parser(action: str) -> argparse.ArgumentParser:
         "--delete-offsets": "Delete a group's committed offsets of the partitions named by "
         "--topic (refused for topics the group still subscribes to).",
         "--delete": "Delete groups; a group with members is refused (NON_EMPTY_GROUP).",
+        "--validate-regex": "Say whether REGEX is a topic regular expression the coordinator "
+        "accepts from a consumer (RE2, KIP-848), and if not why, in Kafka's words; exit "
+        "status 1 when it is not (Kafka's tool exits 0 either way). Asks no deployment.",
     }
     p = OneLineParser(
         prog=f"groupcoord groups {action}",
@@ -108,6 +122,10 @@ def _parser(action: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         allow_abbrev=False,
     )
+    if action == "--validate-regex":
+        p.add_argument(action, dest="regex", metavar="REGEX", required=True, help="the pattern")
+        p.add_argument("--json", action="store_true", help="one JSON object: regex, valid, reason")
+        return p
     p.add_argument(action, action="store_true", dest="action_flag", help="the action")
     add_common(p, ADDRESS_HELP, DEFAULT_NAMESPACE)
     if action == "--list":
@@ -249,6 +267,8 @@ def main(argv: Sequence[str]) -> int:
     args = parse(argv)
     if args is None:
         return EXIT_OK
+    if args.action == "--validate-regex":
+        return _validate_regex(args.regex, args.json)
     end_fn = end_offsets_source(args.end_offsets) if getattr(args, "end_offsets", None) else None
     if args.action == "--reset-offsets":  # every usage error before reaching the cluster
         prepare(args)
@@ -274,6 +294,18 @@ def main(argv: Sequence[str]) -> int:
         status = EXIT_FAILED
     out.finish()
     return status
+
+
+def _validate_regex(regex: str, as_json: bool) -> int:
+    """Kafka's ``--validate-regex``: its sentence, or with ``as_json`` one object."""
+    why = regex_error(regex)
+    if as_json:
+        print(json.dumps({"regex": regex, "valid": why is None, "reason": why}))
+    elif why is None:
+        print(f"The regular expression `{regex}` is valid.")
+    else:
+        print(f"The regular expression `{regex}` is invalid: {why}.")
+    return EXIT_OK if why is None else EXIT_FAILED
 
 
 async def _group_ids(args, admin: AdminClient) -> list[str]:

@@ -51,8 +51,6 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-import re2
-
 from groupcoord.coordinator import (
     SERVER_ASSIGNORS,
     ConsumerGroupDescribeRequest,
@@ -62,11 +60,11 @@ from groupcoord.coordinator import (
     OffsetFetchRequest,
     TopicPartition,
 )
-from groupcoord.coordinator.consumer_group import compile_regex
 from groupcoord.coordinator.consumer_messages import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 )
+from groupcoord.coordinator.topic_regex import regex_error
 
 from .assignment import MAX_TOPICS, Partitions, call_listener
 from .channel import CoordinatorUnavailable
@@ -103,10 +101,9 @@ class ConsumerGroupMember(GroupMember, group_protocol="consumer"):
         if topic_regex is not None:
             if not isinstance(topic_regex, str) or not topic_regex:
                 raise ValueError(f"topic_regex must be a non-empty str, got {topic_regex!r}")
-            try:
-                compile_regex(topic_regex)
-            except re2.error as exc:
-                raise ValueError(f"topic_regex {topic_regex!r} is not valid RE2: {exc}") from None
+            why = regex_error(topic_regex)
+            if why is not None:
+                raise ValueError(f"topic_regex {topic_regex!r} is not valid RE2: {why}")
         if bool(self.topics) == (topic_regex is not None):
             raise ValueError("subscribe to topics or to a topic_regex: exactly one of them")
         if server_assignor is not None and server_assignor not in SERVER_ASSIGNORS:

@@ -16,10 +16,8 @@ reconciliation gives a partition only to a member when it has no other owner.
 from __future__ import annotations
 
 from enum import StrEnum
-from functools import lru_cache
 
 import msgspec
-import re2
 
 from .consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -34,6 +32,7 @@ from .consumer_records import (
     from_topic_partitions,
 )
 from .reconcile import STABLE, MemberAssignment
+from .topic_regex import compile_regex
 
 
 class ConsumerGroupState(StrEnum):
@@ -73,12 +72,6 @@ class ConsumerMember(msgspec.Struct, frozen=True):
         for topic, parts in self.assignment.pending_revocation.items():
             owned[topic] = owned.get(topic, frozenset()) | parts
         return owned
-
-
-@lru_cache(maxsize=1024)
-def compile_regex(pattern: str) -> re2._Regexp:
-    """RE2 (Kafka's RE2/J semantics); re2.error for an invalid pattern."""
-    return re2.compile(pattern)
 
 
 def subscribed_topics(

@@ -30,12 +30,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import re2
-
 from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
-    compile_regex,
     subscribed_topics,
 )
 from .consumer_membership import Refusal, assignment_value
@@ -70,6 +67,7 @@ from .reconcile import (
 from .record_size import record_bytes
 from .records import GroupMetadataKey, Record
 from .server_assignors import SERVER_ASSIGNORS, AssignmentSpec, MemberSpec
+from .topic_regex import regex_error
 from .validation import is_int32, string_ok
 
 if TYPE_CHECKING:
@@ -166,14 +164,13 @@ class ConsumerHeartbeatMixin:
         elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise Refusal(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
         if req.subscribed_topic_regex:
-            try:
-                compile_regex(req.subscribed_topic_regex)
-            except re2.error as exc:
+            why = regex_error(req.subscribed_topic_regex)
+            if why is not None:
                 raise Refusal(
                     Errors.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid "
-                    f"regular expression: {exc}.",
-                ) from None
+                    f"regular expression: {why}.",
+                )
         assignors = config.consumer_group_assignors
         if req.server_assignor is not None and req.server_assignor not in assignors:
             raise Refusal(

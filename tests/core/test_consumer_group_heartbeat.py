@@ -285,6 +285,10 @@ def test_unsupported_assignor_and_invalid_regex():
     )
     r = h.hb("m1", 0, regex="foo(", owned={}, rebalance_ms=1)
     assert r.error_code == Errors.INVALID_REGULAR_EXPRESSION
+    # Kafka's words (RE2/J's description); before: "... expression: b'missing ): foo('."
+    assert r.error_message == (
+        "SubscribedTopicRegex `foo(` is not a valid regular expression: missing closing )."
+    )
     assert h.group() is None
 
 
