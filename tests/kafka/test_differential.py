@@ -634,6 +634,13 @@ CONSUMER_SCENARIOS = {
         consumer_heartbeat(
             "invalid regex", "x", subscribed_topic_names=None, subscribed_topic_regex="t("
         ),
+        consumer_heartbeat(
+            "invalid regex beside no names",
+            "x",
+            subscribed_topic_names=[],
+            subscribed_topic_regex="t(",
+        ),
+        consumer_heartbeat("invalid regex beside names", "x", subscribed_topic_regex="[z-a]"),
         join("c: classic first join", "c", group="G3"),
         join("c: classic join with its id", "c", group="G3"),
         consumer_describe("describe G, a classic group and an unknown one", "G", "G3", "G2"),
