@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import BinaryIO
 
 from groupcoord.storage.snapshot import fsync_dir, write_atomically
 
@@ -40,12 +41,12 @@ COMPACT_MIN_BYTES = 1024 * 1024
 _FIELDS = ("topics", "ids", "group_configs")
 
 
-def append_durably(fd: int, data: bytes) -> None:
-    """Write all of ``data`` at the end of ``fd``'s file, then fsync it."""
+def append_durably(log: BinaryIO, data: bytes) -> None:
+    """Write all of ``data`` at the end of ``log`` (unbuffered, opened to append), then fsync."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
-    os.fsync(fd)
+        view = view[log.write(view) or 0 :]
+    os.fsync(log.fileno())
 
 
 class CatalogFiles:
@@ -54,7 +55,8 @@ class CatalogFiles:
     def __init__(self, path: str) -> None:
         self.path = path
         self.changes_path = path + CHANGES_SUFFIX
-        self._fd: int | None = None  # the log of our own last rewrite; None: rewrite next
+        # The log of our own last rewrite (closed with this object); None: rewrite next.
+        self._log: BinaryIO | None = None
         self._snapshot_bytes = 0
         self._changes_bytes = 0
 
@@ -74,20 +76,20 @@ class CatalogFiles:
             json.dumps({"version": version, **delta}, sort_keys=True, separators=(",", ":")) + "\n"
         ).encode()
         due = self._changes_bytes + len(line) > max(COMPACT_MIN_BYTES, self._snapshot_bytes)
-        if self._fd is None or due:
+        if self._log is None or due:
             self.rewrite(state())
             return
         try:
-            append_durably(self._fd, line)
+            append_durably(self._log, line)
         except BaseException:
             self.close()  # the log may end in part of a line now: the next write rewrites
             raise
         self._changes_bytes += len(line)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def rewrite(self, state: dict) -> None:
         """Replace the snapshot with ``state`` (the whole catalog in its format) and the log
@@ -111,7 +113,7 @@ class CatalogFiles:
             except OSError:
                 pass
             raise
-        self._fd, self._changes_bytes = fd, 0
+        self._log, self._changes_bytes = os.fdopen(fd, "ab", buffering=0), 0
 
 
 def read_catalog(path: str) -> dict:

@@ -289,9 +289,9 @@ def test_a_failed_write_leaves_the_catalog_as_it_was(tmp_path, monkeypatch, whic
     if which == "rewrite":
         catalog = TopicCatalog(str(tmp_path))  # a new owner's first write rewrites both files
 
-    def full_disk(fd_or_path, data):
+    def full_disk(log_or_path, data):
         if which == "append":  # part of the line reached the file
-            os.write(fd_or_path, data[: len(data) // 2])
+            log_or_path.write(data[: len(data) // 2])
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(catalog_file, "write_atomically", full_disk)
