@@ -75,6 +75,7 @@ class PartitionOffset(msgspec.Struct, frozen=True):
     end_offset: int | None = None
     lag: int | None = None
     owner: str | None = None  # member id of the current owner, if any
+    leader_epoch: int | None = None  # the committed offset's leader epoch, if it has one
 
 
 class PartitionStatus(msgspec.Struct, frozen=True):
@@ -292,7 +293,9 @@ class AdminClient:
         if not with_offsets or d.error != Errors.NONE.name:
             return d
         owners = {tp: m.member_id for m in d.members for tp in m.assignment}
-        committed = await self.fetch_offsets(d.group_id)
+        fetched = await self._fetched(d.group_id, None)
+        committed = {(p.topic, p.partition): p.committed_offset for p in fetched}
+        epochs = {(p.topic, p.partition): p.committed_leader_epoch for p in fetched}
         partitions = sorted(set(committed) | set(owners))
         ends: Mapping[tuple[str, int], int] = {}
         if end_offsets is not None and partitions:
@@ -304,7 +307,12 @@ class AdminClient:
             current = offset if offset >= 0 else None
             end = ends.get(tp)
             lag = None if end is None or current is None else max(end - current, 0)
-            rows.append(PartitionOffset(tp[0], tp[1], current, end, lag, owners.get(tp)))
+            epoch = epochs.get(tp, -1)
+            rows.append(
+                PartitionOffset(
+                    tp[0], tp[1], current, end, lag, owners.get(tp), epoch if epoch >= 0 else None
+                )
+            )
         return msgspec.structs.replace(d, offsets=tuple(rows))
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
@@ -324,11 +332,18 @@ class AdminClient:
         partitions: Iterable[tuple[str, int]] | None = None,
     ) -> dict[tuple[str, int], int]:
         checked = checked_partitions(partitions)
-        tps = None if checked is None else [TopicPartition(t, p) for t, p in checked]
+        return {
+            (p.topic, p.partition): p.committed_offset
+            for p in await self._fetched(group_id, checked)
+        }
+
+    async def _fetched(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list:
+        """OffsetFetch's partitions (``partitions`` checked, or None for all)."""
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         response = await self._channel(group_id).call(OffsetFetchRequest(group_id, tps))
         if response.error != Errors.NONE:
             raise AdminError(response.error, f"OffsetFetch for {group_id!r}")
-        return {(p.topic, p.partition): p.committed_offset for p in response.partitions}
+        return response.partitions
 
     async def delete_offsets(
         self,

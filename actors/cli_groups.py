@@ -48,6 +48,7 @@ from .end_offsets import end_offsets_source
 from .groups_output import (
     CONSUMER_STATE_VIEW,
     DELETE_OFFSETS_VIEW,
+    OFFSETS_VERBOSE_VIEW,
     OFFSETS_VIEW,
     STATE_VIEW,
     GroupsOutput,
@@ -103,7 +104,7 @@ def _parser(action: str) -> argparse.ArgumentParser:
         f"states ({', '.join(STATES)}; comma-separated), --type likewise their type "
         f"({', '.join(TYPES)}).",
         "--describe": "Describe groups: per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG and "
-        "owner (--offsets, the default), the members (--members; --verbose adds each "
+        "owner (--offsets, the default; --verbose adds the commit's LEADER-EPOCH), the members (--members; --verbose adds each "
         "one's ASSIGNMENT; a consumer group's show their epochs and current and target "
         "assignments), or the group (--state; a consumer group's adds its TYPE, GROUP-EPOCH "
         "and TARGET-ASSIGNMENT-EPOCH).",
@@ -162,7 +163,11 @@ def _parser(action: str) -> argparse.ArgumentParser:
         view.add_argument("--offsets", action="store_true", help="offsets and lag (default)")
         view.add_argument("--members", action="store_true", help="the members")
         view.add_argument("--state", action="store_true", help="state, strategy, coordinator")
-        p.add_argument("--verbose", action="store_true", help="--members: add ASSIGNMENT")
+        p.add_argument(
+            "--verbose",
+            action="store_true",
+            help="add ASSIGNMENT to --members, LEADER-EPOCH to --offsets",
+        )
         p.add_argument("--end-offsets", metavar="SOURCE", help=f"log-end offsets: {SOURCE_HELP}")
     elif action == "--reset-offsets":
         scope = p.add_mutually_exclusive_group()
@@ -382,7 +387,7 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
                 _members_columns(members, args, consumer),
             )
         elif offsets:
-            out.table(offsets, OFFSETS_VIEW)
+            out.table(offsets, OFFSETS_VERBOSE_VIEW if args.verbose else OFFSETS_VIEW)
     if end_fn is not None and any(o["log_end_offset"] is None for o in out.document["offsets"]):
         out.note(f"{args.end_offsets} has no end offset for some partitions: their LAG is -")
     return status

@@ -13,7 +13,8 @@ Every ``--json`` document of ``groups`` has the same four keys, whatever the act
   list of ``{topic, partition}``; a consumer group's members also have an epoch and the
   assignment they are moving to, null in a classic group);
 - ``offsets``: ``{group, topic, partition, current_offset, log_end_offset, lag, consumer_id,
-  host, client_id, new_offset, error}``;
+  host, client_id, new_offset, error, leader_epoch}`` (``leader_epoch``: the committed
+  offset's, Kafka's ``--offsets --verbose`` LEADER-EPOCH);
 - ``notes``: the messages the text form prints on stderr (errors go to stderr in both forms).
 
 A value that is not known or does not apply is null, never "" or a guess; ids are never cut.
@@ -69,6 +70,7 @@ OFFSET_KEYS = (
     "client_id",
     "new_offset",
     "error",
+    "leader_epoch",
 )
 
 # (key, Kafka's column name) of each text view.
@@ -83,6 +85,8 @@ OFFSETS_VIEW = (
     ("host", "HOST"),
     ("client_id", "CLIENT-ID"),
 )
+# --offsets --verbose: Kafka's LEADER-EPOCH after PARTITION.
+OFFSETS_VERBOSE_VIEW = (*OFFSETS_VIEW[:3], ("leader_epoch", "LEADER-EPOCH"), *OFFSETS_VIEW[3:])
 RESET_VIEW = (
     ("group", "GROUP"),
     ("topic", "TOPIC"),
@@ -171,6 +175,7 @@ def described_rows(d: GroupDescription, coordinator: int) -> tuple[dict, list[di
                 consumer_id=owner.member_id if owner else None,
                 host=_or_none(owner.client_host) if owner else None,
                 client_id=_or_none(owner.client_id) if owner else None,
+                leader_epoch=o.leader_epoch,
             )
         )
     return group, members, offsets

@@ -106,3 +106,29 @@ def test_reset_plans_pass_between_groupcoord_and_kafkas_tool(
     # groupcoord's ListOffsets answers 0, so the tool clamps 1 to 0 (the module's docstring).
     for group in groups:
         assert committed_offsets(bootstrap, group, topic) == {0: 0, 1: 0}, applied.stdout
+
+
+def test_offsets_verbose_shows_the_committed_leader_epoch_as_kafkas_tool_does(
+    bootstrap, groupcoord_listeners, consumer_groups, capsys
+):
+    topic = create_topic(bootstrap, 2)
+    group = unique_name("epochs")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(
+        offsets=[TopicPartition(topic, 0, 3, leader_epoch=7), TopicPartition(topic, 1, 4)],
+        asynchronous=False,
+    )
+    consumer.close()
+    kafka = consumer_groups("--describe", "--group", group, "--offsets", "--verbose")
+    assert kafka.returncode == 0, kafka.stderr
+    argv = ["groups", "--describe", "--group", group, "--offsets", "--verbose"]
+    capsys.readouterr()
+    assert main([*argv, "--namespace", groupcoord_listeners.deployment.namespace]) == 0
+    ours = capsys.readouterr().out
+
+    def table(text: str) -> list[list[str]]:
+        return [line.split()[:5] for line in text.splitlines() if line.strip()]
+
+    # GROUP TOPIC PARTITION LEADER-EPOCH CURRENT-OFFSET: the same cells from both tools.
+    assert table(ours) == table(kafka.stdout)
+    assert table(ours)[1:] == [[group, topic, "0", "7", "3"], [group, topic, "1", "-", "4"]]
