@@ -46,10 +46,10 @@ from .cli_common import (
 from .cli_groups_reset import prepare, reset
 from .end_offsets import end_offsets_source
 from .groups_output import (
-    CONSUMER_STATE_VIEW,
     DELETE_OFFSETS_VIEW,
     OFFSETS_VERBOSE_VIEW,
     OFFSETS_VIEW,
+    STATE_VERBOSE_VIEW,
     STATE_VIEW,
     GroupsOutput,
     assignment_text,
@@ -104,10 +104,10 @@ def _parser(action: str) -> argparse.ArgumentParser:
         f"states ({', '.join(STATES)}; comma-separated), --type likewise their type "
         f"({', '.join(TYPES)}).",
         "--describe": "Describe groups: per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG and "
-        "owner (--offsets, the default; --verbose adds the commit's LEADER-EPOCH), the members (--members; --verbose adds each "
-        "one's ASSIGNMENT; a consumer group's show their epochs and current and target "
-        "assignments), or the group (--state; a consumer group's adds its TYPE, GROUP-EPOCH "
-        "and TARGET-ASSIGNMENT-EPOCH).",
+        "owner (--offsets, the default; --verbose adds the commit's LEADER-EPOCH), the "
+        "members (--members; --verbose adds their epochs and current and target "
+        "assignments), or the group (--state; --verbose adds GROUP-EPOCH and "
+        "TARGET-ASSIGNMENT-EPOCH), with Kafka 4's columns.",
         "--reset-offsets": "Reset the committed offsets of groups without active members. A "
         "dry run (prints the new offsets) unless --execute is given.",
         "--delete-offsets": "Delete a group's committed offsets of the partitions named by "
@@ -166,7 +166,8 @@ def _parser(action: str) -> argparse.ArgumentParser:
         p.add_argument(
             "--verbose",
             action="store_true",
-            help="add ASSIGNMENT to --members, LEADER-EPOCH to --offsets",
+            help="Kafka's verbose columns: epochs and assignments (--members, --state), "
+            "LEADER-EPOCH (--offsets)",
         )
         p.add_argument("--end-offsets", metavar="SOURCE", help=f"log-end offsets: {SOURCE_HELP}")
     elif action == "--reset-offsets":
@@ -377,14 +378,14 @@ async def _describe(args, deployment: Deployment, out: GroupsOutput, end_fn) -> 
         if args.state:
             where = kafka.get(coordinator)
             text = f"{where}  ({coordinator})" if where else f"partition-{coordinator}"
-            view = CONSUMER_STATE_VIEW if d.group_type == "consumer" else STATE_VIEW
-            out.table([group | {"coordinator_text": text}], view)
+            epoch = group["generation"] if d.group_type == "consumer" else None
+            row = group | {"coordinator_text": text, "group_epoch": epoch}
+            out.table([row], STATE_VERBOSE_VIEW if args.verbose else STATE_VIEW)
         elif args.members:
             # The header even without members, as Kafka prints it.
-            consumer = d.group_type == "consumer"
             out.table(
-                members_view(members, args.verbose or consumer, group["assignment_epoch"]),
-                _members_columns(members, args, consumer),
+                members_view(members, args.verbose, group["assignment_epoch"]),
+                _members_columns(members, args.verbose),
             )
         elif offsets:
             out.table(offsets, OFFSETS_VERBOSE_VIEW if args.verbose else OFFSETS_VIEW)
@@ -411,20 +412,18 @@ def members_view(members: list[dict], verbose: bool, target_epoch: int | None = 
     ]
 
 
-def _members_columns(members: list[dict], args, consumer: bool) -> list[tuple[str, str]]:
+def _members_columns(members: list[dict], verbose: bool) -> list[tuple[str, str]]:
     columns = [("group", "GROUP"), ("consumer_id", "CONSUMER-ID")]
     if any(m["group_instance_id"] for m in members):  # Kafka shows it only when one has it
         columns.append(("group_instance_id", "GROUP-INSTANCE-ID"))
     columns += [("host", "HOST"), ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")]
-    if consumer:  # the epochs and both assignments, always (Kafka: with --verbose)
+    if verbose:  # Kafka 4's tool: for every group, "-" where a classic one has no such thing
         columns += [
             ("member_epoch", "CURRENT-EPOCH"),
             ("assignment_text", "CURRENT-ASSIGNMENT"),
             ("target_epoch", "TARGET-EPOCH"),
             ("target_text", "TARGET-ASSIGNMENT"),
         ]
-    elif args.verbose:
-        columns.append(("assignment_text", "ASSIGNMENT"))
     return columns
 
 

@@ -18,10 +18,11 @@ Every ``--json`` document of ``groups`` has the same four keys, whatever the act
 - ``notes``: the messages the text form prints on stderr (errors go to stderr in both forms).
 
 A value that is not known or does not apply is null, never "" or a guess; ids are never cut.
-The text form prints Kafka's column names with ``-`` for null, as kafka-consumer-groups does; a
-consumer group's ``--state`` adds TYPE, GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH, its
-``--members`` CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH and TARGET-ASSIGNMENT (Kafka's
-``--verbose`` columns for consumer groups).
+The text form prints Kafka's column names with ``-`` for null, as kafka-consumer-groups does;
+as Kafka 4's tool, ``--verbose`` adds GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH to ``--state``,
+CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH and TARGET-ASSIGNMENT to ``--members`` and
+LEADER-EPOCH to ``--offsets``, for every group (``-`` where a classic group has no such
+thing).
 """
 
 from __future__ import annotations
@@ -101,11 +102,11 @@ STATE_VIEW = (
     ("state", "STATE"),
     ("members", "#MEMBERS"),
 )
-# A consumer group's (KIP-848): its type and epochs too (Kafka's --state --verbose columns).
-CONSUMER_STATE_VIEW = (
+# --state --verbose (Kafka 4's tool): the group epoch and the target assignment's epoch before
+# #MEMBERS, for every group ("-" for a classic one, which has neither).
+STATE_VERBOSE_VIEW = (
     *STATE_VIEW[:-1],
-    ("group_type", "TYPE"),
-    ("generation", "GROUP-EPOCH"),
+    ("group_epoch", "GROUP-EPOCH"),
     ("assignment_epoch", "TARGET-ASSIGNMENT-EPOCH"),
     ("members", "#MEMBERS"),
 )

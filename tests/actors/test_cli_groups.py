@@ -310,6 +310,8 @@ def test_describe_views_columns_and_json(served, active, capsys, tmp_path):
         "cli-client",
     ]
     assert second.split()[3:6] == ["-", "-", "-"]
+    # Kafka 4's tool: --verbose gives a classic group the consumer group's columns, "-" where
+    # it has no such thing (before: an ASSIGNMENT column, Kafka 3's).
     code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--members", "--verbose")
     header, row = out.split("\n")[:2]
     assert header.split() == [
@@ -318,18 +320,37 @@ def test_describe_views_columns_and_json(served, active, capsys, tmp_path):
         "HOST",
         "CLIENT-ID",
         "#PARTITIONS",
-        "ASSIGNMENT",
+        "CURRENT-EPOCH",
+        "CURRENT-ASSIGNMENT",
+        "TARGET-EPOCH",
+        "TARGET-ASSIGNMENT",
     ]
-    assert row.split() == [LONG_GROUP, member_id, "10.1.2.3", "cli-client", "2", "cli-t:0,1"]
+    assert row.split() == [
+        LONG_GROUP,
+        member_id,
+        "10.1.2.3",
+        "cli-client",
+        "2",
+        "-",
+        "cli-t:0,1",
+        "-",
+        "-",
+    ]
     code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state")
     header, row = out.split("\n")[:2]
     assert (
         header.startswith("GROUP") and "COORDINATOR (ID)" in header and header.endswith("#MEMBERS")
     )
     assert row.split()[-3:] == ["range", "Stable", "1"]
+    code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state", "--verbose")
+    header, row = out.split("\n")[:2]
+    assert header.split()[-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    assert row.split()[-5:] == ["range", "Stable", "-", "-", "1"]
 
 
-def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, active, capsys):
+def test_describe_shows_a_consumer_groups_epochs_and_assignments_with_verbose(
+    served, active, capsys
+):
     group_id = "cli-kip848"
     ray.get(served.router.create_topic.remote("cli-k", 2))
     member = SyncGroupMember(
@@ -338,11 +359,20 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
     try:
         assert member.wait_assigned(30) == {("cli-k", 0), ("cli-k", 1)}
         member_id = member.member.member_id
+        # As Kafka 4's tool: the epochs only with --verbose, and no TYPE column (--list --type).
         code, out, _ = run(capsys, "--describe", "--group", group_id, "--state")
         header, row = out.split("\n")[:2]
-        assert header.split()[-4:] == ["TYPE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-        assert row.split()[-6:] == ["uniform", "Stable", "consumer", "2", "2", "1"]
+        assert header.split()[-3:] == ["ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        assert row.split()[-3:] == ["uniform", "Stable", "1"]
+        code, out, _ = run(capsys, "--describe", "--group", group_id, "--state", "--verbose")
+        header, row = out.split("\n")[:2]
+        assert header.split()[-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert row.split()[-5:] == ["uniform", "Stable", "2", "2", "1"]
         code, out, _ = run(capsys, "--describe", "--group", group_id, "--members")
+        header, row = out.split("\n")[:2]
+        assert header.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert row.split() == [group_id, member_id, "-", "kc", "2"]
+        code, out, _ = run(capsys, "--describe", "--group", group_id, "--members", "--verbose")
         header, row = out.split("\n")[:2]
         assert header.split() == [
             "GROUP",
@@ -383,7 +413,7 @@ def test_describe_shows_a_consumer_groups_type_epochs_and_assignments(served, ac
             both,
         )
         assert (theirs["member_epoch"], theirs["target_assignment"]) == (None, None)
-        # A classic group's --state and --members keep Kafka's classic columns.
+        # Without --verbose, a classic group's --state has no epochs either.
         code, out, _ = run(capsys, "--describe", "--group", LONG_GROUP, "--state")
         assert "EPOCH" not in out and "TYPE" not in out
         # Kafka 4's --list --type: a TYPE column (Classic, Consumer); with types, a filter.

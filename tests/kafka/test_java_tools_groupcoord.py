@@ -132,3 +132,38 @@ def test_offsets_verbose_shows_the_committed_leader_epoch_as_kafkas_tool_does(
     # GROUP TOPIC PARTITION LEADER-EPOCH CURRENT-OFFSET: the same cells from both tools.
     assert table(ours) == table(kafka.stdout)
     assert table(ours)[1:] == [[group, topic, "0", "7", "3"], [group, topic, "1", "-", "4"]]
+
+
+@pytest.mark.parametrize(
+    "client, assignor",
+    [("confluent-kafka", "range"), ("confluent-kafka-consumer-protocol", "uniform")],
+)
+def test_verbose_describe_has_kafkas_columns_and_cells(
+    bootstrap, groupcoord_listeners, members, consumer_groups, capsys, client, assignor
+):
+    """``groupcoord groups --describe --members/--state [--verbose]`` and Kafka 4's tool, both
+    asked about the same live group (classic, then KIP-848's): the same header, and the same
+    cells but the host (Kafka's tool prints the address it was given) and the coordinator's."""
+    topic = create_topic(bootstrap, 2)
+    group = unique_name("verbose")
+    member = members(client, group, topic, assignor)
+    wait_until(lambda: member.assignment() == {0, 1}, WAIT_S, "member owns both partitions")
+    namespace = groupcoord_listeners.deployment.namespace
+    for view in (["--members"], ["--members", "--verbose"], ["--state"], ["--state", "--verbose"]):
+        kafka = consumer_groups("--describe", "--group", group, *view)
+        assert kafka.returncode == 0, kafka.stderr
+        capsys.readouterr()
+        assert (
+            main(["groups", "--describe", "--group", group, *view, "--namespace", namespace]) == 0
+        )
+        ours = capsys.readouterr().out
+        (kafka_header, kafka_row), (header, row) = (
+            [line.split() for line in text.splitlines() if line.strip()]
+            for text in (kafka.stdout, ours)
+        )
+        assert header == kafka_header, view
+        if view[0] == "--state":  # after COORDINATOR (ID), whose cell is two words
+            assert row[-5:] == kafka_row[-5:] and row[0] == kafka_row[0], view
+        else:
+            host = header.index("HOST")
+            assert row[:host] + row[host + 1 :] == kafka_row[:host] + kafka_row[host + 1 :], view
