@@ -138,12 +138,13 @@ def test_offsets_verbose_shows_the_committed_leader_epoch_as_kafkas_tool_does(
     "client, assignor",
     [("confluent-kafka", "range"), ("confluent-kafka-consumer-protocol", "uniform")],
 )
-def test_verbose_describe_has_kafkas_columns_and_cells(
+def test_describe_and_list_have_kafkas_columns_and_cells(
     bootstrap, groupcoord_listeners, members, consumer_groups, capsys, client, assignor
 ):
-    """``groupcoord groups --describe --members/--state [--verbose]`` and Kafka 4's tool, both
-    asked about the same live group (classic, then KIP-848's): the same header, and the same
-    cells but the host (Kafka's tool prints the address it was given) and the coordinator's."""
+    """``groupcoord groups --describe --members/--state [--verbose]`` and ``--list
+    --state/--type`` and Kafka 4's tool, both asked about the same live group (classic, then
+    KIP-848's): the same header, and the same cells but the host (Kafka's tool prints the
+    address as the coordinator gave it) and the coordinator's."""
     topic = create_topic(bootstrap, 2)
     group = unique_name("verbose")
     member = members(client, group, topic, assignor)
@@ -167,3 +168,15 @@ def test_verbose_describe_has_kafkas_columns_and_cells(
         else:
             host = header.index("HOST")
             assert row[:host] + row[host + 1 :] == kafka_row[:host] + kafka_row[host + 1 :], view
+    for view in (["--state"], ["--type"], ["--state", "--type"]):
+        kafka = consumer_groups("--list", *view)
+        assert kafka.returncode == 0, kafka.stderr
+        capsys.readouterr()
+        assert main(["groups", "--list", *view, "--namespace", namespace]) == 0
+        ours = capsys.readouterr().out
+        kafka_lines, lines = (
+            [line.split() for line in text.splitlines() if line.strip()]
+            for text in (kafka.stdout, ours)
+        )
+        assert lines[0] == kafka_lines[0], view  # the header
+        assert [r for r in lines if r[0] == group] == [r for r in kafka_lines if r[0] == group]
