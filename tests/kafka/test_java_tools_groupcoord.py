@@ -143,8 +143,8 @@ def test_describe_and_list_have_kafkas_columns_and_cells(
 ):
     """``groupcoord groups --describe --members/--state [--verbose]`` and ``--list
     --state/--type`` and Kafka 4's tool, both asked about the same live group (classic, then
-    KIP-848's): the same header, and the same cells but the host (Kafka's tool prints the
-    address as the coordinator gave it) and the coordinator's."""
+    KIP-848's): the same header, and the same cells but the host (which Kafka's tool prints as
+    the wire answer spells it, "/127.0.0.1") and the coordinator's."""
     topic = create_topic(bootstrap, 2)
     group = unique_name("verbose")
     member = members(client, group, topic, assignor)
