@@ -143,8 +143,8 @@ def test_describe_and_list_have_kafkas_columns_and_cells(
 ):
     """``groupcoord groups --describe --members/--state [--verbose]`` and ``--list
     --state/--type`` and Kafka 4's tool, both asked about the same live group (classic, then
-    KIP-848's): the same header, and the same cells but the coordinator's (Kafka's tool names the
-    broker, groupcoord's also the offsets partition)."""
+    KIP-848's): the same header, and the same cells (the coordinator's, COORDINATOR (ID), not
+    compared: groupcoord's names the offsets partition too)."""
     topic = create_topic(bootstrap, 2)
     group = unique_name("verbose")
     member = members(client, group, topic, assignor)
