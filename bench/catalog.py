@@ -12,6 +12,9 @@ in the same run:
 * **to Ray**: the ``WireDirectory`` written for Ray (``pickle.dumps``, which now writes msgpack
   through its ``__reduce__``), against pickle's object graph of the same fields (how Ray wrote
   it before), once per publish now (``ray.put``) where it was once per partition. CPU time.
+* **read back**: what each partition's process spends reading it (``pickle.loads``), against
+  reading the object graph. This one is still the catalog's size on every partition, per
+  change: the partitions take the whole directory, not what changed.
 
 Catalogs of 1,000 / 10,000 / 90,000 topics of one partition each (``MAX_TOPICS`` is 100,000);
 each figure the least of ``--trials``; ratio = before ÷ now.
@@ -59,7 +62,7 @@ def row(what: str, topics: int, now_s: float, before_s: float) -> dict:
         "before_over_now": round(before_s / now_s, 1),
     }
     print(
-        f"{what:>8} {topics:>8,} {result['now_ms']:>10.3f} {result['before_ms']:>10.3f} "
+        f"{what:>9} {topics:>8,} {result['now_ms']:>10.3f} {result['before_ms']:>10.3f} "
         f"{result['before_over_now']:>12.1f}×",
         flush=True,
     )
@@ -106,7 +109,14 @@ def catalog_rows(topics: int, trials: int) -> list[dict]:
             least_s(lambda _: pickle.dumps(directory_now), trials, time.thread_time),
             least_s(lambda _: pickle.dumps(fields), trials, time.thread_time),
         )
-        return [durable, to_ray]
+        written_now, written_before = pickle.dumps(directory_now), pickle.dumps(fields)
+        read_back = row(
+            "read back",
+            topics,
+            least_s(lambda _: pickle.loads(written_now), trials, time.thread_time),
+            least_s(lambda _: pickle.loads(written_before), trials, time.thread_time),
+        )
+        return [durable, to_ray, read_back]
 
 
 def main() -> None:
@@ -114,7 +124,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5, help="runs per cell (default 5)")
     args = parser.parse_args()
     header = ("cost", "topics", "now ms", "before ms", "before ÷ now")
-    print("{:>8} {:>8} {:>10} {:>10} {:>13}".format(*header))
+    print("{:>9} {:>8} {:>10} {:>10} {:>13}".format(*header))
     rows = [r for topics in SIZES for r in catalog_rows(topics, args.trials)]
     write_results(RESULTS, {"bench": "catalog", "trials": args.trials, "rows": rows})
 
