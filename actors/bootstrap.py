@@ -42,7 +42,7 @@ from .catalog_mirror import MirrorConfig
 from .channel import RouterHandle
 from .http_actor import HTTP_ACTOR_NAME, HttpActor
 from .http_service import HttpConfig
-from .offsets import decimal
+from .offsets import MAX_PORT, decimal
 from .partition_actor import partition_actor_name
 from .placement import router_strategy
 from .router import MAX_PARTITIONS, ROUTER_NAME, RouterActor, detached_options
@@ -236,7 +236,6 @@ def ensure_ray(
 
 # How long a GCS address may take to accept a TCP connection before it counts as unreachable.
 GCS_CONNECT_TIMEOUT_S = 5.0
-MAX_PORT = 65535
 
 
 def _check_reachable(target: str) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from .offsets import MAX_OFFSET, MAX_PARTITION, checked_partitions, decimal
+from .offsets import MAX_OFFSET, MAX_PARTITION, MAX_PORT, checked_partitions, decimal
 
 EndOffsetsFn = Callable[[Sequence[tuple[str, int]]], Mapping[tuple[str, int], int]]
 
@@ -84,10 +84,10 @@ def offsets_file(path: str) -> EndOffsetsFn:
 
 
 def check_servers(servers: str) -> str:
-    """``servers`` if it is "host:port[,host:port...]" (each port a number in 1..65535), else
-    ValueError saying so."""
+    """``servers`` if it is "host:port[,host:port...]" (each port a number in 1..MAX_PORT),
+    else ValueError saying so."""
     if not isinstance(servers, str) or not all(
-        host and decimal(port, 65535) not in (None, 0)
+        host and decimal(port, MAX_PORT) not in (None, 0)
         for host, _, port in (s.rpartition(":") for s in servers.split(","))
     ):
         raise ValueError(f"kafka:{servers}: expected kafka:HOST:PORT[,HOST:PORT...]")
