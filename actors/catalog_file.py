@@ -135,7 +135,7 @@ def _read_files(path: str) -> tuple[dict, int, int]:
     changes = _contents(changes_path, "topic catalog log") or b""
     lines = changes.split(b"\n")
     for number, line in enumerate(lines[:-1], start=1):  # the last: b"" or a line cut short
-        _replay(state, _line(changes_path, number, line))
+        _replay(state, _line(changes_path, number, line), f"{changes_path} line {number}")
     return state, len(data or b""), len(changes)
 
 
@@ -182,11 +182,10 @@ def _line(path: str, number: int, line: bytes) -> dict:
         raise ValueError(
             f'{path} line {number}: expected {{"version": int, "topics": {{...}}, ...}}'
         )
-    raw["_line"] = f"{path} line {number}"
     return raw
 
 
-def _replay(state: dict, change: dict) -> None:
+def _replay(state: dict, change: dict, where: str) -> None:
     """Apply one line's changes to ``state`` if its version is the next one; a line the
     snapshot already holds is skipped, one past the next is damage (versions are missing)."""
     version = change["version"]
