@@ -193,7 +193,7 @@ def _replay(state: dict, change: dict, where: str) -> None:
         return
     if version != state["version"] + 1:
         raise ValueError(
-            f"{change['_line']}: version {version} follows {state['version']}: versions are missing"
+            f"{where}: version {version} follows {state['version']}: versions are missing"
         )
     for field in _FIELDS:
         target = state[field]
