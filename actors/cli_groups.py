@@ -87,7 +87,8 @@ EPILOG = (
 OVERVIEW = f"""usage: groupcoord groups ACTION [options]   (groupcoord groups ACTION --help)
 
 Kafka's kafka-consumer-groups for groupcoord. One action:
-  --list            list the groups (--state [S,...]: with their state, or only those)
+  --list            list the groups (--state [S,...]: with their state, or only those;
+                    --type [T,...] likewise their type)
   --describe        offsets and lag (default), --members or --state of groups
   --reset-offsets   plan (--dry-run, the default) or --execute an offset reset
   --delete-offsets  delete a group's offsets of some topics
@@ -124,8 +125,9 @@ def _parser(action: str) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     if action == "--validate-regex":
-        p.add_argument(action, dest="regex", metavar="REGEX", required=True, help="the pattern")
-        p.add_argument("--json", action="store_true", help="one JSON object: regex, valid, reason")
+        # Optional to argparse, so that "--validate-regex --help" is help; parse() requires it.
+        p.add_argument(action, dest="regex", metavar="REGEX", nargs="?", help="the pattern")
+        add_common(p, ADDRESS_HELP, DEFAULT_NAMESPACE)  # accepted like any action's; unused
         return p
     p.add_argument(action, action="store_true", dest="action_flag", help="the action")
     add_common(p, ADDRESS_HELP, DEFAULT_NAMESPACE)
@@ -247,6 +249,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | None:
             parser.error("give the reset's scope: --topic T[:P,...] or --all-topics")
         if args.export and args.json:
             parser.error("--export and --json are two forms of the output: give one")
+    if args.action == "--validate-regex" and args.regex is None:
+        parser.error("--validate-regex needs the REGEX to check")
     if args.action == "--list" and args.state:
         args.state = _names(args.state, STATES, "state")
     if args.action == "--list" and args.type:

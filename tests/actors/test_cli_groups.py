@@ -481,6 +481,7 @@ def test_delete_offsets(served, active, capsys):
         (["--describe", "--group", "g", "--bogus"], "unrecognized arguments: --bogus"),
         (["--list", "--state", "bogus"], "valid states are: Empty, PreparingRebalance"),
         (["--list", "--type", "classic,bogus"], "valid types are: classic, consumer"),
+        (["--validate-regex"], "--validate-regex needs the REGEX to check"),
         (["--describe", "--list"], "exactly one action"),
         (["--describe"], "--group G (repeatable) or --all-groups"),
         (["--reset-offsets", "--group", "g", "--to-offset", "1"], "scope"),
@@ -557,11 +558,12 @@ def test_a_malformed_end_offsets_file_is_named(served, capsys, tmp_path):
 
 def test_help_version_and_top_level_flags(capsys):
     helps = {}
-    for action in ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete"):
+    actions = ("--list", "--describe", "--reset-offsets", "--delete-offsets", "--delete")
+    for action in (*actions, "--validate-regex"):
         assert main(["groups", action, "--help"]) == 0
         helps[action] = capsys.readouterr().out
         assert helps[action].startswith(f"usage: groupcoord groups {action}")
-    assert len(set(helps.values())) == 5  # before: the same text for every action
+    assert len(set(helps.values())) == 6  # before: the same text for every action
     assert "--execute" in helps["--reset-offsets"] and "--execute" not in helps["--describe"]
     assert main(["groups", "describe", "--help"]) == 0  # the older spelling
     assert capsys.readouterr().out == helps["--describe"]
