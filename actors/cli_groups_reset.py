@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from .admin import AdminClient, AdminError
+from .admin import RESETTABLE_STATES, AdminClient, AdminError
 from .bootstrap import Deployment, ask_async
 from .cli_common import EXIT_FAILED, EXIT_OK, UsageError
 from .end_offsets import (
@@ -40,7 +40,6 @@ from .offset_reset import (
 )
 
 PROG = "groupcoord groups --reset-offsets"
-RESETTABLE = ("Empty", "Dead")
 GroupIds = Callable[[object, AdminClient], Awaitable[list[str]]]
 Plans = dict[str | None, dict[tuple[str, int], int]]
 
@@ -176,7 +175,7 @@ async def reset(args, deployment: Deployment, out: GroupsOutput, end_fn, group_i
     status = EXIT_OK
     for group_id in await group_ids(args, admin):
         (described,) = await admin.describe_groups([group_id])
-        if described.state not in RESETTABLE:
+        if described.state not in RESETTABLE_STATES:
             out.add(
                 "groups",
                 [group_row(group=group_id, state=described.state, error="NON_EMPTY_GROUP")],
