@@ -3,7 +3,7 @@
     groupcoord serve  [--partitions N] [--log-dir DIR] [--namespace NS] [--address A] [--detach]
                       [--router-node head|any|NODE_ID]
                       [--kafka-port P [--kafka-host H] [--kafka-partition-ports BASE]
-                       [--kafka-network-processes N]
+                       [--kafka-network-processes N] [--kafka-idle-poll-us US]
                        [--kafka-security-protocol P] [--sasl-mechanisms M,...] [--users-file F]
                        [--ssl-certfile F [--ssl-keyfile F] [--ssl-cafile F]] [--acl-file F]]
                       [--http-port P [--http-host H]] [--end-offsets SOURCE]
@@ -305,6 +305,14 @@ def parser() -> OneLineParser:
         default=None,
         help="serve each partition's Kafka connections from N processes of its own, as "
         "Kafka's num.network.threads (default 0: on the partition's own thread)",
+    )
+    serve.add_argument(
+        "--kafka-idle-poll-us",
+        type=int,
+        default=None,
+        help="after each turn with work, a partition's loop (and its network processes') "
+        "polls this long rather than sleeping: quicker answers for up to that much of a "
+        "core, as Seastar's --idle-poll-time-us (default 0: off; at most 10000)",
     )
     serve.add_argument(
         "--http-port",

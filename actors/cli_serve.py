@@ -122,7 +122,7 @@ def _wire_config(args) -> WireConfig | None:
     """The Kafka listeners serve asked for; ValueError (before Ray starts) for a bad one,
     including security files that cannot be read (users, TLS, ACLs)."""
     if args.kafka_port is None:
-        flags = (*_SECURITY_FLAGS, "kafka_network_processes")
+        flags = (*_SECURITY_FLAGS, "kafka_network_processes", "kafka_idle_poll_us")
         given = [f for f in flags if getattr(args, f) is not None]
         if given:
             raise ValueError(f"--{given[0].replace('_', '-')} needs --kafka-port")
@@ -149,6 +149,7 @@ def _wire_config(args) -> WireConfig | None:
         partition_ports=args.kafka_partition_ports,
         security=security,
         network_processes=args.kafka_network_processes or 0,
+        idle_poll_us=args.kafka_idle_poll_us or 0,
     )
     security.check()
     return wire

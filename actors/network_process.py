@@ -37,6 +37,7 @@ import uvloop
 from groupcoord.coordinator import partition_for
 from groupcoord.wire import Node
 
+from .idle_poll import IdlePoll
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_BUFFERED_BYTES, KafkaListener, ListenerCounters
 from .network_frames import (
@@ -64,8 +65,11 @@ COUNTERS_INTERVAL_S = 1.0
 class PartitionChannel(asyncio.Protocol):
     """This process's end of the channel: sends requests, settles their replies."""
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(
+        self, max_frame_bytes: int, at_turn_end: Callable[[Callable[[], None]], Any]
+    ) -> None:
         self._reader = FrameReader(max_channel_frame_bytes(max_frame_bytes))
+        self._at_turn_end = at_turn_end
         self._pending: dict[int, Callable[[Any], None]] = {}
         self._next_id = 0
         self.view: NetworkView | None = None
@@ -75,8 +79,7 @@ class PartitionChannel(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
-        loop = asyncio.get_running_loop()
-        self._writer = FrameWriter(self.transport.write, loop.call_soon)
+        self._writer = FrameWriter(self.transport.write, self._at_turn_end)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -148,8 +151,16 @@ async def serve(
 ) -> None:
     """Serve ``listening``'s clients until the channel to the partition closes."""
     loop = asyncio.get_running_loop()
+    idle = IdlePoll(loop.call_soon, config.idle_poll_us / 1e6)
+
+    def at_turn_end(callback: Callable[[], Any]) -> None:
+        # A turn that sent requests to the partition, or answers to clients, expects their
+        # answers or the clients' next requests soon: the loop polls for them (idle_poll).
+        loop.call_soon(callback)
+        idle.worked()
+
     _, partition_channel = await loop.connect_accepted_socket(
-        lambda: PartitionChannel(config.max_frame_bytes), channel
+        lambda: PartitionChannel(config.max_frame_bytes, at_turn_end), channel
     )
     await partition_channel.viewed
     view = partition_channel.view
@@ -193,7 +204,7 @@ async def serve(
         security=config.security,
         # A turn's answers (the replies one read of the channel settles, mostly) go out in
         # one batched send, as a partition's listener sends its own (``batch_send``).
-        at_turn_end=loop.call_soon,
+        at_turn_end=at_turn_end,
     )
     await listener.start(sock=listening)
     reporting = asyncio.get_running_loop().create_task(

@@ -191,6 +191,7 @@ class PartitionActor:
                 on_fatal=self._on_fatal,
                 on_loaded=self._on_loaded,
                 lag_windows=lag_windows,
+                idle_poll_us=0 if wire is None else wire.idle_poll_us,
             )
             self._runtime.start()
             if wire is not None:

@@ -54,6 +54,9 @@ The Shard decides; this class does the I/O around it, on one event loop:
   ``immediate_timers=False``: a timer armed with no delay (a zero initial rebalance delay)
   fires at that ``call_at``, after the requests read in the same loop turn, as Kafka's
   coordinator runs it after the requests already in its queue.
+* **Idle polling** (``idle_poll_us`` > 0; ``idle_poll``). After each turn with a Step the loop
+  keeps turning without sleeping for that long, so a request that comes meanwhile is read
+  without waking a sleeping thread.
 * **Epochs.** Each incarnation reports the epoch its log handed out under the writer lock, so
   answers from two incarnations can never be confused.
 
@@ -81,6 +84,7 @@ from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
 from groupcoord.coordinator.group_config import checked_configs
 from groupcoord.coordinator.messages import DeleteGroupsRequest, OffsetCommitRequest, validate
 
+from .idle_poll import IdlePoll, check_idle_poll_us
 from .live_lag import LagTracker, LagWindowConfig
 from .responses import error_response
 from .runtime_load import LoadMixin
@@ -125,6 +129,7 @@ class PartitionRuntime(LoadMixin):
         on_fatal: Callable[[BaseException], None] | None = None,
         on_loaded: Callable[[], None] | None = None,
         lag_windows: LagWindowConfig | None = None,
+        idle_poll_us: int = 0,
     ) -> None:
         self.partition = partition
         self.num_partitions = num_partitions
@@ -174,6 +179,10 @@ class PartitionRuntime(LoadMixin):
         # The loop ``start()`` ran on. Kept because asyncio.get_running_loop() costs a getpid()
         # system call, and the hot path asked for the loop about four times per commit.
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Keeps the loop turning for a while after each turn with work (``idle_poll``); set
+        # by start(), which knows the loop.
+        self._idle_poll_s = check_idle_poll_us(idle_poll_us, "idle_poll_us") / 1e6
+        self.idle_poll: IdlePoll | None = None
         self.appends = 0
         self.snapshots_checked = 0  # maybe_snapshot calls completed (thread-safe +=)
         self._snapshot_queued = False  # a maybe_snapshot call is queued or running
@@ -206,6 +215,8 @@ class PartitionRuntime(LoadMixin):
         if self._tasks:
             return
         loop = self._loop = asyncio.get_running_loop()
+        if self._idle_poll_s:
+            self.idle_poll = IdlePoll(loop.call_soon, self._idle_poll_s)
         self._tasks = [
             loop.create_task(self._load_forever()),
             loop.create_task(self._flush_forever()),
@@ -419,7 +430,7 @@ class PartitionRuntime(LoadMixin):
     def _end_turn(self) -> None:
         """The end of a loop turn in which Steps were processed (scheduled by ``_process``):
         the turn's append, when the log's appends cannot block, then the timer's aim, then
-        ``call_at_turn_end``'s callbacks."""
+        ``call_at_turn_end``'s callbacks; then the loop polls for ``idle_poll_us``."""
         self._turn_end_queued = False
         self._ending_turn = True
         try:
@@ -434,6 +445,8 @@ class PartitionRuntime(LoadMixin):
                 call()
             except Exception:  # the caller's bug: the other callbacks still run
                 log.exception("partition %d: a turn-end callback raised", self.partition)
+        if self.idle_poll is not None:
+            self.idle_poll.worked()
 
     def call_at_turn_end(self, callback: Callable[[], Any]) -> None:
         """Call ``callback`` once, at the end of this loop turn's ``_end_turn`` (after its
@@ -558,6 +571,8 @@ class PartitionRuntime(LoadMixin):
             "durable_records": self._durable_total,
             "queued_records": len(self._queued),
             "appends": self.appends,
+            # turns the loop polled rather than slept (idle_poll); None when it does not poll
+            "idle_poll_turns": None if self.idle_poll is None else self.idle_poll.turns,
             "load_seconds": self.load_seconds,
             "loaded_at_ms": self.loaded_at_ms,
             "load_error": self.load_error,

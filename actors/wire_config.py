@@ -12,6 +12,7 @@ import msgspec
 
 from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES
 
+from .idle_poll import check_idle_poll_us
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener
 from .network_pool import MAX_NETWORK_PROCESSES
 from .security import ListenerSecurity, check_host
@@ -26,7 +27,11 @@ class WireConfig(msgspec.Struct, frozen=True):
     loopback unless ``security`` authenticates clients (SASL, or client certificates).
     ``network_processes``: 0, each partition serves its connections on its own thread; N, in
     N processes of its own (``network_pool``: Kafka's ``num.network.threads``), which share
-    ``max_connections`` evenly. The bootstrap listener is always the router's own."""
+    ``max_connections`` evenly. The bootstrap listener is always the router's own.
+    ``idle_poll_us``: after each turn with work, each partition's event loop (and each of
+    its network processes') keeps polling for this long instead of sleeping (``idle_poll``,
+    Seastar's ``--idle-poll-time-us``): quicker answers for up to that much of a core after
+    each burst; 0, off."""
 
     host: str = "127.0.0.1"
     bootstrap_port: int = 9092
@@ -36,9 +41,11 @@ class WireConfig(msgspec.Struct, frozen=True):
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     security: ListenerSecurity = ListenerSecurity()
     network_processes: int = 0
+    idle_poll_us: int = 0
 
     def __post_init__(self) -> None:
         check_host(self.host, self.security)
+        check_idle_poll_us(self.idle_poll_us, "WireConfig.idle_poll_us")
         count = self.network_processes
         if type(count) is not int or not 0 <= count <= MAX_NETWORK_PROCESSES:
             raise ValueError(

@@ -9,6 +9,8 @@ The same client library (librdkafka, through confluent-kafka) does the same work
 * ``gc-net``: ``gc-never`` with the partition's connections served by ``--network-processes``
   processes of its own (``WireConfig.network_processes``; default 3, Kafka's
   ``num.network.threads``), leaving the partition's thread the group and the log;
+* ``gc-poll``: ``gc-never`` with the partition's loop polling ``--idle-poll-us`` (default 200)
+  after each turn with work rather than sleeping (``WireConfig.idle_poll_us``);
 * ``gc-ray``: groupcoord's Ray-handle path (``GroupMember`` over actor handles), fsync ``never``.
 
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
@@ -90,8 +92,9 @@ PARTITIONS = 64
 STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
-WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net")
+WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net", "gc-poll")
 NETWORK_PROCESSES = 3  # gc-net's, as Kafka's num.network.threads default
+IDLE_POLL_US = 200  # gc-poll's, as Seastar's --idle-poll-time-us default
 TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
 REJOINS_PER_GROUP = 10
 # The unreported first group's size and commit time. Kafka's rate climbs while its JIT compiles
@@ -356,9 +359,8 @@ def main() -> None:
     parser.add_argument(
         "--targets",
         default=",".join((*WIRE_TARGETS, "gc-ray")),
-        help="comma-separated targets (kafka, gc-never, gc-always, gc-net, gc-ray); not all: "
-        "nothing "
-        "written",
+        help="comma-separated targets (kafka, gc-never, gc-always, gc-net, gc-poll, gc-ray); "
+        "not all: nothing written",
     )
     parser.add_argument(
         "--pin",
@@ -376,6 +378,12 @@ def main() -> None:
         type=int,
         default=NETWORK_PROCESSES,
         help=f"gc-net's network processes (default {NETWORK_PROCESSES})",
+    )
+    parser.add_argument(
+        "--idle-poll-us",
+        type=int,
+        default=IDLE_POLL_US,
+        help=f"gc-poll's WireConfig.idle_poll_us (default {IDLE_POLL_US})",
     )
     parser.add_argument(
         "--out", help="write the results here (a run of only some rows writes only with it)"
@@ -415,35 +423,33 @@ def main() -> None:
     ensure_ray(None, "bench-wire", 2)
     # Storage's defaults sized for CONFIG's largest record, acknowledging before any fsync.
     unsynced = msgspec.structs.replace(log_config_for(CONFIG), fsync_policy="never")
-    never = start(
-        1,
-        str(work / "never"),
-        namespace="bench-never",
-        config=CONFIG,
-        log_config=unsynced,
-        wire=WireConfig(bootstrap_port=0),
-    )
-    always = start(
-        1,
-        str(work / "always"),
-        namespace="bench-always",
-        config=CONFIG,
-        wire=WireConfig(bootstrap_port=0),
-    )
-    net = start(
-        1,
-        str(work / "net"),
-        namespace="bench-net",
-        config=CONFIG,
-        log_config=unsynced,
-        wire=WireConfig(bootstrap_port=0, network_processes=args.network_processes),
-    )
-    deployments = (never, always, net)
-    for d in deployments:
+    setups = {  # target -> (its log's config, its listeners' config)
+        "gc-never": (unsynced, WireConfig(bootstrap_port=0)),
+        "gc-always": (None, WireConfig(bootstrap_port=0)),
+        "gc-net": (
+            unsynced,
+            WireConfig(bootstrap_port=0, network_processes=args.network_processes),
+        ),
+        "gc-poll": (unsynced, WireConfig(bootstrap_port=0, idle_poll_us=args.idle_poll_us)),
+    }
+    if "gc-ray" in targets and "gc-never" not in wire_targets:
+        parser.error("gc-ray runs on gc-never's deployment: name both")
+    deployments = {
+        label: start(
+            1,
+            str(work / label),
+            namespace=f"bench-{label}",
+            config=CONFIG,
+            log_config=setups[label][0],
+            wire=setups[label][1],
+        )
+        for label in wire_targets
+        if label != "kafka"
+    }
+    for d in deployments.values():
         d.wait_ready(60)
-    bootstraps = dict(
-        zip(WIRE_TARGETS, (broker.bootstrap, *(d.kafka for d in deployments)), strict=True)
-    )
+    bootstraps = {label: d.kafka for label, d in deployments.items()}
+    bootstraps["kafka"] = broker.bootstrap
     plan = [("commits", n) for n in commit_sizes if "commits" in kinds]
     plan += [("join", n) for n in join_sizes if "join" in kinds]
     plan += [("rejoin", n) for n in join_sizes if "rejoin" in kinds]
@@ -458,7 +464,7 @@ def main() -> None:
             if "rejoin" in kinds:
                 rejoin_row(bootstraps[label], label, 10)
         if ray:
-            as_client(_ray_row(never.router, "commits", 1, 0.2))
+            as_client(_ray_row(deployments["gc-never"].router, "commits", 1, 0.2))
         for kind, count in plan:
             # The targets take turns, trial by trial, so load drift hits them alike.
             runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
@@ -469,7 +475,8 @@ def main() -> None:
                     else:
                         runs[label].append(wire_row(bootstraps[label], label, kind, count, seconds))
                 if ray and kind != "rejoin":
-                    runs["gc-ray"].append(as_client(_ray_row(never.router, kind, count, seconds)))
+                    ray_row = _ray_row(deployments["gc-never"].router, kind, count, seconds)
+                    runs["gc-ray"].append(as_client(ray_row))
             for label_runs in runs.values():
                 if label_runs:
                     rows.append(summary_run(label_runs))
@@ -484,10 +491,11 @@ def main() -> None:
             )
             print(rows[-1], flush=True)
         if ray and "heartbeats" in kinds:
-            rows.append(as_client(_ray_row(never.router, "heartbeats", 1, seconds)))
+            ray_row = _ray_row(deployments["gc-never"].router, "heartbeats", 1, seconds)
+            rows.append(as_client(ray_row))
             print(rows[-1], flush=True)
     finally:
-        for d in deployments:
+        for d in deployments.values():
             stop(d)
         broker.stop()
     for r in rows:
@@ -510,6 +518,7 @@ def main() -> None:
             "clients_in_own_session": CLIENT_SESSION,
             "seconds_per_row": seconds,
             "network_processes": args.network_processes,
+            "idle_poll_us": args.idle_poll_us,
             "kafka_jvm": " ".join(broker.jvm),
             "rows": rows,
         },

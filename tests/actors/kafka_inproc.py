@@ -8,7 +8,8 @@ its gateway as ``WireConfig.security`` does in the actors. ``loop`` picks the ev
 asyncio's own, or ``uvloop``, which Ray's async actors run on when it is installed (it is a
 dependency). ``network_processes`` > 0 serves the port from that many network processes
 (``network_pool``, as ``WireConfig.network_processes`` does in the actors) instead of the
-listener on the partition's loop.
+listener on the partition's loop. ``idle_poll_us`` is ``WireConfig.idle_poll_us``: the
+partition's loop (and its network processes') polls that long after each turn with work.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class WirePartition:
         security: ListenerSecurity | None = None,
         loop: str = "asyncio",
         network_processes: int = 0,
+        idle_poll_us: int = 0,
     ) -> None:
         self.topics = topics
         self.security = security or ListenerSecurity()
@@ -58,6 +60,7 @@ class WirePartition:
         self.runtime: PartitionRuntime | None = None
         self.listener: KafkaListener | None = None
         self.network_processes = network_processes
+        self.idle_poll_us = idle_poll_us
         self.pool: NetworkPool | None = None
 
     def start(self) -> str:
@@ -71,6 +74,7 @@ class WirePartition:
             1,
             self.config,
             open_log=lambda: open_partition_log(self._log_dir, LogConfig(fsync_policy="never")),
+            idle_poll_us=self.idle_poll_us,
         )
         self.runtime.start()
         while self.runtime.state != "serving":
@@ -104,7 +108,10 @@ class WirePartition:
 
         if self.network_processes:
             config = WireConfig(
-                bootstrap_port=0, network_processes=self.network_processes, security=self.security
+                bootstrap_port=0,
+                network_processes=self.network_processes,
+                security=self.security,
+                idle_poll_us=self.idle_poll_us,
             )
             self.pool = NetworkPool(config, 0, 1, runtime, change_topics)
             port = await self.pool.bind(0)

@@ -112,6 +112,9 @@ def test_bad_security_settings_are_refused_before_anything_starts(capsys, tmp_pa
         (["--kafka-network-processes", "2"], "--kafka-network-processes needs --kafka-port"),
         ([*kafka, "--kafka-network-processes", "65"], "network_processes must be an int in"),
         ([*kafka, "--kafka-network-processes", "-1"], "network_processes must be an int in"),
+        (["--kafka-idle-poll-us", "100"], "--kafka-idle-poll-us needs --kafka-port"),
+        ([*kafka, "--kafka-idle-poll-us", "10001"], "idle_poll_us must be an int in [0, 10000]"),
+        ([*kafka, "--kafka-idle-poll-us", "-1"], "idle_poll_us must be an int in [0, 10000]"),
     ]
     for flags, complaint in cases:
         assert complaint in _refused(capsys, tmp_path, *flags), flags
@@ -148,13 +151,16 @@ def secured(ray_session, tmp_path_factory):
         "--acl-file",
         str(acl_file),
         # The partition listeners in processes of their own, each reading the TLS, users and
-        # ACL files itself (WireConfig.network_processes).
+        # ACL files itself (WireConfig.network_processes), every loop polling after work.
         "--kafka-network-processes",
         "2",
+        "--kafka-idle-poll-us",
+        "300",
     ]
     assert main(argv) == 0
     deployment = connect(NS)
     assert all(len(i["network_processes"]["pids"]) == 2 for i in deployment.infos())
+    assert all(i["idle_poll_turns"] is not None for i in deployment.infos())
     yield deployment, cert
     stop(deployment)
 
@@ -187,6 +193,8 @@ def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
     read = consumer.committed([TopicPartition("orders", 0)], timeout=10)
     assert read[0].offset == 17
     consumer.close()
+    # Its partition's loop polled after the turns that served it (--kafka-idle-poll-us).
+    assert sum(i["idle_poll_turns"] for i in deployment.infos()) > 0
     # Bob may find the group's coordinator (Describe) but not read or commit there (no Read):
     # the partition listener refuses him as the bootstrap listener would.
     outsider = _consumer(deployment.kafka, cert, "bob", "team-orders")

@@ -48,7 +48,7 @@ def join(group: str, member_id: str = "", session_ms: int = 10_000) -> JoinGroup
 
 
 def make(
-    store=None, *, config=CONFIG, opens=None, fatal=None, lag_windows=None
+    store=None, *, config=CONFIG, opens=None, fatal=None, lag_windows=None, idle_poll_us=0
 ) -> tuple[PartitionRuntime, list]:
     store = [] if store is None else store
     logs: list[MemoryLog] = []
@@ -68,6 +68,7 @@ def make(
         open_log,
         on_fatal=(fatal.append if fatal is not None else None),
         lag_windows=lag_windows,
+        idle_poll_us=idle_poll_us,
     )
     return runtime, logs
 
