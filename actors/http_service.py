@@ -39,6 +39,7 @@ from .bounded import bounded
 from .burrow_api import LiveView
 from .end_offsets import EndOffsetsFn
 from .live_lag import LagWindowConfig
+from .offsets import MAX_PORT
 
 log = logging.getLogger("groupcoord.http")
 
@@ -75,8 +76,8 @@ class HttpConfig(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
             raise ValueError("host must be a non-empty str")
-        if type(self.port) is not int or not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be an int in [0, 65535], got {self.port!r}")
+        if type(self.port) is not int or not 0 <= self.port <= MAX_PORT:
+            raise ValueError(f"port must be an int in [0, {MAX_PORT}], got {self.port!r}")
         if not isinstance(self.cluster, str) or not self.cluster or "/" in self.cluster:
             raise ValueError(f"cluster must be a non-empty name without '/', got {self.cluster!r}")
         if self.end_offsets is not None and not callable(self.end_offsets):

@@ -4,11 +4,12 @@ Why: an event loop with nothing ready sleeps in ``epoll_wait``, and the request 
 sleep pays for it twice. The sender's write must wake the sleeping thread (on a virtual machine
 an interrupt to another virtual CPU, which the hypervisor delivers), and the woken thread runs
 its first microseconds with cold caches. A partition whose group commits back to back sleeps
-between most turns: on this project's 2-core virtual machine, a write that woke a sleeping peer
-cost the writer 14.5 µs of CPU against 6.3 when the peer was polling, and a partition fed one
-commit at a time answered 7,100–7,500 commits/s sleeping against 11,000–14,000 polling for 50–200
-µs, at no more CPU a commit (bench/wire-findings.md, "Idle polling"). Seastar, which Redpanda's
-Kafka broker runs on, polls the same way (``--idle-poll-time-us``, 200 µs by default).
+between most turns. On this project's 2-core virtual machine a message and its answer over a
+Unix socket cost the sender 14.5 µs of CPU when the other side slept and 6.3 when it polled,
+and a partition fed one commit at a time answered 7,100–7,500 commits/s sleeping against
+11,000–14,000 polling for 50–200 µs, at no more CPU a commit (bench/wire-findings.md, "Idle
+polling"). Seastar, which Redpanda's Kafka broker runs on, polls the same way
+(``--idle-poll-time-us``, 200 µs by default).
 
 Theory of operation
 -------------------

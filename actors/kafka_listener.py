@@ -81,6 +81,7 @@ from groupcoord.wire import (
 from groupcoord.wire.sasl import ANONYMOUS, MAX_RECEIVE_BYTES, SaslServer, SaslStep
 
 from .batch_send import AtTurnEnd, TurnSends
+from .offsets import MAX_PORT
 from .security import ListenerSecurity, UserStore, certificate_principal, check_host
 
 log = logging.getLogger("groupcoord.listener")
@@ -143,8 +144,8 @@ class KafkaListener:
     ) -> None:
         security = security or ListenerSecurity()
         check_host(host, security)
-        if not 0 <= port <= 65535:
-            raise ValueError(f"port must be in [0, 65535], got {port}")
+        if not 0 <= port <= MAX_PORT:
+            raise ValueError(f"port must be in [0, {MAX_PORT}], got {port}")
         if max_connections < 1 or connection_max_idle_ms < 1:
             raise ValueError("max_connections and connection_max_idle_ms must be >= 1")
         self._respond = respond

@@ -15,7 +15,7 @@ from typing import Any
 
 MAX_PARTITION = 2**31 - 1
 MAX_OFFSET = 2**63 - 1
-MAX_PORT = 65535  # of a HOST:PORT address a command line names (``decimal(port, MAX_PORT)``)
+MAX_PORT = 65535  # a TCP port: listeners' settings, and HOST:PORT addresses on command lines
 
 
 def decimal(text: str, most: int) -> int | None:

@@ -15,6 +15,7 @@ from groupcoord.wire import DEFAULT_MAX_FRAME_BYTES
 from .idle_poll import check_idle_poll_us
 from .kafka_listener import DEFAULT_MAX_CONNECTIONS, KafkaListener
 from .network_pool import MAX_NETWORK_PROCESSES
+from .offsets import MAX_PORT
 from .security import ListenerSecurity, check_host
 
 WILDCARD_HOSTS = ("0.0.0.0", "::")
@@ -53,8 +54,10 @@ class WireConfig(msgspec.Struct, frozen=True):
             )
         for name in ("bootstrap_port", "partition_ports"):
             value = getattr(self, name)
-            if type(value) is not int or not 0 <= value <= 65535:
-                raise ValueError(f"WireConfig.{name} must be an int in [0, 65535], got {value!r}")
+            if type(value) is not int or not 0 <= value <= MAX_PORT:
+                raise ValueError(
+                    f"WireConfig.{name} must be an int in [0, {MAX_PORT}], got {value!r}"
+                )
         refresh_ms = self.metadata_refresh_ms
         if type(refresh_ms) is not int or not 10 <= refresh_ms <= 60_000:
             raise ValueError("WireConfig.metadata_refresh_ms must be an int in [10, 60000]")
