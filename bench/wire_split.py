@@ -17,10 +17,14 @@ commits through ``Shard.handle`` alone (bench/core.py's stable shard), the core'
 Each figure is the least of ``--trials`` runs (other load only adds to it). ``--ray`` measures
 every row again with the partition inside a Ray actor's process (a local Ray of its own), where
 a partition actor runs beside Ray's own threads: ``x here`` is its loop thread's CPU a commit
-over this process's, in the same run.
+over this process's, in the same run, and ``rate x here`` its commits/s over this process's.
+``--idle-poll-us N`` measures every row again with the partition's loop polling N µs after each
+turn with work (``WireConfig.idle_poll_us``), likewise compared. The rows with 1 and 4 commits
+in flight are not saturated: there the loop sleeps between most turns, which is what polling
+changes (bench/wire-findings.md, "Idle polling").
 
-Run: ``.venv/bin/python bench/wire_split.py [--quick] [--ray]``; prints a table and writes
-bench/results/wire_split.json.
+Run: ``.venv/bin/python bench/wire_split.py [--quick] [--ray] [--idle-poll-us N]``; prints a
+table and writes bench/results/wire_split.json.
 """
 
 from __future__ import annotations
@@ -61,9 +65,10 @@ RESULTS = os.path.join(ROOT, "bench", "results", "wire_split.json")
 TOPIC, PARTITIONS = "split", 64
 # (commits in flight, partitions per commit, channels): bench/wire.py's 64- and 16-member
 # commit rows and a commit of 64 partitions, over one channel; the 64-member row over 4
-# (gc-net's network processes on 16 cores), the window split between them; and 16 in flight
-# over 4, fewer commits a turn of the partition's loop, which shows what a turn costs.
-ROWS = ((64, 1, 1), (64, 1, 4), (16, 1, 4), (16, 4, 1), (16, 64, 1))
+# (gc-net's network processes on 16 cores), the window split between them; 16 in flight
+# over 4, fewer commits a turn of the partition's loop, which shows what a turn costs; and 1
+# and 4 in flight, where the loop sleeps between most turns (what --idle-poll-us changes).
+ROWS = ((64, 1, 1), (64, 1, 4), (16, 1, 4), (16, 4, 1), (16, 64, 1), (1, 1, 1), (4, 1, 1))
 BLAST_TIMEOUT_S = 120
 
 
@@ -214,6 +219,13 @@ def main() -> None:
         help="members of the group, committing in turn (default 1; 64: bench/wire.py's group)",
     )
     parser.add_argument(
+        "--idle-poll-us",
+        type=int,
+        default=0,
+        help="also measure every row with the partition's loop polling this long after each "
+        "turn with work (WireConfig.idle_poll_us; x here: its figures over the sleeping loop's)",
+    )
+    parser.add_argument(
         "--ray",
         action="store_true",
         help="also measure every row with the partition inside a Ray actor (x here: its loop "
@@ -234,7 +246,7 @@ def main() -> None:
     print(
         f"{'where':<10} {'in flight':>9} {'partitions':>10} {'channels':>8} {'loop µs':>8} "
         f"{'process µs':>10} {'commits/s':>10} {'/append':>7} {'shard µs':>8} {'x shard':>8} "
-        f"{'x here':>7}"
+        f"{'x here':>7} {'rate x here':>11}"
     )
     rows = run_rows(trials, commits, "here", args.members)
     for row in rows:
@@ -247,12 +259,18 @@ def main() -> None:
         )
         row["loop_vs_shard"] = round(row["loop_us"] / row["shard_us"], 2)
         _print(row)
+    others = []
+    if args.idle_poll_us:
+        where = f"poll {args.idle_poll_us}"
+        others += run_rows(trials, commits, where, args.members, args.idle_poll_us)
     if args.ray:
-        for row in in_ray_actor(trials, commits, args.members):
-            here = next(r for r in rows if _key(r) == _key(row))
-            row["loop_vs_here"] = round(row["loop_us"] / here["loop_us"], 2)
-            rows.append(row)
-            _print(row)
+        others += in_ray_actor(trials, commits, args.members)
+    for row in others:
+        here = next(r for r in rows if r["where"] == "here" and _key(r) == _key(row))
+        row["loop_vs_here"] = round(row["loop_us"] / here["loop_us"], 2)
+        row["rate_vs_here"] = round(row["commits_per_s"] / here["commits_per_s"], 2)
+        rows.append(row)
+        _print(row)
     write_results(
         RESULTS,
         {
@@ -280,12 +298,17 @@ async def _join(bootstrap: str, group: str, members: int) -> tuple[list[str], in
     return [one.member_id for one in raw], generation
 
 
-def run_rows(trials: int, commits: int, where: str, members: int = 1) -> list[dict]:
+def run_rows(
+    trials: int, commits: int, where: str, members: int = 1, idle_poll_us: int = 0
+) -> list[dict]:
     """Every row of ``ROWS``, with the partition in this process and ``members`` members
-    committing in turn; ``where`` names it."""
+    committing in turn; ``where`` names it. ``idle_poll_us``: the partition's loop polls that
+    long after each turn with work (``WireConfig.idle_poll_us``)."""
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        partition = WirePartition(os.path.join(work, "p0"), {TOPIC: PARTITIONS}, loop="uvloop")
+        partition = WirePartition(
+            os.path.join(work, "p0"), {TOPIC: PARTITIONS}, loop="uvloop", idle_poll_us=idle_poll_us
+        )
         bootstrap = partition.start()
         try:
             group = f"split-{time.monotonic_ns()}"
@@ -345,11 +368,12 @@ def _key(row: dict) -> tuple:
 def _print(row: dict) -> None:
     shard = f"{row['shard_us']:>8.1f} {row['loop_vs_shard']:>7.2f}x" if "shard_us" in row else ""
     versus = f"{row['loop_vs_here']:>6.2f}x" if "loop_vs_here" in row else ""
+    rate = f"{row['rate_vs_here']:>10.2f}x" if "rate_vs_here" in row else ""
     print(
         f"{row['where']:<10} {row['in_flight']:>9} {row['partitions_per_commit']:>10} "
         f"{row['channels']:>8} {row['loop_us']:>8.1f} {row['process_us']:>10.1f} "
         f"{row['commits_per_s']:>10,} {row['commits_per_append']:>7.1f} {shard or ' ' * 17} "
-        f"{versus}",
+        f"{versus:>7} {rate}",
         flush=True,
     )
 
