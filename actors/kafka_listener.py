@@ -107,13 +107,15 @@ NONCE_BYTES = 24
 class ListenerCounters(msgspec.Struct, frozen=True):
     """What a listener has seen: its open connections, and since it started the connections
     it refused (over ``max_connections``), the protocol errors that closed a connection, and
-    the failed SASL authentications. ``+`` sums two listeners' (a partition's network
-    processes)."""
+    the failed SASL authentications; a network process adds the turns its loop polled
+    (``idle_poll_turns``, ``WireConfig.idle_poll_us``; a partition's own are in its info).
+    ``+`` sums two listeners' (a partition's network processes)."""
 
     connections: int = 0
     refused_connections: int = 0
     protocol_errors: int = 0
     authentication_failures: int = 0
+    idle_poll_turns: int = 0
 
     def __add__(self, other: ListenerCounters) -> ListenerCounters:
         mine, theirs = msgspec.structs.astuple(self), msgspec.structs.astuple(other)

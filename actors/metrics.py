@@ -224,6 +224,10 @@ class ListenerMetrics:
                 ("refused_connections", "connections refused over max_connections"),
                 ("protocol_errors", "connections closed for a request they could not frame"),
                 ("authentication_failures", "failed SASL authentications"),
+                (
+                    "idle_poll_turns",
+                    "turns the network processes' loops polled rather than slept",
+                ),
             )
         )
         self._reported: dict[str, tuple[int, ...]] = {}  # label -> totals

@@ -208,18 +208,20 @@ async def serve(
     )
     await listener.start(sock=listening)
     reporting = asyncio.get_running_loop().create_task(
-        _report_counters(listener, partition_channel)
+        _report_counters(listener, partition_channel, idle)
     )
     await partition_channel.closed
     reporting.cancel()
     await listener.close()
 
 
-async def _report_counters(listener: KafkaListener, channel: PartitionChannel) -> None:
+async def _report_counters(
+    listener: KafkaListener, channel: PartitionChannel, idle: IdlePoll
+) -> None:
     sent = ListenerCounters()
     while True:
         await asyncio.sleep(COUNTERS_INTERVAL_S)
-        counters = listener.counters()
+        counters = msgspec.structs.replace(listener.counters(), idle_poll_turns=idle.turns)
         if counters != sent:
             channel.send_counters(counters)
             sent = counters

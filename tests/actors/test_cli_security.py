@@ -193,8 +193,14 @@ def test_every_listener_of_a_deployment_authenticates_and_authorizes(secured):
     read = consumer.committed([TopicPartition("orders", 0)], timeout=10)
     assert read[0].offset == 17
     consumer.close()
-    # Its partition's loop polled after the turns that served it (--kafka-idle-poll-us).
+    # Its partition's loop polled after the turns that served it (--kafka-idle-poll-us), and
+    # so did the network process that served the connection (reported within a second).
     assert sum(i["idle_poll_turns"] for i in deployment.infos()) > 0
+    wait_for(
+        lambda: sum(i["kafka_listener"]["idle_poll_turns"] for i in deployment.infos()) > 0,
+        10,
+        "a network process's polling reported",
+    )
     # Bob may find the group's coordinator (Describe) but not read or commit there (no Read):
     # the partition listener refuses him as the bootstrap listener would.
     outsider = _consumer(deployment.kafka, cert, "bob", "team-orders")

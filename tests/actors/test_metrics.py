@@ -107,9 +107,11 @@ class _Counted:
 def test_listener_counters_go_to_ray_as_what_they_grew_by(ray_session):
     metrics = RayMetrics().listeners
     metrics.kafka_connections = connections = _Counted()
-    metrics._counters = refused, errors, failures = _Counted(), _Counted(), _Counted()
-    metrics.report(3, ListenerCounters(5, 0, 2, 1))
-    metrics.report(3, ListenerCounters(4, 0, 2, 3))  # two more failed authentications
+    counted = _Counted(), _Counted(), _Counted(), _Counted()
+    metrics._counters = refused, errors, failures, polled = counted
+    metrics.report(3, ListenerCounters(5, 0, 2, 1, 40))
+    # two more failed authentications, and the network processes polled 25 more turns
+    metrics.report(3, ListenerCounters(4, 0, 2, 3, 65))
     metrics.report(4, ListenerCounters(1, 1, 0, 0))  # another partition's, apart
     metrics.report("bootstrap", ListenerCounters(2, 0, 1, 0))  # the router's, apart too
     tags3, tags4, boot = {"partition": "3"}, {"partition": "4"}, {"partition": "bootstrap"}
@@ -117,6 +119,7 @@ def test_listener_counters_go_to_ray_as_what_they_grew_by(ray_session):
     assert refused.calls == [(1, tags4)]
     assert errors.calls == [(2, tags3), (1, boot)]
     assert failures.calls == [(1, tags3), (2, tags3)]
+    assert polled.calls == [(40, tags3), (25, tags3)]
 
 
 @pytest.fixture(scope="module")
