@@ -290,6 +290,14 @@ def test_unsupported_assignor_and_invalid_regex():
         "SubscribedTopicRegex `foo(` is not a valid regular expression: missing closing )."
     )
     assert h.group() is None
+    # RE2 takes a name given to two groups; Kafka (RE2/J) refuses it, and so does the shard.
+    r = h.hb("m1", 0, regex="(?P<n>foo)|(?P<n>bar)", owned={}, rebalance_ms=1)
+    assert (r.error_code, r.error_message) == (
+        Errors.INVALID_REGULAR_EXPRESSION,
+        "SubscribedTopicRegex `(?P<n>foo)|(?P<n>bar)` is not a valid regular expression: "
+        "duplicate capture group name.",
+    )
+    assert h.group() is None
 
 
 def test_regex_subscription_follows_the_catalog():

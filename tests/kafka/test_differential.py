@@ -641,6 +641,12 @@ CONSUMER_SCENARIOS = {
             subscribed_topic_regex="t(",
         ),
         consumer_heartbeat("invalid regex beside names", "x", subscribed_topic_regex="[z-a]"),
+        consumer_heartbeat(
+            "regex naming two groups alike",
+            "x",
+            subscribed_topic_names=None,
+            subscribed_topic_regex="(?P<n>t)|(?P<n>u)",
+        ),
         join("c: classic first join", "c", group="G3"),
         join("c: classic join with its id", "c", group="G3"),
         consumer_describe("describe G, a classic group and an unknown one", "G", "G3", "G2"),

@@ -35,6 +35,17 @@ PATTERNS = [
     "*a",
     "a|*",
     "[[:foo:]]",
+    # A name given to two groups: RE2 takes it, RE2/J refuses it. Escaped, quoted or in a
+    # character class, "(?P<a>" opens no group.
+    "(?P<a>x)(?P<a>y)",
+    "(?P<a>x)|(?<a>y)",
+    "(?P<a>(?P<a>y))",
+    "(?P<a>x)(?P<b>y)",
+    "[(?P<a>]x(?P<a>y)",
+    "[](?P<a>]x(?P<a>y)",
+    "[[:alpha:](?P<a>]x(?P<a>y)",
+    "\\Q(?P<a>\\E(?P<a>y)",
+    "\\(?P<a>x)(?P<a>y)",
 ]
 
 
