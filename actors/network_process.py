@@ -153,11 +153,13 @@ async def serve(
     loop = asyncio.get_running_loop()
     idle = IdlePoll(loop.call_soon, config.idle_poll_us / 1e6)
 
-    def at_turn_end(callback: Callable[[], Any]) -> None:
+    def polling_at_turn_end(callback: Callable[[], Any]) -> None:
         # A turn that sent requests to the partition, or answers to clients, expects their
         # answers or the clients' next requests soon: the loop polls for them (idle_poll).
         loop.call_soon(callback)
         idle.worked()
+
+    at_turn_end = polling_at_turn_end if config.idle_poll_us else loop.call_soon
 
     _, partition_channel = await loop.connect_accepted_socket(
         lambda: PartitionChannel(config.max_frame_bytes, at_turn_end), channel
