@@ -412,6 +412,8 @@ def main() -> None:
     join_sizes = [10] if args.quick else [10, 100]
     if args.pin and args.one_session:
         parser.error("--pin and --one-session are different runs: choose one")
+    if "gc-ray" in targets and "gc-never" not in wire_targets:
+        parser.error("gc-ray runs on gc-never's deployment: name both")
     if args.pin:
         pin_cpus()
     global CLIENT_SESSION
@@ -432,8 +434,6 @@ def main() -> None:
         ),
         "gc-poll": (unsynced, WireConfig(bootstrap_port=0, idle_poll_us=args.idle_poll_us)),
     }
-    if "gc-ray" in targets and "gc-never" not in wire_targets:
-        parser.error("gc-ray runs on gc-never's deployment: name both")
     deployments = {
         label: start(
             1,
