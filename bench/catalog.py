@@ -15,6 +15,11 @@ in the same run:
 * **read back**: what each partition's process spends reading it (``pickle.loads``), against
   reading the object graph. This one is still the catalog's size on every partition, per
   change: the partitions take the whole directory, not what changed.
+* **refresh**: what a partition listener with network processes spends on its refresh each
+  second when nothing changed (``PartitionListener.adopt`` of the router's addresses-only
+  answer), against what that refresh did before: rebuild the network processes' view and
+  compare it with the one they hold (``NetworkPool.publish``), and copy the catalog for the
+  shard, which kept its own. CPU time, on the partition's loop.
 
 Catalogs of 1,000 / 10,000 / 90,000 topics of one partition each (``MAX_TOPICS`` is 100,000);
 each figure the least of ``--trials``; ratio = before ÷ now.
@@ -25,6 +30,7 @@ Run: ``.venv/bin/python bench/catalog.py [--trials N]``; writes bench/results/ca
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import pickle
 import sys
@@ -36,7 +42,11 @@ sys.path.insert(0, ROOT)
 from bench.run_info import write_results  # noqa: E402 — ROOT on the path
 from groupcoord.actors.catalog import TopicCatalog  # noqa: E402
 from groupcoord.actors.catalog_file import CatalogFiles, read_catalog  # noqa: E402
-from groupcoord.actors.wire_service import WireDirectory  # noqa: E402
+from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
+from groupcoord.actors.runtime import PartitionRuntime  # noqa: E402
+from groupcoord.actors.wire_config import WireConfig  # noqa: E402
+from groupcoord.actors.wire_service import PartitionListener, WireDirectory  # noqa: E402
+from groupcoord.coordinator import CoordinatorConfig  # noqa: E402
 from groupcoord.wire import Node  # noqa: E402
 from groupcoord.wire.topics import TopicChange  # noqa: E402
 
@@ -116,7 +126,36 @@ def catalog_rows(topics: int, trials: int) -> list[dict]:
             least_s(lambda _: pickle.loads(written_now), trials, time.thread_time),
             least_s(lambda _: pickle.loads(written_before), trials, time.thread_time),
         )
-        return [durable, to_ray, read_back]
+        return [durable, to_ray, read_back, refresh_row(directory_now, trials)]
+
+
+def refresh_row(directory: WireDirectory, trials: int) -> dict:
+    """The ``refresh`` row: a listener with network processes (a real ``NetworkPool``, its
+    processes not started) holding ``directory``, and a runtime (not started) holding its
+    catalog, on an event loop as in a partition actor."""
+    return asyncio.run(_refresh_row(directory, trials))
+
+
+async def _refresh_row(directory: WireDirectory, trials: int) -> dict:
+    runtime = PartitionRuntime(0, 1, CoordinatorConfig(), lambda: None)
+    config = WireConfig(bootstrap_port=0, network_processes=1)
+    listener = PartitionListener(0, 1, config, runtime, None, "bench")
+    listener.node = directory.nodes[0]
+    listener._pool = pool = NetworkPool(config, 0, 1, runtime, None)
+    listener.adopt(directory)
+    addresses_only = WireDirectory(dict(directory.nodes), {}, -1)
+
+    def before(_: int) -> None:
+        held = listener.directory
+        pool.publish(listener._view())
+        runtime.update_topics(held.catalog_version, dict(held.topics), held.group_configs)
+
+    return row(
+        "refresh",
+        len(directory.topics),
+        least_s(lambda _: listener.adopt(addresses_only), trials, time.thread_time),
+        least_s(before, trials, time.thread_time),
+    )
 
 
 def main() -> None:
