@@ -159,6 +159,9 @@ class KafkaGateway:
     reply)``, where the partition is in this process (a partition's own listener), takes a
     single-group request and calls ``reply(core response)`` once (``submit``).
     ``coordinator_config`` is the deployment's, which DescribeConfigs reports (``wire.configs``).
+    ``catalog_version()``, when given, numbers the catalog ``topics()`` and ``topic_ids()`` give
+    (one number, one catalog), so that a kept Metadata answer is checked by it rather than by
+    comparing the catalogs (``wire.answer_cache``).
     """
 
     def __init__(
@@ -178,6 +181,7 @@ class KafkaGateway:
         max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
         authorizer: Authorizer | None = None,
         submit_route: SubmitRoute | None = None,
+        catalog_version: Callable[[], int] | None = None,
     ) -> None:
         if max_fetch_wait_ms < 0:
             raise ValueError(f"max_fetch_wait_ms must be >= 0, got {max_fetch_wait_ms}")
@@ -195,6 +199,7 @@ class KafkaGateway:
         self.max_fetch_wait_ms = max_fetch_wait_ms
         self.authorizer = authorizer
         self._submit_route = submit_route
+        self._catalog_version = catalog_version
         self._metadata = MetadataAnswers()
 
     async def respond(
@@ -237,6 +242,9 @@ class KafkaGateway:
                     cluster_id=self.cluster_id,
                     topic_ids=self._topic_ids(),
                     operations=catalog_authorized_operations(self.authorizer, principal),
+                    catalog_version=(
+                        None if self._catalog_version is None else self._catalog_version()
+                    ),
                 )
             case ApiKey.DESCRIBE_CLUSTER:
                 brokers = self._brokers()

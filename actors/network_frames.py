@@ -85,6 +85,8 @@ class NetworkView(msgspec.Struct, frozen=True):
     topic_ids: dict[str, uuid.UUID]
     coordinator_config: CoordinatorConfig
     group_configs: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    # The catalog's number, which kept Metadata answers are checked by (-1: not numbered)
+    catalog_version: int = -1
 
 
 class ChannelError(Exception):

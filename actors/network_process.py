@@ -185,6 +185,7 @@ async def serve(
         cluster_id=f"groupcoord-{num_partitions}",
         topic_ids=lambda: current().topic_ids,
         group_configs=lambda: current().group_configs,
+        catalog_version=lambda: current().catalog_version,
         coordinator_config=view.coordinator_config,
         authorizer=config.security.authorizer(),
         submit_route=partition_channel.submit,

@@ -199,6 +199,7 @@ class RouterActor:
                     self.catalog.group_configs,
                     os.path.join(log_dir, "bootstrap-listener"),
                     config,
+                    lambda: self.catalog.version,
                 )
                 loop = asyncio.get_running_loop()
                 self._bootstrap_started = loop.create_task(self._bootstrap.start())

@@ -148,6 +148,7 @@ class PartitionListener:
             cluster_id=f"groupcoord-{self.num_partitions}",
             topic_ids=lambda: self.directory.topic_ids,
             group_configs=lambda: self.directory.group_configs,
+            catalog_version=lambda: self.directory.catalog_version,
             coordinator_config=self._runtime.config,
             authorizer=self.config.security.authorizer(),
             submit_route=self._submit_route,
@@ -203,6 +204,7 @@ class PartitionListener:
             dict(directory.topic_ids),
             self._runtime.config,
             dict(directory.group_configs),
+            directory.catalog_version,
         )
 
     async def close(self) -> None:
@@ -323,6 +325,7 @@ class BootstrapListener:
         group_configs: Callable[[], Mapping[str, Mapping[str, int]]],
         log_key: str,
         coordinator_config: CoordinatorConfig,
+        catalog_version: Callable[[], int] | None = None,
     ) -> None:
         self.config, self.num_partitions = config, num_partitions
         self._log_key = log_key
@@ -343,6 +346,7 @@ class BootstrapListener:
             group_configs=group_configs,
             coordinator_config=coordinator_config,
             authorizer=config.security.authorizer(),
+            catalog_version=catalog_version,
         )
 
     async def start(self) -> Node:

@@ -20,6 +20,10 @@ in the same run:
   answer), against what that refresh did before: rebuild the network processes' view and
   compare it with the one they hold (``NetworkPool.publish``), and copy the catalog for the
   shard, which kept its own. CPU time, on the partition's loop.
+* **metadata**: a Metadata answer naming one topic, from a listener's cache of answers
+  (``wire.answer_cache``), checked by the catalog's number as the listeners check it, against
+  comparing the whole catalog with the one the answer was built from (as every answer did
+  before, and as a caller that does not number its catalogs still does). CPU time.
 
 Catalogs of 1,000 / 10,000 / 90,000 topics of one partition each (``MAX_TOPICS`` is 100,000);
 each figure the least of ``--trials``; ratio = before ÷ now.
@@ -39,7 +43,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.run_info import write_results  # noqa: E402 — ROOT on the path
+from bench.large_answers import wire_request  # noqa: E402 — ROOT on the path
+from bench.run_info import write_results  # noqa: E402
 from groupcoord.actors.catalog import TopicCatalog  # noqa: E402
 from groupcoord.actors.catalog_file import CatalogFiles, read_catalog  # noqa: E402
 from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
@@ -47,7 +52,9 @@ from groupcoord.actors.runtime import PartitionRuntime  # noqa: E402
 from groupcoord.actors.wire_config import WireConfig  # noqa: E402
 from groupcoord.actors.wire_service import PartitionListener, WireDirectory  # noqa: E402
 from groupcoord.coordinator import CoordinatorConfig  # noqa: E402
-from groupcoord.wire import Node  # noqa: E402
+from groupcoord.wire import ApiKey, Node  # noqa: E402
+from groupcoord.wire.answer_cache import MetadataAnswers  # noqa: E402
+from groupcoord.wire.builders import ZERO_TOPIC_ID  # noqa: E402
 from groupcoord.wire.topics import TopicChange  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results", "catalog.json")
@@ -126,7 +133,49 @@ def catalog_rows(topics: int, trials: int) -> list[dict]:
             least_s(lambda _: pickle.loads(written_now), trials, time.thread_time),
             least_s(lambda _: pickle.loads(written_before), trials, time.thread_time),
         )
-        return [durable, to_ray, read_back, refresh_row(directory_now, trials)]
+        return [
+            durable,
+            to_ray,
+            read_back,
+            refresh_row(directory_now, trials),
+            metadata_row(directory_now, trials),
+        ]
+
+
+def metadata_row(directory: WireDirectory, trials: int) -> dict:
+    """The ``metadata`` row: the same request answered from the cache again and again."""
+    request = wire_request(
+        ApiKey.METADATA,
+        12,
+        {
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+            "topics": [{"name": next(iter(directory.topics)), "topic_id": ZERO_TOPIC_ID}],
+        },
+    )
+    view = dict(
+        brokers=list(directory.nodes.values()),
+        leader_id=0,
+        partitions=directory.topics,
+        cluster_id="bench",
+        topic_ids=directory.topic_ids,
+        operations=(0, 0),
+    )
+    numbered, compared = MetadataAnswers(), MetadataAnswers()
+    version = directory.catalog_version
+    numbered.answer(request, **view, catalog_version=version)
+    compared.answer(request, **view)
+    return row(
+        "metadata",
+        len(directory.topics),
+        least_s(
+            lambda _: numbered.answer(request, **view, catalog_version=version),
+            trials,
+            time.thread_time,
+        ),
+        least_s(lambda _: compared.answer(request, **view), trials, time.thread_time),
+    )
 
 
 def refresh_row(directory: WireDirectory, trials: int) -> dict:

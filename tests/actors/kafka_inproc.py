@@ -165,6 +165,7 @@ class WirePartition:
             catalog.topic_ids(),
             self.config,
             catalog.group_configs(),
+            catalog.version,
         )
 
     def stop(self) -> None:

@@ -90,6 +90,39 @@ def test_a_changed_view_is_answered_afresh():
     assert encode_response(request, again) == built(request, **view(catalog, ids, moved))
 
 
+class Uncomparable(dict):
+    """A catalog that counts how often it is compared."""
+
+    compared = 0
+
+    def __eq__(self, other):
+        Uncomparable.compared += 1
+        return dict.__eq__(self, other)
+
+    __hash__ = None
+
+
+def test_a_numbered_catalog_is_checked_by_its_number_not_compared():
+    # Before, every answer from the cache compared the whole catalog with the one it was built
+    # from: 4.5 ms at 90,000 topics for an answer naming one topic.
+    catalog = Uncomparable(events=2)
+    ids = {"events": uuid.uuid4()}
+    answers = MetadataAnswers()
+    request = metadata_request(12, [{"name": "events", "topic_id": ZERO_TOPIC_ID}])
+    first = answers.answer(request, **view(catalog, ids), catalog_version=4)
+    Uncomparable.compared = 0
+    assert answers.answer(request, **view(catalog, ids), catalog_version=4) is first
+    assert Uncomparable.compared == 0
+    grown = Uncomparable(events=5)  # catalog 5: a new answer
+    again = answers.answer(request, **view(grown, ids), catalog_version=5)
+    assert again is not first
+    assert encode_response(request, again) == built(request, **view(grown, ids))
+    # Not numbered (a negative number, as a view that has none): compared by value.
+    unnumbered = answers.answer(request, **view(grown, ids), catalog_version=-1)
+    assert answers.answer(request, **view(grown, ids), catalog_version=-1) is unnumbered
+    assert Uncomparable.compared > 0
+
+
 @pytest.mark.parametrize("version", [8, 10, 11, 12])
 def test_authorized_operations_are_answered_when_asked_for_each_caller(version):
     """Kafka fills them in only when asked (the cluster's up to v10), on every topic named,
