@@ -41,8 +41,9 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import NamedTuple, TypeVar
 
 from groupcoord.coordinator import CoordinatorConfig, Errors
 from groupcoord.coordinator.group_config import (
@@ -116,6 +117,15 @@ def check_partitions(partitions: object) -> int:
     return partitions
 
 
+class CatalogSnapshot(NamedTuple):
+    """The catalog at one version, read-only (``TopicCatalog.snapshot``)."""
+
+    version: int
+    topics: Mapping[str, int]
+    topic_ids: Mapping[str, uuid.UUID]
+    group_configs: Mapping[str, Mapping[str, int]]
+
+
 class TopicCatalog:
     """The catalog of one deployment, kept in ``directory``/topics.json and its log. Not
     thread-safe: one owner (the router actor) calls it."""
@@ -134,6 +144,7 @@ class TopicCatalog:
         # new version's line, and what a refused or failed write restores.
         self._undo_topics: dict[str, tuple[int | None, uuid.UUID | None]] = {}
         self._undo_groups: dict[str, dict[str, int] | None] = {}
+        self._snapshot: CatalogSnapshot | None = None  # snapshot()'s, of its version
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
             missing = [name for name in self._topics if name not in self._ids]
             self._changing(lambda: self._give_ids(missing))
@@ -195,6 +206,21 @@ class TopicCatalog:
     def group_configs(self) -> dict[str, dict[str, int]]:
         """A copy: {group id: {setting: value}}, for the groups that set any."""
         return {group_id: dict(settings) for group_id, settings in self._group_configs.items()}
+
+    def snapshot(self) -> CatalogSnapshot:
+        """The catalog as read-only mappings, copied once per version: for readers that ask
+        per request (the bootstrap listener), where a copy each time costs the catalog's size
+        (1.4 ms at 90,000 topics, bench/catalog.py's "bootstrap" row). Every change is a new
+        version, and one that fails leaves the catalog as it was at the old one."""
+        held = self._snapshot
+        if held is None or held.version != self.version:
+            held = self._snapshot = CatalogSnapshot(
+                self.version,
+                MappingProxyType(self.topics()),
+                MappingProxyType(self.topic_ids()),
+                MappingProxyType(self.group_configs()),
+            )
+        return held
 
     # -- changes: each is checked whole, then made in memory; ``_changing`` writes them -------
 

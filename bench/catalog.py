@@ -24,6 +24,9 @@ in the same run:
   (``wire.answer_cache``), checked by the catalog's number as the listeners check it, against
   comparing the whole catalog with the one the answer was built from (as every answer did
   before, and as a caller that does not number its catalogs still does). CPU time.
+* **bootstrap**: what the router's bootstrap listener reads the catalog with for each request
+  (``TopicCatalog.snapshot``, copied once per version), against the copies of its topics and
+  their ids it made for every request before (``topics()``, ``topic_ids()``). CPU time.
 
 Catalogs of 1,000 / 10,000 / 90,000 topics of one partition each (``MAX_TOPICS`` is 100,000);
 each figure the least of ``--trials``; ratio = before ÷ now.
@@ -133,12 +136,22 @@ def catalog_rows(topics: int, trials: int) -> list[dict]:
             least_s(lambda _: pickle.loads(written_now), trials, time.thread_time),
             least_s(lambda _: pickle.loads(written_before), trials, time.thread_time),
         )
+
+        def copies(_: int) -> None:
+            catalog.topics(), catalog.topic_ids()
+
         return [
             durable,
             to_ray,
             read_back,
             refresh_row(directory_now, trials),
             metadata_row(directory_now, trials),
+            row(
+                "bootstrap",
+                len(directory_now.topics),
+                least_s(lambda _: catalog.snapshot(), trials, time.thread_time),
+                least_s(copies, trials, time.thread_time),
+            ),
         ]
 
 

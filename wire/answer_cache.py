@@ -23,7 +23,7 @@ every request that asks the same thing:
   (``catalog_version``: one number, one catalog, as the router's and the listeners' are) has
   each entry checked by that number; otherwise the catalog is copied into each entry and
   compared by value, so a catalog changed in place is seen too, at the catalog's size per
-  request (8.3 ms at 90,000 topics, for an answer naming one topic: bench/catalog.py's
+  request (6–8 ms at 90,000 topics, for an answer naming one topic: bench/catalog.py's
   "metadata" row).
 """
 
