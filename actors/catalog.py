@@ -55,6 +55,7 @@ from groupcoord.coordinator.group_config import (
 from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
 
+from .catalog_changes import CatalogChanges, ChangeHistory
 from .catalog_file import CatalogFiles
 
 _T = TypeVar("_T")
@@ -145,6 +146,7 @@ class TopicCatalog:
         self._undo_topics: dict[str, tuple[int | None, uuid.UUID | None]] = {}
         self._undo_groups: dict[str, dict[str, int] | None] = {}
         self._snapshot: CatalogSnapshot | None = None  # snapshot()'s, of its version
+        self._history = ChangeHistory()  # the latest versions' changes (changes_since)
         if self._ids.keys() != self._topics.keys():  # written before topics had ids
             missing = [name for name in self._topics if name not in self._ids]
             self._changing(lambda: self._give_ids(missing))
@@ -221,6 +223,11 @@ class TopicCatalog:
                 MappingProxyType(self.group_configs()),
             )
         return held
+
+    def changes_since(self, version: int) -> CatalogChanges | None:
+        """What changed after ``version``, for a holder of that version (``catalog_changes``);
+        None when the latest versions' changes do not reach back to it."""
+        return self._history.since(version)
 
     # -- changes: each is checked whole, then made in memory; ``_changing`` writes them -------
 
@@ -424,6 +431,18 @@ class TopicCatalog:
         }
         self.check_owner()
         self._files.write(version, delta, lambda: self._state(version))
+        self._history.record(
+            CatalogChanges(
+                self.version,
+                version,
+                {name: topics.get(name) for name in self._undo_topics},
+                {name: ids.get(name) for name in self._undo_topics},
+                {
+                    g: None if (settings := self._group_configs.get(g)) is None else dict(settings)
+                    for g in self._undo_groups
+                },
+            )
+        )
         self.version = version
 
     def _state(self, version: int) -> dict:

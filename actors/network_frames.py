@@ -17,6 +17,7 @@ TOPIC_RESULTS   P → N  the list of ``TopicResult``
 FAILED          P → N  why a TOPICS call failed (a string)
 VIEW            P → N  a ``NetworkView``: what Metadata and FindCoordinator answer from
 COUNTERS        N → P  the process's ``ListenerCounters``, when they changed (at most 1/s)
+CHANGES         P → N  ``CatalogChanges`` over the VIEW's catalog (``catalog_changes``)
 ==============  =====  =====================================================================
 
 Why one frame per message rather than batches: each frame's size is known before it is
@@ -43,9 +44,10 @@ from groupcoord.coordinator import messages as m
 from groupcoord.wire import Node
 from groupcoord.wire.topics import TopicChange, TopicResult
 
+from .catalog_changes import CatalogChanges
 from .kafka_listener import ListenerCounters
 
-REQUEST, REPLY, TOPICS, TOPIC_RESULTS, FAILED, VIEW, COUNTERS = range(1, 8)
+REQUEST, REPLY, TOPICS, TOPIC_RESULTS, FAILED, VIEW, COUNTERS, CHANGES = range(1, 9)
 
 _HEADER = struct.Struct(">IBHI")  # length of the rest, kind, message type, request id
 HEADER_BYTES = _HEADER.size
@@ -107,6 +109,7 @@ _BODY_DECODERS: dict[int, Callable[[Any], Any]] = {
     FAILED: msgspec.msgpack.Decoder(str).decode,
     VIEW: msgspec.msgpack.Decoder(NetworkView).decode,
     COUNTERS: msgspec.msgpack.Decoder(ListenerCounters).decode,
+    CHANGES: msgspec.msgpack.Decoder(CatalogChanges).decode,
 }
 _MESSAGE_DECODERS = [msgspec.msgpack.Decoder(kind).decode for kind in MESSAGE_TYPES]
 

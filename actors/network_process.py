@@ -9,7 +9,8 @@ socket pair to the partition (``network_frames``). It runs the same ``KafkaListe
   gateway turns into the Kafka answer here (``submit`` for the single-group requests, ``route``'s
   future for the rest);
 * Metadata and FindCoordinator are answered from the partition's latest VIEW, which it sends
-  first (the listener starts accepting only once it has arrived) and again on every change;
+  first (the listener starts accepting only once it has arrived) and again when a listener
+  moves, and its catalog brought up to date by the CHANGES frames of each catalog change;
 * topic changes (CreateTopics and the like) go to the partition as TOPICS, which asks the
   router;
 * the listener's counters go to the partition as COUNTERS when they changed, at most every
@@ -37,10 +38,12 @@ import uvloop
 from groupcoord.coordinator import partition_for
 from groupcoord.wire import Node
 
+from .catalog_changes import apply_changes
 from .idle_poll import IdlePoll
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import DEFAULT_MAX_BUFFERED_BYTES, KafkaListener, ListenerCounters
 from .network_frames import (
+    CHANGES,
     COUNTERS,
     FAILED,
     MAX_REQUEST_ID,
@@ -94,6 +97,16 @@ class PartitionChannel(asyncio.Protocol):
                 self.on_view(body)
                 if not self.viewed.done():
                     self.viewed.set_result(None)
+                continue
+            if kind == CHANGES:
+                view = self.view
+                if view is None or not body.applies_to(view.catalog_version):
+                    # The partition sends them over the view it sent last, in order: a bug.
+                    log.error("network process: catalog changes over another view: closing")
+                    self.transport.close()
+                    return
+                apply_changes(body, view.topics, view.topic_ids, view.group_configs)
+                self.view = msgspec.structs.replace(view, catalog_version=body.catalog_version)
                 continue
             settle = self._pending.pop(request_id, None)
             if settle is None or kind not in (REPLY, TOPIC_RESULTS, FAILED):

@@ -295,15 +295,23 @@ class PartitionActor:
             return error_response(validate(request), Errors.COORDINATOR_NOT_AVAILABLE)
         return await self._runtime.handle(request)
 
-    async def wire_directory(self, directory: Any) -> None:
-        """The router publishes a changed topic catalog (see wire_service); the shard gets it
-        too (consumer groups' partition counts)."""
+    async def wire_directory(self, directory: Any) -> int:
+        """The router publishes a changed topic catalog (see wire_service), whole or as its
+        changes (``catalog_changes``); the shard gets it too (consumer groups' partition
+        counts). Returns the catalog version held after (-1: none), so that the router can
+        send changes this partition could not take again, over the version it holds."""
         if self._wire is not None:
-            self._wire.adopt(directory)
-        elif self._runtime is not None:
-            self._runtime.update_topics(
+            return self._wire.adopt(directory)
+        runtime = self._runtime
+        if runtime is None:
+            return -1
+        if directory.changes is not None:
+            runtime.apply_catalog_changes(directory.changes)
+        else:
+            runtime.update_topics(
                 directory.catalog_version, dict(directory.topics), directory.group_configs
             )
+        return runtime.catalog_version
 
     async def kafka_node(self) -> Any:
         """Where this partition's Kafka listener listens (a ``wire.Node``), or None before it

@@ -312,13 +312,13 @@ class RouterActor:
             # what it has in flight to them (librdkafka: _DESTROY_BROKER). Not waited for.
             self.listener_pushes += 1
             push = asyncio.get_running_loop().create_task(
-                self._tell(nodes_only, self._nodes.keys() - {partition})
+                self._tell(nodes_only, self._nodes.keys() - {partition}, PUBLISH_TIMEOUT_S)
             )
             self._pushes.add(push)
             push.add_done_callback(self._pushes.discard)
         if held_version == self.catalog.version:
             return nodes_only
-        return self._directory()
+        return self._directory_since(held_version)
 
     async def kafka_listeners(self) -> list[int]:
         """The partitions whose Kafka listener has registered: those Metadata names as brokers."""
@@ -364,12 +364,10 @@ class RouterActor:
         partition listener that answers within ``PUBLISH_TIMEOUT_S`` knows it, so a client
         that created a topic finds it on whichever listener it asks next (a partition that is
         restarting learns it on its first refresh)."""
+        before = self.catalog.version
         results = self.catalog.apply(changes)
-        if any(
-            r.error == Errors.NONE and not c.validate_only
-            for c, r in zip(changes, results, strict=True)
-        ):
-            await self._publish_directory()
+        if self.catalog.version != before:
+            await self._publish_directory(before)
         return results
 
     async def _change_one(self, change: TopicChange) -> None:
@@ -387,29 +385,58 @@ class RouterActor:
             catalog.group_configs(),
         )
 
-    async def _publish_directory(self) -> None:
-        directory = self._directory()
+    def _directory_since(self, version: int) -> WireDirectory:
+        """The directory for a holder of catalog ``version``: the catalog's changes over it
+        when they are held (``catalog_changes``), else the whole catalog."""
+        changes = self.catalog.changes_since(version)
+        if changes is None:
+            return self._directory()
+        return WireDirectory(dict(self._nodes), {}, -1, changes=changes)
+
+    async def _publish_directory(self, before: int) -> None:
+        """Hand every partition the catalog changed from version ``before``: its changes,
+        and to a partition that answers it holds an older version than they are over, the
+        changes over that version (or the whole catalog)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PUBLISH_TIMEOUT_S
+        version = self.catalog.version
         # Every partition, listener or not: each shard needs the catalog (consumer groups).
-        if not await self._tell(directory, range(self._live().num_partitions)):
+        answers = await self._tell(
+            self._directory_since(before), range(self._live().num_partitions), PUBLISH_TIMEOUT_S
+        )
+        behind: dict[int, list[int]] = {}
+        for partition, held in enumerate(answers or ()):
+            if type(held) is int and held < version:
+                behind.setdefault(held, []).append(partition)
+        # Changes published at once cross: a few versions at most, one call for each.
+        for held, partitions in behind.items():
+            answers = await self._tell(
+                self._directory_since(held), partitions, max(deadline - loop.time(), 0.0)
+            )
+            if answers is None:
+                break
+        if answers is None:
             log.warning(
                 "topic catalog v%d: not every partition listener confirmed it within "
                 "%.0f s; they learn it on their next refresh",
-                directory.catalog_version,
+                version,
                 PUBLISH_TIMEOUT_S,
             )
 
-    async def _tell(self, directory: WireDirectory, partitions: Iterable[int]) -> bool:
-        """Hand ``directory`` to ``partitions``' actors; whether all confirmed within
-        ``PUBLISH_TIMEOUT_S``. One that is down or restarting learns it at its next poll; its
+    async def _tell(
+        self, directory: WireDirectory, partitions: Iterable[int], timeout_s: float
+    ) -> list | None:
+        """Hand ``directory`` to ``partitions``' actors: their answers (the catalog version
+        each holds after, or the error it raised), or None when not all answered within
+        ``timeout_s``. One that is down or restarting learns it at its next poll; its
         error is collected here, not left to Ray to print as unhandled."""
         runtime = self._live()
         shared = ray.put(directory)  # written once for all of them, not once a call
         calls = [runtime.partition(n).wire_directory.remote(shared) for n in partitions]
         try:
-            await bounded(asyncio.gather(*calls, return_exceptions=True), PUBLISH_TIMEOUT_S)
+            return await bounded(asyncio.gather(*calls, return_exceptions=True), timeout_s)
         except TimeoutError:
-            return False
-        return True
+            return None
 
     async def list_groups(self, states_filter=()) -> ListGroupsResponse:
         if not isinstance(states_filter, (list, tuple)) or not all(

@@ -77,16 +77,16 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.coordinator import CoordinatorConfig, Errors, Shard
-from groupcoord.coordinator.group_config import checked_configs
 from groupcoord.coordinator.messages import DeleteGroupsRequest, OffsetCommitRequest, validate
 
 from .idle_poll import IdlePoll, check_idle_poll_us
 from .live_lag import LagTracker, LagWindowConfig
 from .responses import error_response
+from .runtime_catalog import CatalogMixin
 from .runtime_load import LoadMixin
 
 log = logging.getLogger("groupcoord.partition")
@@ -107,7 +107,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PartitionRuntime(LoadMixin):
+class PartitionRuntime(CatalogMixin, LoadMixin):
     """One offsets partition on an asyncio loop. Construct, ``start()``, then ``handle()``.
 
     Contract: ``handle(request)`` returns the request's response once every record it depends
@@ -196,6 +196,7 @@ class PartitionRuntime(LoadMixin):
         self.catalog_version = -1
         self._catalog: dict[str, int] | None = None
         self._group_configs: dict[str, dict[str, int]] = {}
+        self.catalogs_taken = self.catalog_changes_taken = 0  # whole, and as changes
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -248,43 +249,6 @@ class PartitionRuntime(LoadMixin):
             self._log.close()
 
     # -- the topic catalog -------------------------------------------------------------------------
-
-    def update_topics(
-        self,
-        version: int,
-        topics: dict[str, int],
-        group_configs: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> bool:
-        """Hand the shard topic catalog ``version``: {topic: partition count} and the groups'
-        own settings ({group id: {setting: value}}, ``coordinator.group_config``; None: none).
-        An older or equal version than the one held is ignored (pushes and fetches can cross).
-        Consumer groups need it: until the first one, their heartbeats get
-        COORDINATOR_LOAD_IN_PROGRESS. Its records (a group's new partition metadata and epoch)
-        are made durable like any request's. Returns whether it was taken; ValueError (and no
-        change) for a bad catalog."""
-        if type(version) is not int or not isinstance(topics, dict):
-            raise ValueError("update_topics takes an int version and a dict of topics")
-        if version <= self.catalog_version:
-            return False  # before any work: every listener refresh hands the catalog in again
-        configs = checked_configs({} if group_configs is None else group_configs)
-        if self.state in ("loading", "serving"):
-            # A loading shard takes it too (it only keeps it): the check is the same.
-            try:
-                step = self._shard.update_topics(self._clock_ms(), topics)
-            except ValueError:  # raised before any change
-                raise
-            except Exception as exc:  # a core bug: memory may be half-changed
-                self._fail(exc)
-                return False
-            self._process(step)
-        if self.state == "serving":  # a loading one gets them when loaded (runtime_load)
-            self._shard.update_group_configs(configs)
-        self.catalog_version, self._catalog = version, dict(topics)
-        self._group_configs = configs
-        return True
-
-    def _update_shard_topics(self, topics: dict[str, int]) -> None:
-        self._run_step(self._shard.update_topics, self._clock_ms(), topics)
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -571,6 +535,9 @@ class PartitionRuntime(LoadMixin):
             "durable_records": self._durable_total,
             "queued_records": len(self._queued),
             "appends": self.appends,
+            "catalog_version": self.catalog_version,
+            "catalogs_taken": self.catalogs_taken,  # whole (update_topics)
+            "catalog_changes_taken": self.catalog_changes_taken,  # as changes alone
             # turns the loop polled rather than slept (idle_poll); None when it does not poll
             "idle_poll_turns": None if self.idle_poll is None else self.idle_poll.turns,
             "load_seconds": self.load_seconds,

@@ -8,7 +8,9 @@ Theory of operation
   from the Shard, and the client asks FindCoordinator again, as it would with Kafka.
 * **The router knows where everyone is.** Every ``metadata_refresh_ms`` each partition listener
   calls ``router.exchange(n, node, held_version)``: it registers its address and gets back the
-  addresses of all partitions, and the topic catalog when it is newer than the one it holds.
+  addresses of all partitions, and, when the catalog is newer than the one it holds, its
+  changes over that version (``catalog_changes``; the whole catalog when the router no
+  longer holds them). A change is pushed the same way (``wire_directory``).
   So a partition restarted on another port or node is found again within one refresh. A
   restarted router also asks every partition actor where it listens as it starts
   (``kafka_node``), rather than wait up to a refresh for each; until they have answered it
@@ -54,6 +56,7 @@ from groupcoord.wire import Node
 from groupcoord.wire.topics import TopicResult
 
 from .bounded import bounded
+from .catalog_changes import CatalogChanges, apply_changes
 from .kafka_gateway import KafkaGateway
 from .kafka_listener import KafkaListener, ListenerCounters
 from .kv import listen_at_remembered_port
@@ -94,13 +97,17 @@ def port_key(log_key: str) -> bytes:
 
 class WireDirectory(msgspec.Struct):
     """What the router tells listeners: every partition's listener and the topic catalog
-    (partition counts, topic ids, and groups' own settings: ``coordinator.group_config``)."""
+    (partition counts, topic ids, and groups' own settings: ``coordinator.group_config``).
+    Version -1: no catalog (the addresses only). ``changes``: the catalog as its changes over
+    a version instead (``catalog_changes``); the whole catalog's fields are then empty and
+    the version -1."""
 
     nodes: dict[int, Node]
     topics: dict[str, int]
     catalog_version: int
     topic_ids: dict[str, uuid.UUID] = msgspec.field(default_factory=dict)
     group_configs: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    changes: CatalogChanges | None = None
 
     def __reduce__(self):
         # How Ray sends it: as msgpack, 20-odd times faster to write than pickle's object
@@ -255,33 +262,71 @@ class PartitionListener:
         nodes[self.partition] = self.node
         return [nodes[n] for n in sorted(nodes)]
 
-    def adopt(self, directory: WireDirectory) -> None:
+    def adopt(self, directory: WireDirectory) -> int:
         """Take the router's directory, but never an older catalog than the one held: a refresh
         the router answered before publishing a change can arrive after the change did, and
         a client that just created a topic must not see it vanish. Addresses are always
         taken (the next refresh corrects any stale one), and none is dropped: a router that
         has just restarted may not know every partition's yet, and a client told fewer
-        brokers drops the others (module docstring)."""
+        brokers drops the others (module docstring). Changes (``catalog_changes``) are
+        applied in place when they apply to the version held; otherwise only the addresses
+        are taken, and the next refresh asks for the changes over the version held. Returns
+        the catalog version held after."""
         held = self.directory
         nodes = directory.nodes
         if held.nodes.keys() - nodes.keys():
             nodes = {**held.nodes, **nodes}
+        changes = directory.changes
+        if changes is not None:
+            if changes.applies_to(held.catalog_version):
+                self._apply(changes, nodes)
+                return changes.catalog_version
+            directory = WireDirectory(nodes, {}, -1)
         if directory.catalog_version <= held.catalog_version:
             # Most refreshes (each second): no newer catalog, and no listener moved. Nothing is
             # rebuilt or compared then: the network processes' view copies and compares the
             # whole catalog (8 ms at 90,000 topics, bench/catalog.py's "refresh" row).
             if nodes == held.nodes:
-                return
+                return held.catalog_version
             directory = WireDirectory(
                 nodes, held.topics, held.catalog_version, held.topic_ids, held.group_configs
             )
-        elif nodes is not directory.nodes:
-            directory = msgspec.structs.replace(directory, nodes=nodes)
+        else:  # copied: later changes are applied to it in place, and the sender may keep it
+            directory = WireDirectory(
+                nodes,
+                dict(directory.topics),
+                directory.catalog_version,
+                dict(directory.topic_ids),
+                dict(directory.group_configs),
+            )
         self.directory = directory
         if self._pool is not None and self.node is not None:
             self._pool.publish(self._view())
-        if directory.catalog_version <= self._runtime.catalog_version:
-            return  # the shard holds this version (or a newer one): no copy to hand it
+        if directory.catalog_version > self._runtime.catalog_version:
+            self._hand_runtime_catalog()
+        return directory.catalog_version
+
+    def _apply(self, changes: CatalogChanges, nodes: dict[int, Node]) -> None:
+        """``changes`` to the held catalog, the network processes' and the shard's, each at
+        the changes' size (unless a listener moved too, or the shard is at another version)."""
+        held = self.directory
+        apply_changes(changes, held.topics, held.topic_ids, held.group_configs)
+        self.directory = WireDirectory(
+            nodes, held.topics, changes.catalog_version, held.topic_ids, held.group_configs
+        )
+        if self._pool is not None and self.node is not None:
+            if nodes == held.nodes:
+                self._pool.publish_changes(changes)
+            else:
+                self._pool.publish(self._view())
+        runtime = self._runtime
+        if runtime.catalog_version < changes.catalog_version and not runtime.apply_catalog_changes(
+            changes
+        ):
+            self._hand_runtime_catalog()  # the shard is at a version the changes are not over
+
+    def _hand_runtime_catalog(self) -> None:
+        directory = self.directory
         try:  # the shard's copy (consumer groups)
             self._runtime.update_topics(
                 directory.catalog_version, dict(directory.topics), directory.group_configs

@@ -13,8 +13,9 @@ in the same run:
   through its ``__reduce__``), against pickle's object graph of the same fields (how Ray wrote
   it before), once per publish now (``ray.put``) where it was once per partition. CPU time.
 * **read back**: what each partition's process spends reading it (``pickle.loads``), against
-  reading the object graph. This one is still the catalog's size on every partition, per
-  change: the partitions take the whole directory, not what changed.
+  reading the object graph: still the catalog's size, where a partition is handed the whole
+  catalog (its first, or one the router holds no changes for); a change is handed as its
+  changes alone (the "change" row).
 * **refresh**: what a partition listener with network processes spends on its refresh each
   second when nothing changed (``PartitionListener.adopt`` of the router's addresses-only
   answer), against what that refresh did before: rebuild the network processes' view and
@@ -24,6 +25,11 @@ in the same run:
   (``wire.answer_cache``), checked by the catalog's number as the listeners check it, against
   comparing the whole catalog with the one the answer was built from (as every answer did
   before, and as a caller that does not number its catalogs still does). CPU time.
+* **change**: what a partition spends taking one created topic (reading what Ray hands it,
+  and ``PartitionListener.adopt``: its own copy, its network processes' view, its serving
+  shard's), handed the change alone (``catalog_changes``), against handed the whole catalog,
+  as every change was before (and as a partition the router holds no changes for still
+  is). CPU time.
 * **bootstrap**: what the router's bootstrap listener reads the catalog with for each request
   (``TopicCatalog.snapshot``, copied once per version), against the copies of its topics and
   their ids it made for every request before (``topics()``, ``topic_ids()``). CPU time.
@@ -43,12 +49,14 @@ import pickle
 import sys
 import tempfile
 import time
+import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.large_answers import wire_request  # noqa: E402 — ROOT on the path
 from bench.run_info import write_results  # noqa: E402
 from groupcoord.actors.catalog import TopicCatalog  # noqa: E402
+from groupcoord.actors.catalog_changes import CatalogChanges  # noqa: E402
 from groupcoord.actors.catalog_file import CatalogFiles, read_catalog  # noqa: E402
 from groupcoord.actors.network_pool import NetworkPool  # noqa: E402
 from groupcoord.actors.runtime import PartitionRuntime  # noqa: E402
@@ -59,6 +67,8 @@ from groupcoord.wire import ApiKey, Node  # noqa: E402
 from groupcoord.wire.answer_cache import MetadataAnswers  # noqa: E402
 from groupcoord.wire.builders import ZERO_TOPIC_ID  # noqa: E402
 from groupcoord.wire.topics import TopicChange  # noqa: E402
+from tests.actors.fakes import MemoryLog  # noqa: E402
+from tests.actors.test_runtime import serving  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results", "catalog.json")
 SIZES = (1_000, 10_000, 90_000)
@@ -146,6 +156,7 @@ def catalog_rows(topics: int, trials: int) -> list[dict]:
             read_back,
             refresh_row(directory_now, trials),
             metadata_row(directory_now, trials),
+            change_row(directory_now, trials),
             row(
                 "bootstrap",
                 len(directory_now.topics),
@@ -218,6 +229,61 @@ async def _refresh_row(directory: WireDirectory, trials: int) -> dict:
         least_s(lambda _: listener.adopt(addresses_only), trials, time.thread_time),
         least_s(before, trials, time.thread_time),
     )
+
+
+def change_row(directory: WireDirectory, trials: int) -> dict:
+    """The ``change`` row: what a partition spends taking one created topic (reading what
+    Ray hands it, then ``PartitionListener.adopt``: its own copy, its network processes'
+    view, its serving shard's), handed its changes (``catalog_changes``), against handed the
+    whole catalog (as every change was before, and as a partition the router holds no
+    changes for still is). The network processes are not started: what they are sent and
+    read is left out of both."""
+    return asyncio.run(_change_row(directory, trials))
+
+
+async def _change_row(directory: WireDirectory, trials: int) -> dict:
+    nodes, version = directory.nodes, directory.catalog_version
+    as_changes, as_whole = [], []
+    topics, topic_ids = dict(directory.topics), dict(directory.topic_ids)
+    for trial in range(trials):
+        name, topic_id = f"created-{trial}", uuid.uuid4()
+        topics[name], topic_ids[name] = 1, topic_id
+        changes = CatalogChanges(
+            version + trial, version + trial + 1, {name: 1}, {name: topic_id}, {}
+        )
+        as_changes.append(pickle.dumps(WireDirectory(dict(nodes), {}, -1, changes=changes)))
+        whole = WireDirectory(
+            dict(nodes), topics, version + trial + 1, topic_ids, directory.group_configs
+        )
+        as_whole.append(pickle.dumps(whole))
+    listeners = [await _serving_listener(directory) for _ in range(2)]
+    now = least_s(
+        lambda trial: listeners[0].adopt(pickle.loads(as_changes[trial])),
+        trials,
+        time.thread_time,
+    )
+    before = least_s(
+        lambda trial: listeners[1].adopt(pickle.loads(as_whole[trial])), trials, time.thread_time
+    )
+    for listener in listeners:
+        assert listener.directory.topics == topics and listener._runtime.catalog_version == (
+            version + trials
+        )
+        await listener._runtime.close()
+    return row("change", len(directory.topics), now, before)
+
+
+async def _serving_listener(directory: WireDirectory) -> PartitionListener:
+    """A partition listener with a network pool (its processes not started) and a serving
+    runtime (an in-memory log), holding ``directory``."""
+    runtime = PartitionRuntime(0, 1, CoordinatorConfig(), lambda: MemoryLog([]))
+    await serving(runtime)
+    config = WireConfig(bootstrap_port=0, network_processes=1)
+    listener = PartitionListener(0, 1, config, runtime, None, "bench")
+    listener.node = directory.nodes[0]
+    listener._pool = NetworkPool(config, 0, 1, runtime, None)
+    listener.adopt(directory)
+    return listener
 
 
 def main() -> None:

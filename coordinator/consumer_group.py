@@ -145,6 +145,25 @@ class ConsumerGroup:
             topics |= subscribed_topics(member.subscription, catalog)
         return frozenset(topics)
 
+    def concerned_by(self, topics: frozenset[str]) -> bool:
+        """Whether a change to any of ``topics`` can change this group's partition metadata:
+        one is in it, a member names one or a member's regex matches one. Costs the members
+        plus each distinct regex times ``topics``, never the catalog."""
+        if not topics.isdisjoint(self.partition_metadata):
+            return True
+        regexes = set()
+        for member in self.members.values():
+            subscription = member.subscription
+            if not topics.isdisjoint(subscription.subscribed_topic_names):
+                return True
+            if subscription.subscribed_topic_regex:
+                regexes.add(subscription.subscribed_topic_regex)
+        for regex in regexes:
+            pattern = compile_regex(regex)
+            if any(pattern.fullmatch(topic) for topic in topics):
+                return True
+        return False
+
     def is_subscribed_to_topic(self, topic: str) -> bool:
         """Whether some member subscribes to ``topic`` by name, or matched it by regex when
         the group's partition metadata was last computed."""

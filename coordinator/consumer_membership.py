@@ -59,6 +59,18 @@ def assignment_value(a: MemberAssignment) -> ConsumerGroupCurrentMemberAssignmen
     )
 
 
+def check_topic_changes(changes: object) -> None:
+    """ValueError unless ``changes`` maps non-empty topic names to partition counts or None
+    (``change_topics``)."""
+    if not isinstance(changes, Mapping) or not all(
+        type(name) is str
+        and name
+        and (count is None or type(count) is int and 0 < count <= 2**31 - 1)
+        for name, count in changes.items()
+    ):
+        raise ValueError("changes must map non-empty topic names to counts >= 1 or None")
+
+
 class ConsumerMembershipMixin:
     # -- the topic catalog --------------------------------------------------------------------
 
@@ -77,6 +89,42 @@ class ConsumerMembershipMixin:
             for group in list(self._consumer_groups.values()):
                 self._refresh_partition_metadata(group, bump=False)
         return self._finish()
+
+    def change_topics(self, now_ms: int, changes: Mapping[str, int | None]) -> Step:
+        """``update_topics`` at a change's size: ``changes`` maps each changed topic to its
+        partition count (None: deleted) and is applied to the catalog held. Only groups a
+        changed topic concerns (``ConsumerGroup.concerned_by``) are looked at: the records are
+        those ``update_topics`` of the changed catalog writes. ValueError (and no change)
+        without a catalog or for a bad change."""
+        if self._topics is None:
+            raise ValueError("no topic catalog to change: update_topics first")
+        check_topic_changes(changes)
+        self._begin(now_ms)
+        topics = self._topics
+        for name, count in changes.items():
+            if count is None:
+                topics.pop(name, None)
+            else:
+                topics[name] = count
+        if self.owned and changes:
+            names = frozenset(changes)
+            for group in list(self._consumer_groups.values()):
+                if group.concerned_by(names):
+                    self._refresh_partition_metadata(group, bump=False)
+        return self._finish()
+
+    def change_group_configs(self, changes: Mapping[str, Mapping[str, int] | None]) -> None:
+        """``update_group_configs`` at a change's size: each named group's settings (None or
+        empty: none). ValueError (and no change) for a bad mapping."""
+        if not isinstance(changes, Mapping) or not all(type(g) is str for g in changes):
+            raise ValueError("group configs' changes must map group ids to settings or None")
+        checked = checked_configs({g: v for g, v in changes.items() if v is not None})
+        for group_id in changes:
+            settings = checked.get(group_id)
+            if settings is None:
+                self._group_configs.pop(group_id, None)
+            else:
+                self._group_configs[group_id] = settings
 
     def update_group_configs(self, configs: Mapping[str, Mapping[str, int]]) -> None:
         """Replace every group's own settings ({group id: {setting: value}}, group_config):

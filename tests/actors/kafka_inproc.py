@@ -98,12 +98,18 @@ class WirePartition:
             return gateway.node
 
         async def change_topics(changes):
-            results = self.catalog.apply(changes)
-            self.topics = self.catalog.topics()
-            catalog = self.catalog  # the shard's copy, as the router publishes it
-            runtime.update_topics(catalog.version, catalog.topics(), catalog.group_configs())
+            catalog = self.catalog
+            before = catalog.version
+            results = catalog.apply(changes)
+            self.topics = catalog.topics()
+            if catalog.version == before:
+                return results
+            # As a partition listener takes the router's publish: the changes alone, into
+            # the shard's copy and the network processes' views (actors/catalog_changes.py).
+            changed = catalog.changes_since(before)
+            assert changed is not None and runtime.apply_catalog_changes(changed)
             if self.pool is not None:
-                self.pool.publish(self._view(self.pool_node))
+                self.pool.publish_changes(changed)
             return results
 
         if self.network_processes:

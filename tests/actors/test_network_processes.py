@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 
 import pytest
 import ray
@@ -23,6 +24,8 @@ from confluent_kafka.admin import (
 )
 
 from groupcoord.actors import WireConfig, start, stop
+from groupcoord.actors.catalog_changes import CatalogChanges
+from groupcoord.actors.wire_service import WireDirectory
 from groupcoord.coordinator import partition_for
 from groupcoord.wire import Node
 
@@ -279,12 +282,18 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
     assert futures[name].result(timeout=30) is None
     version, catalog, _ = ray.get(deployment.router.topic_catalog.remote())
     assert catalog.get(name) == 3
-    # A listener's refresh gets the catalog only when it holds an older one.
+    # A listener's refresh gets the catalog only when it holds an older one: the changes
+    # over the version it holds (catalog_changes), or the whole catalog when it holds none.
     router = deployment.router
     host, port = _info(deployment, 1)["kafka"].rsplit(":", 1)
     node = Node(1, host, int(port))  # partition 1's listener, as it registers itself
-    full = ray.get(router.exchange.remote(1, node, version - 1))
-    assert (full.catalog_version, full.topics.get(name)) == (version, 3)
+    changed = ray.get(router.exchange.remote(1, node, version - 1))
+    assert (changed.catalog_version, changed.topics) == (-1, {})
+    changes = changed.changes
+    assert (changes.base_version, changes.catalog_version) == (version - 1, version)
+    assert changes.topics == {name: 3} and list(changes.topic_ids) == [name]
+    full = ray.get(router.exchange.remote(1, node, -1))
+    assert (full.catalog_version, full.topics.get(name), full.changes) == (version, 3, None)
     same = ray.get(router.exchange.remote(1, node, version))
     assert (same.catalog_version, same.topics, same.nodes) == (-1, {}, full.nodes)
 
@@ -293,6 +302,30 @@ def test_admin_client_creates_topics_through_network_processes(deployment, where
         return name in topics and len(topics[name].partitions) == 3
 
     wait_for(listed, 10, f"{name} in Metadata")
+
+
+def test_a_topic_change_reaches_every_partition_as_its_changes(deployment):
+    # The router publishes a change as its changes alone (actors/catalog_changes.py): each
+    # partition's shard and network processes take them at their size, not the catalog's.
+    router = deployment.router
+    before = deployment.infos()
+    ray.get(router.create_topic.remote("np-changed", 2))
+    version = ray.get(router.topic_catalog.remote())[0]
+    after = deployment.infos()  # the create is answered once every partition took it
+    assert [info["catalog_version"] for info in after] == [version] * NUM_PARTITIONS
+    for old, new in zip(before, after, strict=True):
+        assert new["catalog_changes_taken"] == old["catalog_changes_taken"] + 1
+        assert new["catalogs_taken"] == old["catalogs_taken"]
+    # Partition 1's network processes name it in their Metadata.
+    admin = AdminClient({"bootstrap.servers": _info(deployment, 1)["kafka"]})
+    listed = admin.list_topics(timeout=10).topics
+    assert len(listed["np-changed"].partitions) == 2
+    # Changes over a version a partition does not hold: it keeps its own, and says which, so
+    # that the router sends the changes over that one (or the whole catalog).
+    ahead = CatalogChanges(version + 1, version + 2, {"never": 1}, {"never": uuid.uuid4()}, {})
+    first = deployment.partitions()[0]
+    held = ray.get(first.wire_directory.remote(WireDirectory({}, {}, -1, changes=ahead)))
+    assert held == version and _info(deployment, 0)["catalog_version"] == version
 
 
 def test_a_groups_settings_are_set_and_read_through_network_processes(deployment):

@@ -3,7 +3,8 @@
 Consumers (dynamic and static, subscribing by names or by regex, with either assignor) join,
 heartbeat (now and then losing the response), take their time to revoke, commit, leave (-1, or
 -2 for static ones), stall past their session or rebalance timeout, and come back; the topic
-catalog grows, shrinks and loses topics; a group's own settings (session timeout, heartbeat and
+catalog grows, shrinks and loses topics (handed to the shard as its changes, and checked
+against a twin handed the whole catalog); a group's own settings (session timeout, heartbeat and
 assignment intervals: ``group_config``) are set, changed and dropped; the clock creeps or jumps;
 the shard restarts (a fresh one replays every record, handed the groups' settings first as the
 runtime does) and the runtime hands it the catalog only a few steps later, so timers fire and
@@ -126,6 +127,7 @@ class ConsumerSimulation:
         self.errors: dict[Errors, int] = {}
         self.lost_responses = 0
         self.catalog_due_in = 0  # steps until the runtime hands a restarted shard the catalog
+        self.catalog_changes = self.catalog_change_records = 0  # taken as changes alone
         self.reloads = 0
         self.fenced_without_catalog = 0  # members fenced by a timer before the catalog came
         self.absorb(self.shard.on_loaded(0))
@@ -182,14 +184,36 @@ class ConsumerSimulation:
 
     def change_catalog(self) -> None:
         topic = self.rng.choice(TOPICS)
-        catalog = dict(self.catalog)
+        old = self.catalog
+        catalog = dict(old)
         if topic in catalog and self.rng.random() < 0.3:
             del catalog[topic]  # deleted
         else:
             catalog[topic] = max(catalog.get(topic, 0), 1) + self.rng.randint(0, 2)
         self.catalog = catalog
         if not self.catalog_due_in:  # else a restarted shard gets this one when it comes
-            self.absorb(self.shard.update_topics(self.now, catalog))
+            self.absorb(self.change_topics(old, catalog))
+
+    def change_topics(self, old: dict[str, int], new: dict[str, int]):
+        """The shard takes a catalog change as its changes alone (``change_topics``, as the
+        runtime hands it one), and must write exactly what a shard in the same state writes
+        taking the whole new catalog (``update_topics``): a twin replaying every record is
+        the reference."""
+        twin = Shard(0, 1, config=self.config, ids=self.ids)
+        twin.update_group_configs(self.group_configs)
+        for record in self.records:
+            twin.replay(record)
+        twin.on_loaded(self.now)
+        assert not twin.update_topics(self.now, old).records  # it agrees with the held catalog
+        expected = twin.update_topics(self.now, new).records
+        changes = {
+            t: new.get(t) for t in sorted(old.keys() | new.keys()) if old.get(t) != new.get(t)
+        }
+        step = self.shard.change_topics(self.now, changes)
+        assert step.records == expected, (changes, step.records, expected)
+        self.catalog_changes += 1
+        self.catalog_change_records += len(step.records)
+        return step
 
     def change_group_configs(self) -> None:
         """A group's settings set, changed or dropped (``kafka-configs --alter``): the shard

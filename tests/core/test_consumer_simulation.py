@@ -32,6 +32,8 @@ def test_seeded_consumer_group_runs_keep_every_invariant(seed):
     # Restarts whose catalog came late: requests waited, timers fenced members meanwhile.
     assert sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS] and sim.fenced_without_catalog
     assert sim.group_config_changes  # groups' own settings came and went meanwhile
+    # Catalog changes taken as changes alone rebalanced groups (and matched the whole's).
+    assert sim.catalog_changes and sim.catalog_change_records
     states = {r.value.state for r in sim.records if type(r.key) is ASSIGNMENT and r.value}
     assert states == {STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS}
 
