@@ -15,6 +15,7 @@ reconciliation gives a partition only to a member when it has no other owner.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 import msgspec
@@ -32,6 +33,7 @@ from .consumer_records import (
     from_topic_partitions,
 )
 from .reconcile import STABLE, MemberAssignment
+from .regex_topics import RegexTopics
 from .topic_regex import compile_regex
 
 
@@ -75,15 +77,18 @@ class ConsumerMember(msgspec.Struct, frozen=True):
 
 
 def subscribed_topics(
-    subscription: ConsumerGroupMemberMetadataValue, catalog: dict[str, int]
+    subscription: ConsumerGroupMemberMetadataValue,
+    catalog: Mapping[str, int],
+    regexes: RegexTopics,
 ) -> frozenset[str]:
     """The topics a member subscribes to: its names, and every catalog topic its regular
-    expression matches in full (Kafka matches the whole name)."""
-    topics = set(subscription.subscribed_topic_names)
-    if subscription.subscribed_topic_regex:
-        pattern = compile_regex(subscription.subscribed_topic_regex)
-        topics.update(t for t in catalog if pattern.fullmatch(t))
-    return frozenset(topics)
+    expression matches in full (Kafka matches the whole name), as ``regexes`` keeps them."""
+    names = subscription.subscribed_topic_names
+    regex = subscription.subscribed_topic_regex
+    if not regex:
+        return frozenset(names)
+    matched = regexes.matching(regex, catalog)
+    return matched.union(names) if names else matched
 
 
 class ConsumerGroup:
@@ -139,10 +144,12 @@ class ConsumerGroup:
     def owner_of(self, topic: str, partition: int) -> str | None:
         return self.owners.get((topic, partition))
 
-    def subscribed_topic_names(self, catalog: dict[str, int]) -> frozenset[str]:
+    def subscribed_topic_names(
+        self, catalog: Mapping[str, int], regexes: RegexTopics
+    ) -> frozenset[str]:
         topics: set[str] = set()
         for member in self.members.values():
-            topics |= subscribed_topics(member.subscription, catalog)
+            topics |= subscribed_topics(member.subscription, catalog, regexes)
         return frozenset(topics)
 
     def concerned_by(self, topics: frozenset[str]) -> bool:

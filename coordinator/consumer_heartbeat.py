@@ -429,7 +429,7 @@ class ConsumerHeartbeatMixin:
         spec = AssignmentSpec(
             {
                 m.member_id: MemberSpec(
-                    subscribed_topics(m.subscription, catalog),
+                    subscribed_topics(m.subscription, catalog, self._regex_topics),
                     group.target.get(m.member_id, {}),
                     m.subscription.instance_id,
                     m.subscription.rack_id,

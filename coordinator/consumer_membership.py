@@ -85,6 +85,7 @@ class ConsumerMembershipMixin:
             raise ValueError("topics must map non-empty topic names to partition counts >= 1")
         self._begin(now_ms)
         self._topics = dict(topics)
+        self._regex_topics.clear()
         if self.owned:
             for group in list(self._consumer_groups.values()):
                 self._refresh_partition_metadata(group, bump=False)
@@ -106,6 +107,7 @@ class ConsumerMembershipMixin:
                 topics.pop(name, None)
             else:
                 topics[name] = count
+        self._regex_topics.changed(changes)
         if self.owned and changes:
             names = frozenset(changes)
             for group in list(self._consumer_groups.values()):
@@ -144,7 +146,7 @@ class ConsumerMembershipMixin:
         if catalog is not None:
             metadata = {
                 topic: catalog[topic]
-                for topic in sorted(group.subscribed_topic_names(catalog))
+                for topic in sorted(group.subscribed_topic_names(catalog, self._regex_topics))
                 if topic in catalog
             }
             if metadata != group.partition_metadata:

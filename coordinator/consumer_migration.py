@@ -144,7 +144,9 @@ class ConsumerMigrationMixin:
             self._arm(("consumer-session", group_id, member_id), member.session_timeout_ms)
         catalog = self._topics
         counts = {
-            t: catalog[t] for t in sorted(group.subscribed_topic_names(catalog)) if t in catalog
+            t: catalog[t]
+            for t in sorted(group.subscribed_topic_names(catalog, self._regex_topics))
+            if t in catalog
         }
         self._emit_consumer(
             ConsumerGroupPartitionMetadataKey(group_id),

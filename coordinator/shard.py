@@ -84,6 +84,7 @@ from .records import (
     OffsetCommitValue,
     Record,
 )
+from .regex_topics import RegexTopics
 from .routing import partition_for
 from .shard_members import MembershipMixin
 from .shard_offsets import OffsetsMixin
@@ -175,6 +176,7 @@ class Shard(
         self._state_counts: dict[GroupState, int] = dict.fromkeys(GroupState, 0)
         self._consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, by id
         self._topics: dict[str, int] | None = None  # the topic catalog (update_topics)
+        self._regex_topics = RegexTopics()  # what subscribed regexes match in it (regex_topics)
         # Groups' own settings, {group id: {setting: value}} (group_config, update_group_configs)
         self._group_configs: dict[str, dict[str, int]] = {}
         self._timer = TimingWheel(0)
