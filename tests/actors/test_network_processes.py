@@ -326,6 +326,15 @@ def test_a_topic_change_reaches_every_partition_as_its_changes(deployment):
     first = deployment.partitions()[0]
     held = ray.get(first.wire_directory.remote(WireDirectory({}, {}, -1, changes=ahead)))
     assert held == version and _info(deployment, 0)["catalog_version"] == version
+    # Changes made at once, whose pushes may cross: once all are answered, every partition
+    # holds the newest catalog, and none needed the whole of it.
+    ray.get([router.create_topic.remote(f"np-at-once-{n}", 1) for n in range(6)])
+    newest = ray.get(router.topic_catalog.remote())
+    infos = deployment.infos()
+    assert [info["catalog_version"] for info in infos] == [newest[0]] * NUM_PARTITIONS
+    assert [info["catalogs_taken"] for info in infos] == [i["catalogs_taken"] for i in after]
+    admin = AdminClient({"bootstrap.servers": _info(deployment, 0)["kafka"]})
+    assert {f"np-at-once-{n}" for n in range(6)} <= set(admin.list_topics(timeout=10).topics)
 
 
 def test_a_groups_settings_are_set_and_read_through_network_processes(deployment):
