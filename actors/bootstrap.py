@@ -101,7 +101,8 @@ class Deployment(msgspec.Struct, frozen=True):
         """Wait until every partition has loaded its log and, with Kafka listeners, until every
         partition's listener has registered with the router and every listener's Metadata
         names them all (asked before, one names fewer brokers, and a client may wait for one
-        far longer than this, or fail what it sent to one it drops); returns their ``info()``.
+        far longer than this, or fail what it sent to one it drops) and the topic catalog;
+        returns their ``info()``.
         Raises RuntimeError at once for a partition that cannot load or whose Kafka listener
         cannot start, TimeoutError (one line naming the partitions and why) when they are not
         serving in time. ``progress(info, loaded, total)`` is called once per partition as it
@@ -126,7 +127,8 @@ class Deployment(msgspec.Struct, frozen=True):
             time.sleep(READY_POLL_S)
 
     def _listeners_ready(self, infos: list[dict]) -> bool:
-        """Whether every partition's Kafka listener is registered (True without listeners).
+        """Whether every partition's Kafka listener is registered and holds the topic catalog
+        (True without listeners).
         RuntimeError for a serving partition whose listener could not start (its actor's only
         ``init_error`` while it serves)."""
         if self.kafka is None:
@@ -141,8 +143,14 @@ class Deployment(msgspec.Struct, frozen=True):
         if len(ask(self.router.kafka_listeners.remote(), "the router")) != self.num_partitions:
             return False
         # And every partition's Metadata names them all (the router tells the others when one
-        # registers): a client that asks one naming fewer drops the rest.
-        return all(info.get("kafka_brokers") == self.num_partitions for info in infos)
+        # registers): a client that asks one naming fewer drops the rest. And it names the
+        # topics: a listener the others were told about may still await its own first answer
+        # from the router, and until then its Metadata lists none.
+        return all(
+            info.get("kafka_brokers") == self.num_partitions
+            and info.get("listener_catalog_version", 0) >= 0
+            for info in infos
+        )
 
 
 def not_serving(infos: list[dict], states: tuple[str, ...] | None = None) -> str:

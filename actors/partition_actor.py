@@ -356,6 +356,9 @@ class PartitionActor:
             **base,
             "kafka": kafka,
             "kafka_brokers": 0 if wire is None else wire.brokers_named(),
+            # The catalog version its Kafka listener answers Metadata from (-1: none yet, until
+            # its first exchange with the router is answered); None without one.
+            "listener_catalog_version": None if wire is None else wire.directory.catalog_version,
             "network_processes": network,
             "kafka_listener": counters,
         }

@@ -147,6 +147,18 @@ def test_restarted_listeners_keep_their_addresses(deployment):
     assert ray.get(deployment.router.kafka_address.remote()) == bootstrap
 
 
+def test_a_listener_is_ready_once_it_holds_the_catalog(deployment):
+    # A listener the router told the others about may still await its own first exchange:
+    # until it is answered its Metadata lists no topics (and, had the router restarted
+    # meanwhile, its first registration with the new one is pushed to all: seen in CI).
+    infos = deployment.wait_ready(60)
+    version = ray.get(deployment.router.topic_catalog.remote())[0]
+    assert [info["listener_catalog_version"] for info in infos] == [version] * NUM_PARTITIONS
+    assert deployment._listeners_ready(infos)
+    infos[1] = {**infos[1], "listener_catalog_version": -1}
+    assert not deployment._listeners_ready(infos)
+
+
 def test_a_restarted_router_tells_no_listener_what_it_knows_already(deployment):
     # Before: every partition's first registration with a restarted router was pushed to all
     # the others (n - 1 calls each: a million at 1,000 partitions), though each knew them all.
