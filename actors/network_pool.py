@@ -139,16 +139,19 @@ class NetworkPool:
         for slot in self._slots:
             slot.send_view(view)
 
-    def publish_changes(self, changes: CatalogChanges) -> None:
+    def publish_changes(self, changes: CatalogChanges) -> bool:
         """Bring the view's catalog to ``changes.catalog_version`` and send every process
-        just the changes (a catalog of 90,000 topics is megabytes a process to send)."""
+        just the changes (a catalog of 90,000 topics is megabytes a process to send). False,
+        and nothing sent, when they do not apply to the view published last: ``publish`` the
+        whole view then."""
         view = self._view
         if view is None or not changes.applies_to(view.catalog_version):
-            raise RuntimeError("changes must apply to the view published last")
+            return False
         apply_changes(changes, view.topics, view.topic_ids, view.group_configs)
         self._view = msgspec.structs.replace(view, catalog_version=changes.catalog_version)
         for slot in self._slots:
             slot.send_changes(changes)
+        return True
 
     def start(self) -> None:
         if self._view is None or self._socket is None:

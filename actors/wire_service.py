@@ -314,11 +314,10 @@ class PartitionListener:
         self.directory = WireDirectory(
             nodes, held.topics, changes.catalog_version, held.topic_ids, held.group_configs
         )
-        if self._pool is not None and self.node is not None:
-            if nodes == held.nodes:
-                self._pool.publish_changes(changes)
-            else:
-                self._pool.publish(self._view())
+        pool = self._pool
+        if pool is not None and self.node is not None:
+            if nodes != held.nodes or not pool.publish_changes(changes):
+                pool.publish(self._view())
         runtime = self._runtime
         if runtime.catalog_version < changes.catalog_version and not runtime.apply_catalog_changes(
             changes

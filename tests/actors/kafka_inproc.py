@@ -109,7 +109,7 @@ class WirePartition:
             changed = catalog.changes_since(before)
             assert changed is not None and runtime.apply_catalog_changes(changed)
             if self.pool is not None:
-                self.pool.publish_changes(changed)
+                assert self.pool.publish_changes(changed)
             return results
 
         if self.network_processes:

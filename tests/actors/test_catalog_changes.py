@@ -10,11 +10,13 @@ import asyncio
 import random
 import uuid
 
+import msgspec
 import pytest
 
 from groupcoord.actors import catalog_changes
 from groupcoord.actors.catalog import TopicCatalog
 from groupcoord.actors.catalog_changes import CatalogChanges, ChangeHistory, apply_changes
+from groupcoord.actors.network_pool import NetworkPool
 from groupcoord.actors.runtime import PartitionRuntime
 from groupcoord.actors.wire_config import WireConfig
 from groupcoord.actors.wire_service import PartitionListener, WireDirectory
@@ -193,5 +195,28 @@ def test_a_serving_shard_takes_changes_as_a_metadata_change_rebalance():
             partition.apply_catalog_changes(bad)
         assert partition.catalog_version == 3 and partition._catalog["t"] == 2
         await partition.close()
+
+    asyncio.run(scenario())
+
+
+def test_network_processes_are_sent_the_changes_or_else_the_whole_view():
+    async def scenario():
+        partition = PartitionRuntime(0, 1, CoordinatorConfig(), lambda: MemoryLog([]))
+        listener = listener_with(partition)
+        listener.node = NODE
+        config = WireConfig(bootstrap_port=0, network_processes=1)
+        pool = listener._pool = NetworkPool(config, 0, 2, partition, None)  # not started
+        listener.adopt(WireDirectory({0: NODE}, {"a": 1}, 4))
+        assert (pool._view.catalog_version, pool._view.topics) == (4, {"a": 1})
+        grown = CatalogChanges(4, 5, {"b": 2}, {"b": uuid.uuid4()}, {})
+        listener.adopt(WireDirectory({0: NODE}, {}, -1, changes=grown))
+        assert (pool._view.catalog_version, pool._view.topics) == (5, {"a": 1, "b": 2})
+        # A view at a version the changes are not over is not changed: the whole is sent.
+        created = CatalogChanges(5, 6, {"c": 1}, {"c": uuid.uuid4()}, {})
+        pool._view = msgspec.structs.replace(pool._view, catalog_version=2)
+        assert not pool.publish_changes(created) and pool._view.catalog_version == 2
+        listener.adopt(WireDirectory({0: NODE}, {}, -1, changes=created))
+        assert (pool._view.catalog_version, pool._view.topics) == (6, {"a": 1, "b": 2, "c": 1})
+        assert pool._view.topic_ids == listener.directory.topic_ids
 
     asyncio.run(scenario())
