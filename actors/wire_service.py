@@ -318,11 +318,15 @@ class PartitionListener:
         if pool is not None and self.node is not None:
             if nodes != held.nodes or not pool.publish_changes(changes):
                 pool.publish(self._view())
-        runtime = self._runtime
-        if runtime.catalog_version < changes.catalog_version and not runtime.apply_catalog_changes(
-            changes
-        ):
-            self._hand_runtime_catalog()  # the shard is at a version the changes are not over
+        if self._runtime.catalog_version >= changes.catalog_version:
+            return
+        try:
+            taken = self._runtime.apply_catalog_changes(changes)
+        except ValueError as exc:  # the router validates topics: this is a bug, not input
+            log.error("partition %d: topic catalog changes refused: %s", self.partition, exc)
+            return
+        if not taken:  # the shard is at a version the changes are not over
+            self._hand_runtime_catalog()
 
     def _hand_runtime_catalog(self) -> None:
         directory = self.directory
