@@ -152,19 +152,24 @@ class ConsumerGroup:
             topics |= subscribed_topics(member.subscription, catalog, regexes)
         return frozenset(topics)
 
-    def concerned_by(self, topics: frozenset[str]) -> bool:
-        """Whether a change to any of ``topics`` can change this group's partition metadata:
-        one is in it, a member names one or a member's regex matches one. Costs the members
-        plus each distinct regex times ``topics``, never the catalog."""
-        if not topics.isdisjoint(self.partition_metadata):
-            return True
-        regexes = set()
+    def watched_topics(self) -> tuple[frozenset[str], bool]:
+        """The topics a change of which can change this group's partition metadata by name
+        (those in it and its members' subscribed names), and whether a member subscribes by
+        regex (then a topic its regex matches can too: ``regex_matches_any``)."""
+        topics = set(self.partition_metadata)
+        by_regex = False
         for member in self.members.values():
             subscription = member.subscription
-            if not topics.isdisjoint(subscription.subscribed_topic_names):
-                return True
-            if subscription.subscribed_topic_regex:
-                regexes.add(subscription.subscribed_topic_regex)
+            topics.update(subscription.subscribed_topic_names)
+            by_regex = by_regex or bool(subscription.subscribed_topic_regex)
+        return frozenset(topics), by_regex
+
+    def regex_matches_any(self, topics: frozenset[str]) -> bool:
+        """Whether a member's regex matches one of ``topics`` in full: each distinct regex
+        times ``topics``, never the catalog."""
+        regexes = {m.subscription.subscribed_topic_regex for m in self.members.values()}
+        regexes.discard(None)
+        regexes.discard("")
         for regex in regexes:
             pattern = compile_regex(regex)
             if any(pattern.fullmatch(topic) for topic in topics):

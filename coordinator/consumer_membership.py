@@ -94,9 +94,9 @@ class ConsumerMembershipMixin:
     def change_topics(self, now_ms: int, changes: Mapping[str, int | None]) -> Step:
         """``update_topics`` at a change's size: ``changes`` maps each changed topic to its
         partition count (None: deleted) and is applied to the catalog held. Only groups a
-        changed topic concerns (``ConsumerGroup.concerned_by``) are looked at: the records are
-        those ``update_topics`` of the changed catalog writes. ValueError (and no change)
-        without a catalog or for a bad change."""
+        changed topic concerns (``topic_watchers``) are looked at, in group id order: each
+        group's records are those ``update_topics`` of the changed catalog writes for it.
+        ValueError (and no change) without a catalog or for a bad change."""
         if self._topics is None:
             raise ValueError("no topic catalog to change: update_topics first")
         check_topic_changes(changes)
@@ -109,10 +109,9 @@ class ConsumerMembershipMixin:
                 topics[name] = count
         self._regex_topics.changed(changes)
         if self.owned and changes:
-            names = frozenset(changes)
-            for group in list(self._consumer_groups.values()):
-                if group.concerned_by(names):
-                    self._refresh_partition_metadata(group, bump=False)
+            concerned = self._topic_watchers.concerned(self._consumer_groups, frozenset(changes))
+            for group in concerned:
+                self._refresh_partition_metadata(group, bump=False)
         return self._finish()
 
     def change_group_configs(self, changes: Mapping[str, Mapping[str, int] | None]) -> None:
@@ -169,6 +168,7 @@ class ConsumerMembershipMixin:
     def _emit_consumer(self, key, value) -> None:
         self._records.append(Record(key, value))
         apply(self._consumer_groups, key, value)
+        self._topic_watchers.applied(key, value)
 
     # -- leaving and fencing ------------------------------------------------------------------
 

@@ -90,6 +90,7 @@ from .shard_members import MembershipMixin
 from .shard_offsets import OffsetsMixin
 from .shard_rebalance import RebalanceMixin
 from .timing_wheel import TimingWheel
+from .topic_watchers import TopicWatchers
 from .validation import group_id_ok
 
 LOADING, OWNED, UNLOADED = "loading", "owned", "unloaded"
@@ -177,6 +178,7 @@ class Shard(
         self._consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, by id
         self._topics: dict[str, int] | None = None  # the topic catalog (update_topics)
         self._regex_topics = RegexTopics()  # what subscribed regexes match in it (regex_topics)
+        self._topic_watchers = TopicWatchers()  # consumer groups by topic (topic_watchers)
         # Groups' own settings, {group id: {setting: value}} (group_config, update_group_configs)
         self._group_configs: dict[str, dict[str, int]] = {}
         self._timer = TimingWheel(0)
@@ -239,6 +241,7 @@ class Shard(
             self._apply_group(key.group, value)
         elif type(key) in CONSUMER_KEY_TYPES:
             apply(self._consumer_groups, key, value)
+            self._topic_watchers.applied(key, value)
         else:
             raise ValueError(f"unknown record key type {type(key).__name__}")
 
