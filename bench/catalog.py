@@ -34,6 +34,10 @@ in the same run:
   alike: with the shard's resolutions of each regex kept (``coordinator.regex_topics``),
   against resolving every member's regex against the whole catalog again, twice a join (as
   before). CPU time of that join.
+* **groups** (a table of its own, by the shard's consumer groups: 1,000 / 20,000 / 100,000 of
+  one member each): a change of a topic no group subscribes to, the groups it concerns
+  found through the shard's index (``coordinator.topic_watchers``), against asking every
+  group (as before). CPU time.
 * **bootstrap**: what the router's bootstrap listener reads the catalog with for each request
   (``TopicCatalog.snapshot``, copied once per version), against the copies of its topics and
   their ids it made for every request before (``topics()``, ``topic_ids()``). CPU time.
@@ -348,6 +352,40 @@ def regex_join_row(directory: WireDirectory, trials: int) -> dict:
     )
 
 
+GROUP_COUNTS = (1_000, 20_000, 100_000)
+
+
+def groups_row(groups: int, trials: int) -> dict:
+    """The ``groups`` row: a shard holding ``groups`` consumer groups of one member each,
+    subscribed by name to topics of a 1,000-topic catalog, takes a change of a topic none
+    subscribes to (``Shard.change_topics``): finding the groups it concerns through the
+    shard's index (``coordinator.topic_watchers``; re-reading every group after they all
+    joined is its first change, untimed), against asking every group, as it did before. CPU
+    time of the change."""
+    shard = Shard(0, 1, config=CoordinatorConfig(), ids=SequentialIds())
+    shard.on_loaded(0)
+    shard.update_topics(0, {f"topic-{n:04d}": 2 for n in range(1_000)})
+    for n in range(groups):
+        request = ConsumerGroupHeartbeatRequest(
+            f"group-{n}", "m", 0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=[f"topic-{n % 1_000:04d}"], topic_partitions=[],
+        )  # fmt: skip
+        shard.handle(1_000, n, request)
+    shard.change_topics(2_000, {"first": 1})
+
+    def asking_every_group(trial: int) -> None:
+        names = frozenset({f"unwatched-{trial}"})
+        for group in shard.consumer_groups():
+            topics, by_regex = group.watched_topics()
+            if not names.isdisjoint(topics) or by_regex and group.regex_matches_any(names):
+                raise AssertionError("no group watches it")
+
+    now = least_s(
+        lambda trial: shard.change_topics(2_000, {f"new-{trial}": 1}), trials, time.thread_time
+    )
+    return row("groups", groups, now, least_s(asking_every_group, trials, time.thread_time))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5, help="runs per cell (default 5)")
@@ -355,6 +393,8 @@ def main() -> None:
     header = ("cost", "topics", "now ms", "before ms", "before ÷ now")
     print("{:>10} {:>8} {:>10} {:>10} {:>13}".format(*header))
     rows = [r for topics in SIZES for r in catalog_rows(topics, args.trials)]
+    print("\ngroups: consumer groups in the shard (the topics column)")
+    rows += [groups_row(groups, args.trials) for groups in GROUP_COUNTS]
     write_results(RESULTS, {"bench": "catalog", "trials": args.trials, "rows": rows})
 
 
