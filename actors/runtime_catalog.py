@@ -11,7 +11,8 @@ loads is handed to the shard once it is loaded (``runtime_load``). A mixin of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from groupcoord.coordinator.consumer_membership import check_topic_changes
 from groupcoord.coordinator.group_config import checked_configs
@@ -42,14 +43,9 @@ class CatalogMixin:
         configs = checked_configs({} if group_configs is None else group_configs)
         if self.state in ("loading", "serving"):
             # A loading shard takes it too (it only keeps it): the check is the same.
-            try:
-                step = self._shard.update_topics(self._clock_ms(), topics)
-            except ValueError:  # raised before any change
-                raise
-            except Exception as exc:  # a core bug: memory may be half-changed
-                self._fail(exc)
+            shard = self._shard
+            if not self._shard_step(lambda: shard.update_topics(self._clock_ms(), topics)):
                 return False
-            self._process(step)
         if self.state == "serving":  # a loading one gets them when loaded (runtime_load)
             self._shard.update_group_configs(configs)
         self.catalog_version, self._catalog = version, dict(topics)
@@ -68,15 +64,15 @@ class CatalogMixin:
         group_changes = {g: v or None for g, v in changes.group_configs.items()}
         configs = checked_configs({g: v for g, v in group_changes.items() if v is not None})
         if self.state == "serving":  # a loading shard gets the catalog when loaded
-            try:
-                step = self._shard.change_topics(self._clock_ms(), changes.topics)
-                self._shard.change_group_configs(group_changes)
-            except ValueError:  # raised before any change
-                raise
-            except Exception as exc:  # a core bug: memory may be half-changed
-                self._fail(exc)
+            shard = self._shard
+
+            def change() -> Any:
+                step = shard.change_topics(self._clock_ms(), changes.topics)
+                shard.change_group_configs(group_changes)  # checked above: cannot raise
+                return step
+
+            if not self._shard_step(change):
                 return False
-            self._process(step)
         catalog, held_configs = self._catalog, self._group_configs
         for name, count in changes.topics.items():
             if count is None:
@@ -91,6 +87,20 @@ class CatalogMixin:
                 held_configs[group_id] = settings
         self.catalog_version = changes.catalog_version
         self.catalog_changes_taken += 1
+        return True
+
+    def _shard_step(self, change: Callable[[], Any]) -> bool:
+        """Process the Step ``change()`` (a shard's catalog call) returns. Its ValueError, raised
+        before any change, is the caller's; anything else is a core bug that may have left
+        memory half-changed: the partition fails (False)."""
+        try:
+            step = change()
+        except ValueError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+            return False
+        self._process(step)
         return True
 
     def _update_shard_topics(self, topics: dict[str, int]) -> None:

@@ -220,3 +220,31 @@ def test_network_processes_are_sent_the_changes_or_else_the_whole_view():
         assert pool._view.topic_ids == listener.directory.topic_ids
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("how", ["whole", "changes"])
+def test_a_shard_that_breaks_taking_the_catalog_fails_the_partition(how):
+    # A core bug (not a refused catalog) may leave the shard's memory half-changed: the
+    # partition fails, and its on_fatal hands it over to a fresh process.
+    async def scenario():
+        fatal: list = []
+        partition = PartitionRuntime(
+            0, 1, CoordinatorConfig(), lambda: MemoryLog([]), on_fatal=fatal.append
+        )
+        await serving(partition)
+        assert partition.update_topics(1, {"t": 1})
+
+        def broken(*args):
+            raise RuntimeError("a core bug")
+
+        partition._shard.update_topics = partition._shard.change_topics = broken
+        if how == "whole":
+            assert not partition.update_topics(2, {"t": 2})
+        else:
+            grown = CatalogChanges(1, 2, {"t": 2}, {"t": uuid.uuid4()}, {})
+            assert not partition.apply_catalog_changes(grown)
+        assert partition.state == "failed" and "a core bug" in partition.fatal_error
+        assert partition.catalog_version == 1 and len(fatal) == 1
+        await partition.close()
+
+    asyncio.run(scenario())
