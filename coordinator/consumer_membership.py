@@ -59,14 +59,16 @@ def assignment_value(a: MemberAssignment) -> ConsumerGroupCurrentMemberAssignmen
     )
 
 
+def _catalog_entry_ok(name: object, count: object) -> bool:
+    """A catalog entry: a non-empty topic name and a partition count Kafka can hold."""
+    return type(name) is str and bool(name) and type(count) is int and 0 < count <= 2**31 - 1
+
+
 def check_topic_changes(changes: object) -> None:
     """ValueError unless ``changes`` maps non-empty topic names to partition counts or None
     (``change_topics``)."""
     if not isinstance(changes, Mapping) or not all(
-        type(name) is str
-        and name
-        and (count is None or type(count) is int and 0 < count <= 2**31 - 1)
-        for name, count in changes.items()
+        _catalog_entry_ok(name, 1 if count is None else count) for name, count in changes.items()
     ):
         raise ValueError("changes must map non-empty topic names to counts >= 1 or None")
 
@@ -79,8 +81,7 @@ class ConsumerMembershipMixin:
         subscribed topics' partition counts change get a new group epoch (a rebalance), as
         Kafka's metadata-change rebalance. ValueError (and no change) for a bad catalog."""
         if not isinstance(topics, Mapping) or not all(
-            type(name) is str and name and type(count) is int and 0 < count <= 2**31 - 1
-            for name, count in topics.items()
+            _catalog_entry_ok(name, count) for name, count in topics.items()
         ):
             raise ValueError("topics must map non-empty topic names to partition counts >= 1")
         self._begin(now_ms)
