@@ -79,11 +79,21 @@ class ConsumerMembershipMixin:
     def update_topics(self, now_ms: int, topics: Mapping[str, int]) -> Step:
         """Replace the topic catalog (topic name -> partition count). Consumer groups whose
         subscribed topics' partition counts change get a new group epoch (a rebalance), as
-        Kafka's metadata-change rebalance. ValueError (and no change) for a bad catalog."""
+        Kafka's metadata-change rebalance. ValueError (and no change) for a bad catalog.
+
+        The first catalog (of a shard just loaded, whose groups were written against some
+        older one) refreshes every group. Later ones are taken as their differences from the
+        catalog held (``change_topics``): every group agrees with the catalog held, so only
+        the groups a changed topic concerns can change."""
         if not isinstance(topics, Mapping) or not all(
             _catalog_entry_ok(name, count) for name, count in topics.items()
         ):
             raise ValueError("topics must map non-empty topic names to partition counts >= 1")
+        held = self._topics
+        if held is not None:
+            changes: dict[str, int | None] = {t: None for t in held if t not in topics}
+            changes.update((t, n) for t, n in topics.items() if held.get(t) != n)
+            return self.change_topics(now_ms, changes)
         self._begin(now_ms)
         self._topics = dict(topics)
         self._regex_topics.clear()

@@ -195,27 +195,36 @@ class ConsumerSimulation:
             self.absorb(self.change_topics(old, catalog))
 
     def change_topics(self, old: dict[str, int], new: dict[str, int]):
-        """The shard takes a catalog change as its changes alone (``change_topics``, as the
-        runtime hands it one), and must write exactly what a shard in the same state writes
-        taking the whole new catalog (``update_topics``): a twin replaying every record is
-        the reference."""
-        twin = Shard(0, 1, config=self.config, ids=self.ids)
-        twin.update_group_configs(self.group_configs)
-        for record in self.records:
-            twin.replay(record)
-        twin.on_loaded(self.now)
-        assert not twin.update_topics(self.now, old).records  # it agrees with the held catalog
-        expected = twin.update_topics(self.now, new).records
+        """The shard takes a catalog change by the groups it concerns alone: as its changes
+        (``change_topics``, as the runtime hands it one) or, half the time, as the whole new
+        catalog (``update_topics``, which takes its differences from the held one). Either
+        must write exactly what a shard in the same state writes refreshing every group
+        against the new catalog: a twin replaying every record and handed it as its first
+        catalog is the reference (and one handed the old catalog first writes nothing)."""
+        assert not self.twin().update_topics(self.now, old).records  # agrees with the held
+        expected = self.twin().update_topics(self.now, new).records
         changes = {
             t: new.get(t) for t in sorted(old.keys() | new.keys()) if old.get(t) != new.get(t)
         }
-        step = self.shard.change_topics(self.now, changes)
+        if self.rng.random() < 0.5:
+            step = self.shard.change_topics(self.now, changes)
+        else:
+            step = self.shard.update_topics(self.now, new)
         # Groups in group id order there, in the shard's order here: each group's alike.
         by_group = lambda records: sorted(records, key=lambda r: r.key.group)  # noqa: E731
         assert by_group(step.records) == by_group(expected), (changes, step.records, expected)
         self.catalog_changes += 1
         self.catalog_change_records += len(step.records)
         return step
+
+    def twin(self) -> Shard:
+        """A shard that replayed every record, loaded, with no catalog yet."""
+        twin = Shard(0, 1, config=self.config, ids=self.ids)
+        twin.update_group_configs(self.group_configs)
+        for record in self.records:
+            twin.replay(record)
+        twin.on_loaded(self.now)
+        return twin
 
     def change_group_configs(self) -> None:
         """A group's settings set, changed or dropped (``kafka-configs --alter``): the shard
