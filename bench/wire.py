@@ -11,6 +11,9 @@ The same client library (librdkafka, through confluent-kafka) does the same work
   ``num.network.threads``), leaving the partition's thread the group and the log;
 * ``gc-poll``: ``gc-never`` with the partition's loop polling ``--idle-poll-us`` (default 200)
   after each turn with work rather than sleeping (``WireConfig.idle_poll_us``);
+* ``gc-net-poll``: ``gc-net`` and ``gc-poll`` together (the network processes poll too), for
+  machines with cores to spare for polling (on 2 cores the processes' polling takes the
+  clients' share);
 * ``gc-ray``: groupcoord's Ray-handle path (``GroupMember`` over actor handles), fsync ``never``.
 
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
@@ -92,7 +95,7 @@ PARTITIONS = 64
 STABLE_TIMEOUT_S = 120.0
 IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
-WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net", "gc-poll")
+WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net", "gc-poll", "gc-net-poll")
 NETWORK_PROCESSES = 3  # gc-net's, as Kafka's num.network.threads default
 IDLE_POLL_US = 200  # gc-poll's, as Seastar's --idle-poll-time-us default
 TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
@@ -108,7 +111,7 @@ SUMMARY_OF = {  # kind -> (the figure a row summarises, where its trials are kep
 }
 KINDS = ("commits", "join", "rejoin", "heartbeats")
 # groupcoord's server processes, as bench/proc_cpu.py labels them: the partition's, and its
-# network processes' (gc-net)
+# network processes' (gc-net, gc-net-poll)
 SERVER = ("ray::PartitionActor", "python:network_process")
 
 
@@ -319,7 +322,7 @@ def add_ratios(rows: list[dict]) -> None:
 
 def print_table(rows: list[dict]) -> None:
     print(
-        f"\n{'kind':<10} {'target':<10} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
+        f"\n{'kind':<10} {'target':<11} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
         f"{'time s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
         f"{'srv wait':>8} {'us/commit':>9} {'x kafka':>8}"
     )
@@ -342,7 +345,7 @@ def print_table(rows: list[dict]) -> None:
             if "cpu_per_commit_vs_kafka" in r
             else f"{'':>8}",
         ]
-        print(f"{r['kind']:<10} {r['target']:<10} {r['members']:>7} " + " ".join(cells))
+        print(f"{r['kind']:<10} {r['target']:<11} {r['members']:>7} " + " ".join(cells))
 
 
 def main() -> None:
@@ -359,7 +362,8 @@ def main() -> None:
     parser.add_argument(
         "--targets",
         default=",".join((*WIRE_TARGETS, "gc-ray")),
-        help="comma-separated targets (kafka, gc-never, gc-always, gc-net, gc-poll, gc-ray); "
+        help="comma-separated targets (kafka, gc-never, gc-always, gc-net, gc-poll, "
+        "gc-net-poll, gc-ray); "
         "not all: nothing written",
     )
     parser.add_argument(
@@ -377,13 +381,13 @@ def main() -> None:
         "--network-processes",
         type=int,
         default=NETWORK_PROCESSES,
-        help=f"gc-net's network processes (default {NETWORK_PROCESSES})",
+        help=f"gc-net's and gc-net-poll's network processes (default {NETWORK_PROCESSES})",
     )
     parser.add_argument(
         "--idle-poll-us",
         type=int,
         default=IDLE_POLL_US,
-        help=f"gc-poll's WireConfig.idle_poll_us (default {IDLE_POLL_US})",
+        help=f"gc-poll's and gc-net-poll's WireConfig.idle_poll_us (default {IDLE_POLL_US})",
     )
     parser.add_argument(
         "--out", help="write the results here (a run of only some rows writes only with it)"
@@ -433,6 +437,14 @@ def main() -> None:
             WireConfig(bootstrap_port=0, network_processes=args.network_processes),
         ),
         "gc-poll": (unsynced, WireConfig(bootstrap_port=0, idle_poll_us=args.idle_poll_us)),
+        "gc-net-poll": (
+            unsynced,
+            WireConfig(
+                bootstrap_port=0,
+                network_processes=args.network_processes,
+                idle_poll_us=args.idle_poll_us,
+            ),
+        ),
     }
     deployments = {
         label: start(
