@@ -64,6 +64,12 @@ class TopicWatchers:
         return [groups[group_id] for group_id in sorted(found)]
 
     def _reindex(self, group_id: str, group: ConsumerGroup | None) -> None:
+        if group is not None:
+            topics, by_regex = group.watched_topics()
+            if topics == self._watched.get(group_id, frozenset()) and by_regex == (
+                group_id in self._by_regex
+            ):
+                return  # most often: a member came or went, subscribing alike
         by_topic = self._by_topic
         for topic in self._watched.pop(group_id, ()):
             watchers = by_topic[topic]
@@ -73,7 +79,6 @@ class TopicWatchers:
         self._by_regex.discard(group_id)
         if group is None:  # deleted
             return
-        topics, by_regex = group.watched_topics()
         if topics:
             self._watched[group_id] = topics
             for topic in topics:
