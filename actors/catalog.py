@@ -55,7 +55,7 @@ from groupcoord.coordinator.group_config import (
 from groupcoord.storage.snapshot import write_atomically
 from groupcoord.wire.topics import TopicChange, TopicResult
 
-from .catalog_changes import CatalogChanges, ChangeHistory
+from .catalog_changes import CatalogChanges, ChangeHistory, put
 from .catalog_file import CatalogFiles
 
 _T = TypeVar("_T")
@@ -301,10 +301,10 @@ class TopicCatalog:
         except BaseException:
             self._id_chars, self._partition_count = saved
             for name, (count, topic_id) in self._undo_topics.items():
-                _put(self._topics, name, count)
-                _put(self._ids, name, topic_id)
+                put(self._topics, name, count)
+                put(self._ids, name, topic_id)
             for group_id, settings in self._undo_groups.items():
-                _put(self._group_configs, group_id, settings)
+                put(self._group_configs, group_id, settings)
             raise
         finally:
             self._undo_topics, self._undo_groups = {}, {}
@@ -453,14 +453,6 @@ class TopicCatalog:
             "ids": {t: str(i) for t, i in self._ids.items()},
             "group_configs": self._group_configs,
         }
-
-
-def _put(mapping: dict, key: str, value) -> None:
-    """``mapping[key] = value``, or no ``key`` at all for None."""
-    if value is None:
-        mapping.pop(key, None)
-    else:
-        mapping[key] = value
 
 
 def _id_text(topic_id: uuid.UUID | None) -> str | None:

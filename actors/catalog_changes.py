@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -100,6 +100,20 @@ class ChangeHistory:
         return merged([one for one in held if one.catalog_version > version])
 
 
+def put(mapping: dict, key: str, value) -> None:
+    """``mapping[key] = value``, or no ``key`` at all for None."""
+    if value is None:
+        mapping.pop(key, None)
+    else:
+        mapping[key] = value
+
+
+def put_all(mapping: dict, changed: Mapping) -> None:
+    """``put`` each of ``changed``'s names."""
+    for key, value in changed.items():
+        put(mapping, key, value)
+
+
 def apply_changes(
     changes: CatalogChanges,
     topics: dict[str, int],
@@ -108,13 +122,6 @@ def apply_changes(
 ) -> None:
     """Bring a catalog (its topics, topic ids and groups' settings, changed in place) to
     ``changes.catalog_version``; the caller checks ``applies_to`` first."""
-    for mapping, changed in (
-        (topics, changes.topics),
-        (topic_ids, changes.topic_ids),
-        (group_configs, changes.group_configs),
-    ):
-        for name, value in changed.items():
-            if value is None:
-                mapping.pop(name, None)
-            else:
-                mapping[name] = value  # type: ignore[index]
+    put_all(topics, changes.topics)
+    put_all(topic_ids, changes.topic_ids)
+    put_all(group_configs, changes.group_configs)

@@ -17,7 +17,7 @@ from typing import Any
 from groupcoord.coordinator.consumer_membership import check_topic_changes
 from groupcoord.coordinator.group_config import checked_configs
 
-from .catalog_changes import CatalogChanges
+from .catalog_changes import CatalogChanges, put_all
 
 
 class CatalogMixin:
@@ -73,18 +73,9 @@ class CatalogMixin:
 
             if not self._shard_step(change):
                 return False
-        catalog, held_configs = self._catalog, self._group_configs
-        for name, count in changes.topics.items():
-            if count is None:
-                catalog.pop(name, None)
-            else:
-                catalog[name] = count
-        for group_id in group_changes:  # checked copies, as update_topics keeps
-            settings = configs.get(group_id)
-            if settings is None:
-                held_configs.pop(group_id, None)
-            else:
-                held_configs[group_id] = settings
+        put_all(self._catalog, changes.topics)
+        # Checked copies, as update_topics keeps; an empty one is none.
+        put_all(self._group_configs, {g: configs.get(g) for g in group_changes})
         self.catalog_version = changes.catalog_version
         self.catalog_changes_taken += 1
         return True

@@ -11,9 +11,9 @@ its members' subscribed names: ``ConsumerGroup.watched_topics``) indexed by topi
 groups with a member subscribed by regex, which any new topic may concern. It is kept up to
 date lazily: a consumer record the shard applies, live or replayed, that can change what its
 group watches marks the group stale (``applied``: a set insertion), and ``concerned`` first
-re-reads the stale groups. So a change
-costs the groups touched since the last change, the groups its topics concern, and the regex
-groups (each of their distinct regexes matched against the changed names), never the rest.
+re-reads the stale groups. So a change costs the groups touched since the last change, the
+groups its topics concern, and the regex groups (each of their distinct regexes matched
+against the changed names), never the rest.
 """
 
 from __future__ import annotations
