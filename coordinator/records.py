@@ -55,7 +55,11 @@ class GroupMetadataValue(msgspec.Struct, frozen=True):
     members: tuple[MemberMetadataValue, ...] = ()
 
 
-class Record(msgspec.Struct, frozen=True):
+class Record(msgspec.Struct, frozen=True, gc=False):
+    # Untracked by the cyclic collector (gc=False): a commit's records outlive its answer
+    # (queued, then unfolded in the log), and tracked they made a partition's collections
+    # scan them; a record cannot be in a cycle (frozen, built from frozen parts).
+    # tests/core/test_records_untracked.py.
     # ``key`` is also any key type of ``consumer_records`` (its value: the matching value type).
     key: OffsetCommitKey | GroupMetadataKey
     value: OffsetCommitValue | GroupMetadataValue | None
