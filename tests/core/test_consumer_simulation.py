@@ -29,13 +29,24 @@ def test_seeded_consumer_group_runs_keep_every_invariant(seed):
     # The runs reach the interesting paths, not just the happy one.
     assert sim.errors[Errors.NONE] > 500
     assert sim.errors[Errors.UNKNOWN_MEMBER_ID] and sim.lost_responses
-    # Restarts whose catalog came late: requests waited, timers fenced members meanwhile.
-    assert sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS] and sim.fenced_without_catalog
+    # Restarts whose catalog came late: requests waited (whether a timer also fenced a member
+    # meanwhile depends on the seed: test_members_are_fenced_while_a_restart_waits_for_the_catalog).
+    assert sim.errors[Errors.COORDINATOR_LOAD_IN_PROGRESS]
     assert sim.group_config_changes  # groups' own settings came and went meanwhile
     # Catalog changes taken as changes alone rebalanced groups (and matched the whole's).
     assert sim.catalog_changes and sim.catalog_change_records
     states = {r.value.state for r in sim.records if type(r.key) is ASSIGNMENT and r.value}
     assert states == {STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS}
+
+
+def test_members_are_fenced_while_a_restart_waits_for_the_catalog():
+    # A restarted shard answers COORDINATOR_LOAD_IN_PROGRESS until the runtime hands it the
+    # catalog, and meanwhile its session timers still fence members. Most runs get there; not
+    # every seed of a soak does (seed 34 of 100 at 3,000 steps did not), so one that does is
+    # named here rather than asked of every seed.
+    sim = ConsumerSimulation(0)
+    sim.run(STEPS)
+    assert sim.fenced_without_catalog
 
 
 @pytest.mark.parametrize("seed", range(2))
