@@ -120,53 +120,31 @@ def _offset_commit(version: int, frame: bytes, at: int) -> core.OffsetCommitRequ
     offsets: list[core.OffsetCommitRequestPartition] = []
     add = offsets.append
     topics, at = _count(frame, at, end, flexible)
-    plain, (length_mark, tags_mark) = _PLAIN[version], _PLAIN_TAIL[version]
-    stride = plain.size
     for _ in range(topics):
         topic, at = _string(frame, at, end, flexible)
         partitions, at = _count(frame, at, end, flexible)
-        # A topic's partitions all plain (checked by their last two bytes, sliced out in C):
-        # read in one call, with no step per partition but building it.
-        run_end = at + partitions * stride
-        if (
-            run_end <= end
-            and frame[at + stride - 2 : run_end : stride] == length_mark * partitions
-            and frame[at + stride - 1 : run_end : stride] == tags_mark * partitions
-        ):
-            chunk = frame[at:run_end]
-            if epoch:
-                offsets.extend(
-                    [
-                        core.OffsetCommitRequestPartition(topic, index, offset, leader_epoch, "")
-                        for index, offset, leader_epoch in plain.iter_unpack(chunk)
-                    ]
+        plain = _plain_partitions(version, topic, frame, at, end, partitions)
+        if plain is not None:  # the usual topic: read in one call
+            run, at = plain
+            offsets.extend(run)
+        else:
+            for _ in range(partitions):
+                values = fixed.unpack_from(frame, at)
+                size = values[-1]
+                if size == (1 if flexible else 0):  # the usual metadata: empty
+                    at += fixed_bytes
+                    metadata = ""
+                else:  # read it again, in full
+                    metadata, at = _string(
+                        frame, at + fixed_bytes - (1 if flexible else 2), end, flexible, True
+                    )
+                if flexible:
+                    at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
+                add(
+                    core.OffsetCommitRequestPartition(
+                        topic, values[0], values[1], values[2] if epoch else -1, metadata
+                    )
                 )
-            else:
-                offsets.extend(
-                    [
-                        core.OffsetCommitRequestPartition(topic, index, offset, -1, "")
-                        for index, offset in plain.iter_unpack(chunk)
-                    ]
-                )
-            at = run_end
-            partitions = 0
-        for _ in range(partitions):
-            values = fixed.unpack_from(frame, at)
-            size = values[-1]
-            if size == (1 if flexible else 0):  # the usual metadata: empty
-                at += fixed_bytes
-                metadata = ""
-            else:  # read it again, in full
-                metadata, at = _string(
-                    frame, at + fixed_bytes - (1 if flexible else 2), end, flexible, True
-                )
-            if flexible:
-                at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
-            add(
-                core.OffsetCommitRequestPartition(
-                    topic, values[0], values[1], values[2] if epoch else -1, metadata
-                )
-            )
         if flexible:
             at = at + 1 if frame[at] == 0 else _tags(frame, at, end)
     if flexible:
@@ -174,6 +152,36 @@ def _offset_commit(version: int, frame: bytes, at: int) -> core.OffsetCommitRequ
     return core.OffsetCommitRequest(
         group_id, generation_id, member_id, offsets, group_instance_id, retention_time_ms
     )
+
+
+def _plain_partitions(
+    version: int, topic: str, frame: bytes, at: int, end: int, count: int
+) -> tuple[list[core.OffsetCommitRequestPartition], int] | None:
+    """A topic's ``count`` partitions from ``at`` and the byte after them, when every one is
+    plain (``_PLAIN``) and they fit before ``end``: read in one ``iter_unpack``, with no step
+    per partition but building it. Their last two bytes, sliced out in C, tell: before the
+    first partition that is not plain, every one is where a plain run puts it, so that one's
+    metadata length or tag count sits where a plain one's does, and differs. Else None."""
+    plain = _PLAIN[version]
+    length_mark, tags_mark = _PLAIN_TAIL[version]
+    stride = plain.size
+    run_end = at + count * stride
+    if (
+        run_end > end
+        or frame[at + stride - 2 : run_end : stride] != length_mark * count
+        or frame[at + stride - 1 : run_end : stride] != tags_mark * count
+    ):
+        return None
+    chunk = frame[at:run_end]
+    if version >= 6:
+        return [
+            core.OffsetCommitRequestPartition(topic, index, offset, leader_epoch, "")
+            for index, offset, leader_epoch in plain.iter_unpack(chunk)
+        ], run_end
+    return [
+        core.OffsetCommitRequestPartition(topic, index, offset, -1, "")
+        for index, offset in plain.iter_unpack(chunk)
+    ], run_end
 
 
 def _join_group(version: int, frame: bytes, at: int) -> core.JoinGroupRequest:
