@@ -29,6 +29,10 @@ SyncGroup      0-5      group id, generation id, member id, group instance id (n
                         id, assignment (bytes); flexible from v4
 ============== ======== ==================================================================
 
+An OffsetCommit's topic whose partitions all carry empty metadata and no tagged field, as
+nearly every commit's do, is read in one ``struct.iter_unpack`` (``_plain_partitions``: 11.3
+against 19.6 µs for 64 partitions, bench/wire-findings.md, "A commit of many partitions").
+
 ``Connection`` reads these with ``DECODERS``: a ``WireRequest``'s body is then the core's
 request, which ``request_to_core`` hands on as it is (a JoinGroup's with its client id and
 host filled in).
