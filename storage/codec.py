@@ -165,18 +165,24 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
     """
     try:
         return [Record(e.key, e.value) for e in _fast_decoder.decode(payload)]
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         pass  # an unknown type, or damage: take the careful path
     try:
         envelopes = _raw_decoder.decode(payload)
     except msgspec.MsgspecError as exc:
         raise RecordFormatError(f"undecodable batch payload: {exc}") from None
+    except RecursionError:  # msgspec's, for arrays or maps nested past its depth limit
+        raise RecordFormatError("undecodable batch payload: nested too deep") from None
     records: list[Record | None] = []
     for index, env in enumerate(envelopes):
         try:
             records.append(decode_parts(env.record_type, env.key, env.value))
         except msgspec.MsgspecError as exc:
             raise RecordFormatError(f"record {index} of type {env.record_type}: {exc}") from None
+        except RecursionError:
+            raise RecordFormatError(
+                f"record {index} of type {env.record_type}: nested too deep"
+            ) from None
     return records
 
 

@@ -277,6 +277,8 @@ def read_snapshot(path: str) -> SnapshotImage:
         records = {group.group: records_of(group) for group in groups if group.records}
     except msgspec.MsgspecError as exc:
         raise SnapshotDamaged(f"undecodable: {exc}") from None
+    except RecursionError:  # msgspec's, for arrays or maps nested past its depth limit
+        raise SnapshotDamaged("undecodable: nested too deep") from None
     if len(groups) != group_count:
         raise SnapshotDamaged(f"{len(groups)} groups, header says {group_count}")
     return SnapshotImage(offset, groups, raws, offset_count, len(buf), records)

@@ -5,6 +5,7 @@ import logging
 import msgspec
 import pytest
 
+from groupcoord.coordinator import Shard
 from groupcoord.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -14,6 +15,7 @@ from groupcoord.coordinator.records import (
     Record,
 )
 from groupcoord.storage import (
+    CorruptLogError,
     LogConfig,
     RecordFormatError,
     decode_records,
@@ -121,6 +123,31 @@ def test_newer_writer_with_appended_fields_decodes():
     assert decode_records(array_header(1) + new) == [
         Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(9))
     ]
+
+
+# An envelope whose value nests arrays deeper than msgspec decodes (it raises RecursionError):
+# of an unknown type (so only skipped over as raw bytes), and of a known one (decoded).
+NESTED_TOO_DEEP = b"\x91" * 100_000 + b"\xc0"
+
+
+@pytest.mark.parametrize("record_type", [b"\x63", b"\x01"])
+def test_a_payload_nested_too_deep_is_a_format_error_and_its_log_corrupt(tmp_path, record_type):
+    envelope = b"\x93" + record_type + msgspec.msgpack.encode({"group": "g"}) + NESTED_TOO_DEEP
+    with pytest.raises(RecordFormatError, match="nested too deep"):
+        decode_records(array_header(1) + envelope)
+    # Behind a valid CRC, as a crafted file would be: the log refuses to load it, as it does
+    # any other undecodable payload, rather than failing with another exception.
+    known = GOLDEN_V1["offset_commit"][0]
+    with open_partition_log(str(tmp_path)) as log:
+        log.append([known])
+        frame = frame_batch([envelope], 1, 1, log.epoch, True)
+    with open(tmp_path / "00000000000000000000.log", "ab") as f:
+        f.write(frame)
+    with pytest.raises(CorruptLogError, match="nested too deep"):
+        list(read_log(str(tmp_path)))
+    with open_partition_log(str(tmp_path)) as log:  # a partition's load
+        with pytest.raises(CorruptLogError, match="nested too deep"):
+            log.load_into(Shard(0, 1))
 
 
 def test_unknown_record_type_is_skipped_with_a_warning_and_keeps_its_offset(tmp_path, caplog):

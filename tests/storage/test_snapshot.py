@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import msgspec
 import pytest
 from msgspec.structs import fields
 
@@ -32,7 +33,14 @@ from groupcoord.storage import (
     write_export_watermark,
 )
 from groupcoord.storage import snapshot as snapshot_module
-from groupcoord.storage.snapshot import SnapValue, list_snapshots, offsets_of, read_snapshot
+from groupcoord.storage.snapshot import (
+    SnapshotDamaged,
+    SnapValue,
+    list_snapshots,
+    offsets_of,
+    read_snapshot,
+    write_snapshot,
+)
 
 from .helpers import loaded_state, records_between, state_of
 
@@ -154,6 +162,14 @@ def test_a_damaged_newest_snapshot_falls_back_to_the_previous_one(tmp_path, seed
     assert summary.snapshot_offset == older
     assert len(summary.damaged_snapshots) == 1 and newest_path in summary.damaged_snapshots[0]
     assert state == state_of(records_between(0, end))
+
+
+def test_a_snapshot_nested_too_deep_is_damaged_not_a_crash(tmp_path):
+    # A group nesting arrays past msgspec's depth limit (it raises RecursionError), behind a
+    # valid CRC as only a crafted file has it: damaged, so the loader tries an older one.
+    path = write_snapshot(str(tmp_path), 5, [msgspec.Raw(b"\x91" * 100_000 + b"\xc0")], 0)
+    with pytest.raises(SnapshotDamaged, match="nested too deep"):
+        read_snapshot(path)
 
 
 def test_without_usable_snapshots_the_full_log_or_a_clear_error(tmp_path):
