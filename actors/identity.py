@@ -56,9 +56,11 @@ def read_identity(log_dir: str) -> DeploymentIdentity | None:
             return msgspec.json.decode(f.read(), type=DeploymentIdentity)
     except FileNotFoundError:
         return None
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, msgspec.DecodeError, RecursionError) as exc:
+        # RecursionError: msgspec's, for brackets nested past its depth limit
+        reason = "nested too deep" if isinstance(exc, RecursionError) else exc
         raise ValueError(
-            f"{path} is unreadable ({exc}); restore it (it names the partition "
+            f"{path} is unreadable ({reason}); restore it (it names the partition "
             f"count the logs were written with) before starting"
         ) from None
 

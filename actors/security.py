@@ -206,6 +206,8 @@ def read_users(path: str, *, missing_ok: bool) -> Users:
         users = msgspec.json.decode(data, type=_UsersDocument).users
     except msgspec.DecodeError as exc:
         raise ValueError(f"users file {path}: {exc}") from None
+    except RecursionError:  # msgspec's, for brackets nested past its depth limit
+        raise ValueError(f"users file {path}: nested too deep") from None
     for name, credentials in users.items():
         for mechanism in credentials:
             if mechanism not in SCRAM_HASHES:

@@ -89,6 +89,8 @@ def parse_acl_file(data: bytes, toml: bool) -> AclFile:
         return msgspec.json.decode(data, type=AclFile)
     except msgspec.DecodeError as exc:  # ValidationError included; __post_init__'s too
         raise ValueError(str(exc)) from None
+    except RecursionError:  # the TOML or JSON reader's, for brackets nested past its limit
+        raise ValueError("nested too deep") from None
 
 
 class Authorizer:

@@ -73,6 +73,31 @@ def test_bad_users_commands_are_one_line_errors(capsys, tmp_path, argv, complain
     assert not (tmp_path / "u.json").exists()
 
 
+# Brackets nested past what msgspec's (and TOML's) readers decode: they raise RecursionError.
+NESTED_TOO_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_files_nested_too_deep_are_one_line_errors(capsys, tmp_path):
+    users_file = tmp_path / "users.json"
+    deep_credential = '{"SCRAM-SHA-512": {"x": ' + NESTED_TOO_DEEP + "}}"
+    users_file.write_text('{"users": {"alice": ' + deep_credential + "}}")
+    assert main(["users", "list", "--users-file", str(users_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"users file {users_file}: nested too deep" in err
+    acls = tmp_path / "acls.toml"
+    acls.write_text("acls = " + "[" * 50_000)
+    assert "nested too deep" in _refused(
+        capsys, tmp_path, "--kafka-port", "0", "--acl-file", str(acls)
+    )
+    logs = tmp_path / "deep"
+    logs.mkdir()
+    (logs / "deployment.json").write_text('{"x": ' + NESTED_TOO_DEEP + "}")
+    assert main(["serve", "--log-dir", str(logs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deployment.json is unreadable (nested too deep)" in err
+    assert os.listdir(logs) == ["deployment.json"]  # nothing was started or written
+
+
 def _refused(capsys, tmp_path, *flags) -> str:
     argv = ["serve", "--log-dir", str(tmp_path / "logs"), *flags]
     assert main(argv) == 2
