@@ -19,8 +19,10 @@ The same client library (librdkafka, through confluent-kafka) does the same work
 Rows, each a ratio to the real broker's figure measured minutes apart in this run:
 
 * ``commits``: commits/s of one group with 1, 16 and 64 members, each committing its partitions
-  synchronously, back to back, for ``--seconds``, the median of ``TRIALS["commits"]`` groups;
-  with it the join-to-stable time, and the CPU the librdkafka clients (bench/wire_members.py's
+  synchronously, back to back, for ``--seconds``, the median of ``--commit-trials`` groups
+  (default ``TRIALS["commits"]``), each group also set against Kafka's group of the same turn
+  (``paired_trials``: the table's ``ahead`` column, how many were at least as fast); with it
+  the join-to-stable time, and the CPU the librdkafka clients (bench/wire_members.py's
   processes) use while the group is stable and idle, in cores;
 * ``join``: join-to-stable of 10 and 100 members subscribing at once (until every partition
   has exactly one owner), the mean of ``TRIALS["join"]`` groups (``summary_run`` says why);
@@ -306,13 +308,16 @@ RATIOS = {  # measure -> its ratio's name; time ratios < 1 and rate ratios > 1 f
 
 def add_ratios(rows: list[dict]) -> None:
     """Each measure as a ratio to Kafka's in the same kind and group size; gc-never commits
-    and heartbeats also as a ratio to the Ray-handle path's (wire / Ray)."""
+    and heartbeats also as a ratio to the Ray-handle path's (wire / Ray). A commit row's
+    trials also pair with Kafka's, trial by trial (``paired_trials``)."""
     by_key = {(r["kind"], r["target"], r["members"]): r for r in rows}
     for r in rows:
         kafka = by_key.get((r["kind"], "kafka", r["members"]))
         for measure, ratio in RATIOS.items():
             if kafka and r.get(measure) is not None and kafka.get(measure):
                 r[ratio] = round(r[measure] / kafka[measure], 2)
+        if kafka and r is not kafka and r["kind"] == "commits":
+            r.update(paired_trials(r.get("commit_trials_per_s"), kafka.get("commit_trials_per_s")))
         ray = by_key.get((r["kind"], "gc-ray", r["members"]))
         if r["target"] == "gc-never" and ray:
             for measure in ("commits_per_s", "heartbeats_per_s"):
@@ -320,11 +325,26 @@ def add_ratios(rows: list[dict]) -> None:
                     r["wire_vs_ray"] = round(r[measure] / ray[measure], 2)
 
 
+def paired_trials(mine: list[float] | None, kafka: list[float] | None) -> dict:
+    """Trial i of a target against Kafka's trial i: the targets take turns trial by trial, so
+    the two ran seconds apart, and the load that drifts over a run moves both. Each pair's
+    ratio (``commit_trials_vs_kafka``), and in how many the target was at least as fast
+    (``trials_ahead``): the median trial alone says which server was ahead in the middle
+    trial, not how often either was. Empty unless both ran the same number of trials."""
+    if not mine or not kafka or len(mine) != len(kafka) or not all(kafka):
+        return {}
+    ratios = [round(m / k, 2) for m, k in zip(mine, kafka, strict=True)]
+    return {
+        "commit_trials_vs_kafka": ratios,
+        "trials_ahead": sum(m >= k for m, k in zip(mine, kafka, strict=True)),
+    }
+
+
 def print_table(rows: list[dict]) -> None:
     print(
         f"\n{'kind':<10} {'target':<11} {'members':>7} {'rate/s':>9} {'x kafka':>8} "
         f"{'time s':>7} {'x kafka':>8} {'idle cpu':>8} {'wire/ray':>8} {'srv cpu':>8} "
-        f"{'srv wait':>8} {'us/commit':>9} {'x kafka':>8}"
+        f"{'srv wait':>8} {'us/commit':>9} {'x kafka':>8} {'ahead':>6}"
     )
     for r in rows:
         rate = r.get("commits_per_s", r.get("heartbeats_per_s"))
@@ -344,8 +364,17 @@ def print_table(rows: list[dict]) -> None:
             f"{r['cpu_per_commit_vs_kafka']:>8.2f}"
             if "cpu_per_commit_vs_kafka" in r
             else f"{'':>8}",
+            f"{r['trials_ahead']:>3}/{len(r['commit_trials_vs_kafka']):<2}"
+            if "trials_ahead" in r
+            else f"{'':>6}",
         ]
         print(f"{r['kind']:<10} {r['target']:<11} {r['members']:>7} " + " ".join(cells))
+    paired = [r for r in rows if "commit_trials_vs_kafka" in r]
+    if paired:
+        print("\ncommit trials ÷ Kafka's trial beside each (ahead: at least as fast):")
+    for r in paired:
+        ratios = " ".join(f"{x:.2f}" for x in r["commit_trials_vs_kafka"])
+        print(f"  {r['target']:<11} {r['members']:>3} members: {ratios}")
 
 
 def main() -> None:
@@ -390,6 +419,13 @@ def main() -> None:
         help=f"gc-poll's and gc-net-poll's WireConfig.idle_poll_us (default {IDLE_POLL_US})",
     )
     parser.add_argument(
+        "--commit-trials",
+        type=int,
+        default=TRIALS["commits"],
+        help=f"groups per target behind each commit row (default {TRIALS['commits']}); each "
+        "is also compared with Kafka's group beside it",
+    )
+    parser.add_argument(
         "--out", help="write the results here (a run of only some rows writes only with it)"
     )
     parser.add_argument(
@@ -414,6 +450,8 @@ def main() -> None:
     if args.members:
         commit_sizes = [int(n) for n in args.members.split(",")]
     join_sizes = [10] if args.quick else [10, 100]
+    if args.commit_trials < 1:
+        parser.error("--commit-trials must be at least 1")
     if args.pin and args.one_session:
         parser.error("--pin and --one-session are different runs: choose one")
     if "gc-ray" in targets and "gc-never" not in wire_targets:
@@ -480,7 +518,8 @@ def main() -> None:
         for kind, count in plan:
             # The targets take turns, trial by trial, so load drift hits them alike.
             runs: dict[str, list[dict]] = {label: [] for label in (*wire_targets, "gc-ray")}
-            for _ in range(1 if args.quick else TRIALS[kind]):
+            trials = args.commit_trials if kind == "commits" else TRIALS[kind]
+            for _ in range(1 if args.quick else trials):
                 for label in wire_targets:
                     if kind == "rejoin":
                         runs[label].append(rejoin_row(bootstraps[label], label, count))
@@ -531,6 +570,7 @@ def main() -> None:
             "seconds_per_row": seconds,
             "network_processes": args.network_processes,
             "idle_poll_us": args.idle_poll_us,
+            "commit_trials": args.commit_trials,
             "kafka_jvm": " ".join(broker.jvm),
             "rows": rows,
         },

@@ -15,7 +15,7 @@ import sys
 import time
 
 from bench.proc_cpu import CpuSample
-from bench.wire import add_ratios, cpu_per_commit_us, server_cpu, summary_run
+from bench.wire import add_ratios, cpu_per_commit_us, paired_trials, server_cpu, summary_run
 from bench.wire_raw import join_alone, rebalance_times
 from bench.wire_split import measure
 from groupcoord.coordinator import DescribeGroupsRequest, OffsetFetchRequest
@@ -185,3 +185,22 @@ def test_cpu_per_commit_is_the_servers_cores_over_its_rate_and_is_compared_with_
     add_ratios(rows)
     assert rows[1]["cpu_per_commit_vs_kafka"] == 1.2
     assert "cpu_per_commit_vs_kafka" not in rows[2]  # no Kafka row of that size to compare with
+
+
+def test_a_commit_rows_trials_are_each_set_against_kafkas_trial_of_the_same_turn():
+    kafka = [1000.0, 1200.0, 800.0, 1000.0]
+    mine = [1100.0, 1150.0, 800.0, 1050.0]  # its median trial 1.1x Kafka's; one trial behind
+    rows = [
+        summary_run(
+            [{"kind": "commits", "target": t, "members": 16, "commits_per_s": x} for x in rates]
+        )
+        for t, rates in (("kafka", kafka), ("gc-poll", mine))
+    ]
+    add_ratios(rows)
+    assert rows[1]["commits_vs_kafka"] == 1.1
+    assert rows[1]["commit_trials_vs_kafka"] == [1.1, 0.96, 1.0, 1.05]
+    assert rows[1]["trials_ahead"] == 3  # the equal trial counts as at least as fast
+    assert "trials_ahead" not in rows[0]  # Kafka against itself says nothing
+    # Trials that cannot be paired one to one are not paired at all.
+    assert paired_trials(mine[:3], kafka) == {} and paired_trials(mine, None) == {}
+    assert paired_trials([5.0], [0.0]) == {}
