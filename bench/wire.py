@@ -9,8 +9,8 @@ The same client library (librdkafka, through confluent-kafka) does the same work
 * ``gc-net``: ``gc-never`` with the partition's connections served by ``--network-processes``
   processes of its own (``WireConfig.network_processes``; default 3, Kafka's
   ``num.network.threads``), leaving the partition's thread the group and the log;
-* ``gc-poll``: ``gc-never`` with the partition's loop polling ``--idle-poll-us`` (default 200)
-  after each turn with work rather than sleeping (``WireConfig.idle_poll_us``);
+* ``gc-poll``: ``gc-never`` with the partition's loop polling ``--idle-poll-us`` (default
+  1,000) after each turn with work rather than sleeping (``WireConfig.idle_poll_us``);
 * ``gc-net-poll``: ``gc-net`` and ``gc-poll`` together (the network processes poll too), for
   machines with cores to spare for polling (on 2 cores the processes' polling takes the
   clients' share);
@@ -99,7 +99,12 @@ IDLE_CPU_S = 2.0  # how long the clients' idle CPU is measured
 HEARTBEAT_CONNECTIONS = 8
 WIRE_TARGETS = ("kafka", "gc-never", "gc-always", "gc-net", "gc-poll", "gc-net-poll")
 NETWORK_PROCESSES = 3  # gc-net's, as Kafka's num.network.threads default
-IDLE_POLL_US = 200  # gc-poll's, as Seastar's --idle-poll-time-us default
+# gc-poll's. Seastar's --idle-poll-time-us is 200 by default, but a librdkafka member here
+# sends its next commit 150-500 µs after the partition's turn that answered the last one (more
+# than 200 for 13-15 % of its commits), so at 200 the partition slept before those: 4 of 10
+# trials at least Kafka's rate at 1 member, 7 of 10 at 1,000 (bench/wire-findings.md, "Idle
+# polling long enough for a member's turn-around").
+IDLE_POLL_US = 1_000
 TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
 REJOINS_PER_GROUP = 10
 # The unreported first group's size and commit time. Kafka's rate climbs while its JIT compiles
