@@ -171,7 +171,8 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
         envelopes = _raw_decoder.decode(payload)
     except msgspec.MsgspecError as exc:
         raise RecordFormatError(f"undecodable batch payload: {exc}") from None
-    except RecursionError:  # msgspec's, for arrays or maps nested past its depth limit
+    except RecursionError:  # msgspec's, for arrays or maps nested past its depth limit; a
+        # payload read this far decodes record by record below at no greater depth
         raise RecordFormatError("undecodable batch payload: nested too deep") from None
     records: list[Record | None] = []
     for index, env in enumerate(envelopes):
@@ -179,10 +180,6 @@ def decode_records(payload: bytes | memoryview) -> list[Record | None]:
             records.append(decode_parts(env.record_type, env.key, env.value))
         except msgspec.MsgspecError as exc:
             raise RecordFormatError(f"record {index} of type {env.record_type}: {exc}") from None
-        except RecursionError:
-            raise RecordFormatError(
-                f"record {index} of type {env.record_type}: nested too deep"
-            ) from None
     return records
 
 
