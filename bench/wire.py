@@ -102,8 +102,8 @@ NETWORK_PROCESSES = 3  # gc-net's, as Kafka's num.network.threads default
 # gc-poll's. Seastar's --idle-poll-time-us is 200 by default, but a librdkafka member here
 # sends its next commit 150-500 µs after the partition's turn that answered the last one (more
 # than 200 for 13-15 % of its commits), so at 200 the partition slept before those: 4 of 10
-# trials at least Kafka's rate at 1 member, 7 of 10 at 1,000 (bench/wire-findings.md, "Idle
-# polling long enough for a member's turn-around").
+# trials at least Kafka's rate at 1 member, 7 of 10 at 1,000, with Kafka warmed by 16 members
+# only (bench/wire-findings.md, "Idle polling long enough for a member's turn-around").
 IDLE_POLL_US = 1_000
 TRIALS = {"commits": 3, "join": 9, "rejoin": 3}  # groups per target behind a row (summary_run)
 REJOINS_PER_GROUP = 10
