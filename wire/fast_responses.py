@@ -151,17 +151,16 @@ def _offset_commit(version: int, partitions: list[core.OffsetCommitResponseParti
         run.append(p)
     out = [_NO_THROTTLE] if version >= 3 else []
     out.append(array_size(len(topics), flexible))
+    pack_tagged, pack = _PARTITION_ERROR_TAGS.pack, _PARTITION_ERROR.pack
     for name, entries in topics.items():
         out.append(string(name, flexible))
         out.append(array_size(len(entries), flexible))
         # One comprehension a topic (each entry ends with its empty tagged-field section when
         # flexible): a third quicker than a call per partition appended one by one.
         if flexible:
-            pack_tagged = _PARTITION_ERROR_TAGS.pack
             out.append(b"".join([pack_tagged(p.partition, p.error, 0) for p in entries]))
             out.append(NO_TAGS)
         else:
-            pack = _PARTITION_ERROR.pack
             out.append(b"".join([pack(p.partition, p.error) for p in entries]))
     if flexible:
         out.append(NO_TAGS)
